@@ -1,11 +1,21 @@
 # dgxspark.ds4 — developer entry points. `make test` is the test command CI runs.
 SHELL := /bin/bash
-PY ?= $(shell command -v python3.12 || echo /root/.pyenv/versions/3.12.1/bin/python3.12)
+PY ?= $(shell command -v python3.12 || ls -d /root/.pyenv/versions/3.12.*/bin/python3.12 2>/dev/null | tail -n 1 || echo python3.12)
 VENV ?= .venv
 BIN := $(VENV)/bin
 COLL_LINK := .collections/ansible_collections/dgxspark/ds4
+# Tools from the venv first; molecule and ansible-test call ansible-* by name.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
+export NO_COLOR := 1
+export PY_COLORS := 0
+export ANSIBLE_FORCE_COLOR := false
 
-.PHONY: venv collection-link install
+# Steps of `make test`, in order (each one is also a target of its own).
+TEST_STEPS := bootstrap unit integration lint sanity changelog-lint build node-image molecule
+SCENARIOS ?= $(patsubst molecule/%/molecule.yml,%,$(sort $(wildcard molecule/*/molecule.yml)))
+
+.PHONY: venv collection-link install test $(TEST_STEPS)
 
 venv: $(BIN)/ansible-playbook
 $(BIN)/ansible-playbook: requirements.txt
@@ -19,3 +29,66 @@ collection-link:
 	ln -sfn $(CURDIR) $(COLL_LINK)
 
 install: venv collection-link
+
+# The whole CI (.ci/run): every step in order, stop at the first failure, one timing line
+# per step and a summary at the end.
+test:
+	@summary=""; t0=$$(date +%s.%N); \
+	for step in $(TEST_STEPS); do \
+	  echo "=== make $$step"; t=$$(date +%s.%N); \
+	  if $(MAKE) --no-print-directory $$step; then rc=0; else rc=$$?; fi; \
+	  line=$$(awk -v s="$$t" -v e="$$(date +%s.%N)" -v n="$$step" -v r="$$rc" \
+	    'BEGIN { printf "TIMING %-15s %7.1f s  %s", n, e - s, (r == 0 ? "ok" : "FAILED") }'); \
+	  echo "$$line"; summary="$$summary$$line"$$'\n'; \
+	  if [ "$$rc" -ne 0 ]; then printf '\n%s' "$$summary"; exit "$$rc"; fi; \
+	done; \
+	printf '\n%s' "$$summary"; \
+	awk -v s="$$t0" -v e="$$(date +%s.%N)" 'BEGIN { printf "TIMING %-15s %7.1f s  ok\n", "total", e - s }'
+
+# Packages, dockerd, venv, collection link (idempotent; root only when something is missing).
+bootstrap:
+	bash tests/harness/bootstrap.sh
+
+# pytest exits 5 when it collects no test: that fails the step too.
+unit: venv collection-link
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit
+
+integration: venv collection-link
+	$(BIN)/pytest -q -p no:cacheprovider tests/integration
+
+lint: venv collection-link
+	$(BIN)/ansible-lint --offline
+
+# ansible-test wants the collection at .../ansible_collections/<ns>/<name>: copy what git
+# tracks plus untracked files git does not ignore into a temp tree and run it there.
+# Its pip bootstrap script cannot be downloaded here: tests/harness/get_pip_shim.py stands in.
+GET_PIP_VERSION = $(shell sed -n "s/^ *pip='\([0-9.]*\)',/\1/p" $(VENV)/lib/python3.12/site-packages/ansible_test/_internal/python_requirements.py 2>/dev/null)
+GET_PIP_CACHE = $(HOME)/.ansible/test/cache/get_pip_$(subst .,_,$(GET_PIP_VERSION)).py
+sanity: venv
+	@test -n "$(GET_PIP_VERSION)" || { echo "sanity: cannot read ansible-test's pip version"; exit 1; }
+	@test -s "$(GET_PIP_CACHE)" || install -D -m 0644 tests/harness/get_pip_shim.py "$(GET_PIP_CACHE)"
+	@set -euo pipefail; tmp=$$(mktemp -d /tmp/ds4-sanity.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
+	dest="$$tmp/ansible_collections/dgxspark/ds4"; mkdir -p "$$dest"; \
+	git ls-files -co --exclude-standard -z | while IFS= read -r -d '' f; do \
+	  if [ -e "$$f" ] || [ -L "$$f" ]; then printf '%s\0' "$$f"; fi; done \
+	  | tar --null -T - -cf - | tar -xf - -C "$$dest"; \
+	cd "$$dest" && $(CURDIR)/$(BIN)/ansible-test sanity --venv --python 3.12 --color no
+
+changelog-lint: venv
+	$(BIN)/antsibull-changelog lint
+
+build: venv
+	@set -euo pipefail; tmp=$$(mktemp -d /tmp/ds4-build.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
+	$(BIN)/ansible-galaxy collection build --force --output-path "$$tmp" .; ls -l "$$tmp"
+
+node-image:
+	bash tests/harness/build-node-image.sh
+
+# Every scenario (molecule/<name>/molecule.yml), one after the other; `make molecule SCENARIOS=default`.
+molecule: venv collection-link node-image
+	@set -euo pipefail; mkdir -p .cache/images/inner; \
+	for s in $(SCENARIOS); do \
+	  t=$$(date +%s.%N); echo "--- molecule test -s $$s"; \
+	  $(BIN)/molecule --base-config .config/molecule/config.yml test -s "$$s"; \
+	  awk -v s="$$t" -v e="$$(date +%s.%N)" -v n="$$s" 'BEGIN { printf "TIMING molecule:%-7s %7.1f s\n", n, e - s }'; \
+	done

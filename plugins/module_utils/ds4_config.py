@@ -1,0 +1,736 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Effective configuration for one DGX Spark node: merge, validate, derive.
+
+Pure Python (no Ansible imports) so it is unit-tested with plain pytest.
+
+Layers, lowest first:  base (collection-owned)  <-  profile  <-  site overrides
+<-  per-host values (rank, fabric IP, netdev, RDMA HCAs).  The renderer owns the
+multi-node flags (--nnodes, --node-rank, --master-addr, --master-port, --headless).
+
+Entry points:
+  validate_all(inputs) -> (errors, warnings)
+  compute_effective(inputs, host) -> dict (raises Ds4ConfigError with every error)
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import copy
+import ipaddress
+import json
+import re
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils.launch_render import (
+    build_argv,
+    render_env_file,
+    render_launch_script,
+)
+
+PROFILES = (
+    'latency',
+    'throughput',
+    'balanced',
+    'long-context-1m',
+    'conservative',
+    'dspark-nvfp4-1m',
+    'dspark-c16',
+)
+
+IMAGE_FAMILIES = ('eugr-nightly', 'b12x', 'dspark')
+
+# vLLM flags whose value is JSON.  They must be YAML mappings in the inventory, never
+# strings: seed 000 failure #6 (--compilation-config quotes stripped by nested shells,
+# vLLM silently fell back to default compilation).
+JSON_FLAGS = frozenset((
+    'compilation-config',
+    'speculative-config',
+    'default-chat-template-kwargs',
+    'reasoning-config',
+    'override-generation-config',
+    'hf-overrides',
+    'kv-transfer-config',
+    'kv-events-config',
+    'limit-mm-per-prompt',
+    'mm-processor-kwargs',
+    'override-pooler-config',
+))
+
+# Flags the renderer writes from the inventory; nobody may pass them by hand.
+RENDERER_FLAGS = {
+    'headless': 'the renderer adds --headless to every rank >= 1 (seed 000 failure #5: without it the worker also binds '
+                'the TCPStore port 29501); set ds4_node_rank in host_vars instead',
+    'node-rank': 'the renderer writes --node-rank from ds4_node_rank; set ds4_node_rank in host_vars/<host>.yml',
+    'nnodes': 'the renderer writes --nnodes from the number of hosts in group spark',
+    'master-addr': 'the renderer writes --master-addr from the head node\'s ds4_fabric_ip (host_vars of the rank 0 host)',
+    'master-port': 'the renderer writes --master-port from ds4_profile_config.master_port; set master_port there',
+}
+# Flags that come from other parts of the profile.
+SECTION_FLAGS = {
+    'host': 'set ds4_profile_config.api.host (or ds4_site_overrides.api.host)',
+    'port': 'set ds4_profile_config.api.port (or ds4_site_overrides.api.port)',
+    'model': 'set ds4_profile_config.model.serve_arg (the positional model argument)',
+}
+SECRET_FLAGS = ('api-key', 'hf-token')
+SECRET_ENV_RE = re.compile(r'(API_KEY|TOKEN|SECRET|PASSWORD)', re.I)
+
+# Per-node env: one value per host from host_vars, never one global value.
+PER_NODE_ENV = {
+    'VLLM_HOST_IP': 'ds4_fabric_ip',
+    'NCCL_SOCKET_IFNAME': 'ds4_fabric_ifname',
+    'GLOO_SOCKET_IFNAME': 'ds4_fabric_ifname',
+    'TP_SOCKET_IFNAME': 'ds4_fabric_ifname',
+    'NCCL_IB_HCA': 'ds4_rdma_hcas',
+    'NCCL_IB_GID_INDEX': 'ds4_nccl_ib_gid_index',
+    'MASTER_ADDR': 'ds4_fabric_ip of the rank 0 host',
+    'NODE_RANK': 'ds4_node_rank',
+}
+
+LAYER_KEYS = ('seed', 'image', 'model', 'entrypoint', 'api', 'master_port', 'container', 'env', 'serve_args')
+IMAGE_KEYS = ('ref', 'family', 'max_model_len')
+MODEL_KEYS = ('repo_id', 'revision', 'host_dir', 'container_dir', 'serve_arg')
+API_KEYS = ('host', 'port')
+CONTAINER_KEYS = ('gpus', 'runtime', 'privileged', 'shm_size', 'devices', 'memory', 'cache_volumes', 'volumes',
+                  'network', 'ipc', 'init', 'ulimits')
+
+NETDEV_RE = re.compile(r'^[A-Za-z0-9_.:-]{1,15}$')
+HCA_RE = re.compile(r'^[A-Za-z0-9_.:-]{1,64}$')
+ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+SHA_RE = re.compile(r'^[0-9a-f]{40}$')
+
+DEFAULT_VLLM_CACHE_ROOT = '/root/.cache/vllm'
+DEFAULT_NODE_MEMORY_GIB = 128
+GPUS_PER_NODE = 1
+
+UTIL_CAP_96 = 0.78
+UTIL_CAP_128 = 0.90
+
+
+class Ds4ConfigError(Exception):
+    """Raised with every validation error at once."""
+
+    def __init__(self, errors, warnings=None):
+        self.errors = list(errors)
+        self.warnings = list(warnings or [])
+        super(Ds4ConfigError, self).__init__('\n'.join(self.errors))
+
+
+def normalize_flag(name):
+    """'--max_num_seqs' -> 'max-num-seqs'."""
+    return str(name).strip().lstrip('-').replace('_', '-')
+
+
+def _fmt(value):
+    try:
+        return json.dumps(value, sort_keys=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _msg(var, value, why, fix, host=None):
+    where = '[host %s] ' % host if host else ''
+    return '%s%s = %s: %s. Fix: %s.' % (where, var, _fmt(value), why, fix)
+
+
+def util_cap(node_memory_gib):
+    """Safe --gpu-memory-utilization for a node: 0.78 at <=96 GiB (seed 002), 0.90 at 128 GiB (seed 000)."""
+    if node_memory_gib >= 128:
+        return UTIL_CAP_128
+    return UTIL_CAP_96
+
+
+# --------------------------------------------------------------------------- layers
+
+def _norm_serve_args(layer_name, var, args, errors, base_owned):
+    """Normalise one layer's serve_args; report spelling twins and owned flags."""
+    out = {}
+    if args is None:
+        return out
+    if not isinstance(args, dict):
+        errors.append(_msg(var, args, 'serve_args must be a mapping of flag -> value', 'write e.g. {max-num-seqs: 4}'))
+        return out
+    seen = {}
+    for raw, value in args.items():
+        flag = normalize_flag(raw)
+        fvar = '%s[%s]' % (var, raw)
+        if not flag:
+            errors.append(_msg(fvar, value, 'empty flag name', 'remove the entry'))
+            continue
+        if flag in seen:
+            errors.append(_msg(fvar, value, 'flag --%s is set twice in %s (also as %r); one flag, one value' % (flag, layer_name, seen[flag]),
+                               'keep one spelling and delete the other'))
+            continue
+        seen[flag] = raw
+        if flag in RENDERER_FLAGS:
+            errors.append(_msg(fvar, value, '--%s is owned by the renderer: %s' % (flag, RENDERER_FLAGS[flag]),
+                               'delete it from %s' % var))
+            continue
+        if flag in SECTION_FLAGS:
+            errors.append(_msg(fvar, value, '--%s is not a serve_args entry' % flag, SECTION_FLAGS[flag]))
+            continue
+        if flag in SECRET_FLAGS:
+            errors.append(_msg(fvar, '***', '--%s is a secret; argv shows in docker inspect, /proc/<pid>/cmdline and (vLLM 0.27.1) '
+                                            'the "non-default args" log line' % flag,
+                               'leave it out of serve_args; secrets go to the 0600 env file (e.g. VLLM_API_KEY)'))
+            continue
+        if flag in base_owned:
+            errors.append(_msg(fvar, value, '--%s is set by the collection base layer to %s (a flag set twice across layers)'
+                               % (flag, _fmt(base_owned[flag])), 'delete it from %s' % var))
+            continue
+        if value is False:
+            errors.append(_msg(fvar, value, 'a boolean flag is either present (true) or absent',
+                               'use true to pass --%s, or null in ds4_site_overrides to drop a profile flag' % flag))
+            continue
+        if value is None and layer_name != 'site overrides':
+            errors.append(_msg(fvar, value, 'null only removes a profile flag from ds4_site_overrides',
+                               'delete the entry or give it a value'))
+            continue
+        out[flag] = value
+    return out
+
+
+def _check_env_layer(layer_name, var, env, errors, base_env):
+    out = {}
+    if env is None:
+        return out
+    if not isinstance(env, dict):
+        errors.append(_msg(var, env, 'env must be a mapping NAME -> value', 'write e.g. {OMP_NUM_THREADS: "8"}'))
+        return out
+    for name, value in env.items():
+        evar = '%s[%s]' % (var, name)
+        name = str(name)
+        if not ENV_NAME_RE.match(name):
+            errors.append(_msg(evar, value, 'not a valid environment variable name', 'use letters, digits and _'))
+            continue
+        if name in PER_NODE_ENV:
+            errors.append(_msg(evar, value, '%s differs per node and is rendered from host_vars (%s); one global value for a '
+                               'per-node setting wedges NCCL/Gloo (vllm-ops 2.B/2.C)' % (name, PER_NODE_ENV[name]),
+                               'delete it from %s and set %s in host_vars/<host>.yml' % (var, PER_NODE_ENV[name])))
+            continue
+        if SECRET_ENV_RE.search(name):
+            errors.append(_msg(evar, '***', '%s looks like a secret; the launch script is not a secret store' % name,
+                               'remove it; secrets go to the 0600 env file, never the launch script'))
+            continue
+        if name in base_env:
+            errors.append(_msg(evar, value, '%s is set by the collection base layer to %s (set twice across layers)'
+                               % (name, _fmt(base_env[name])), 'delete it from %s' % var))
+            continue
+        if value is None:
+            if layer_name != 'site overrides':
+                errors.append(_msg(evar, value, 'null only removes a profile env var from ds4_site_overrides',
+                                   'delete the entry or give it a value'))
+                continue
+            out[name] = None
+            continue
+        if isinstance(value, bool) or isinstance(value, (dict, list)):
+            errors.append(_msg(evar, value, 'env values must be strings or numbers (a YAML boolean renders ambiguously)',
+                               'quote it, e.g. "1" or "0"'))
+            continue
+        value = str(value)
+        if '\n' in value or '\0' in value:
+            errors.append(_msg(evar, value, 'env values must be one line', 'remove the newline'))
+            continue
+        if name == 'VLLM_WORKER_MULTIPROC_METHOD' and value.strip().lower() == 'fork':
+            errors.append(_msg(evar, value, 'seed 000 (May 30 addendum, breakage #2): a drifted relaunch with '
+                               'VLLM_WORKER_MULTIPROC_METHOD=fork crashed engine startup with '
+                               "AttributeError: 'ShmRingBuffer' object has no attribute 'shared_memory'",
+                               'delete VLLM_WORKER_MULTIPROC_METHOD (the known-good scripts never set it)'))
+            continue
+        out[name] = value
+    return out
+
+
+def _layer(inputs, key):
+    value = inputs.get(key)
+    return {} if value is None else value
+
+
+def merge_layers(base, profile, site, errors):
+    """Merge base <- profile <- site.  Returns (merged, overrides)."""
+    overrides = []
+    base_args = dict((normalize_flag(k), v) for k, v in (base.get('serve_args') or {}).items())
+    base_env = dict((str(k), str(v)) for k, v in (base.get('env') or {}).items())
+    base_container = base.get('container') or {}
+
+    layers = (('profile', 'ds4_profile_config', profile), ('site overrides', 'ds4_site_overrides', site))
+    for lname, var, layer in layers:
+        if not isinstance(layer, dict):
+            errors.append(_msg(var, layer, 'must be a mapping', 'see roles/config/README.md for the layer shape'))
+            return None, overrides
+        for key in layer:
+            if key not in LAYER_KEYS:
+                errors.append(_msg('%s.%s' % (var, key), layer[key], 'unknown key', 'use one of: %s' % ', '.join(LAYER_KEYS)))
+
+    merged = {
+        'seed': profile.get('seed'),
+        'image': {}, 'model': {}, 'api': {}, 'entrypoint': None, 'master_port': None,
+        'container': copy.deepcopy(base_container), 'env': dict(base_env), 'serve_args': dict(base_args),
+    }
+    for lname, var, layer in layers:
+        if not isinstance(layer, dict):
+            continue
+        for section, allowed in (('image', IMAGE_KEYS), ('model', MODEL_KEYS), ('api', API_KEYS)):
+            sub = layer.get(section)
+            if sub is None:
+                continue
+            if not isinstance(sub, dict):
+                errors.append(_msg('%s.%s' % (var, section), sub, 'must be a mapping', 'keys: %s' % ', '.join(allowed)))
+                continue
+            for k, v in sub.items():
+                if k not in allowed:
+                    errors.append(_msg('%s.%s.%s' % (var, section, k), v, 'unknown key', 'use one of: %s' % ', '.join(allowed)))
+                    continue
+                if lname == 'site overrides' and k in merged[section] and merged[section][k] != v:
+                    overrides.append({'key': '%s.%s' % (section, k), 'profile': merged[section][k], 'site': v})
+                merged[section][k] = v
+        for scalar in ('entrypoint', 'master_port'):
+            if scalar in layer:
+                if lname == 'site overrides' and merged[scalar] is not None and merged[scalar] != layer[scalar]:
+                    overrides.append({'key': scalar, 'profile': merged[scalar], 'site': layer[scalar]})
+                merged[scalar] = layer[scalar]
+        cont = layer.get('container')
+        if cont is not None:
+            if not isinstance(cont, dict):
+                errors.append(_msg('%s.container' % var, cont, 'must be a mapping', 'keys: %s' % ', '.join(CONTAINER_KEYS)))
+            else:
+                for k, v in cont.items():
+                    kvar = '%s.container.%s' % (var, k)
+                    if k not in CONTAINER_KEYS:
+                        errors.append(_msg(kvar, v, 'unknown key', 'use one of: %s' % ', '.join(CONTAINER_KEYS)))
+                    elif k in base_container:
+                        errors.append(_msg(kvar, v, 'container.%s is set by the collection base layer to %s (set twice across layers)'
+                                           % (k, _fmt(base_container[k])), 'delete it from %s' % var))
+                    else:
+                        if lname == 'site overrides' and k in merged['container'] and merged['container'][k] != v:
+                            overrides.append({'key': 'container.%s' % k, 'profile': merged['container'][k], 'site': v})
+                        if v is None:
+                            merged['container'].pop(k, None)
+                        else:
+                            merged['container'][k] = v
+        env = _check_env_layer(lname, '%s.env' % var, layer.get('env'), errors, base_env)
+        for k, v in env.items():
+            if lname == 'site overrides' and (k in merged['env'] or v is not None) and merged['env'].get(k) != v:
+                overrides.append({'key': 'env.%s' % k, 'profile': merged['env'].get(k), 'site': v})
+            if v is None:
+                merged['env'].pop(k, None)
+            else:
+                merged['env'][k] = v
+        args = _norm_serve_args(lname, '%s.serve_args' % var, layer.get('serve_args'), errors, base_args)
+        for k, v in args.items():
+            if lname == 'site overrides' and merged['serve_args'].get(k) != v:
+                overrides.append({'key': 'serve_args.%s' % k, 'profile': merged['serve_args'].get(k), 'site': v})
+            if v is None:
+                merged['serve_args'].pop(k, None)
+            else:
+                merged['serve_args'][k] = v
+    return merged, overrides
+
+
+# --------------------------------------------------------------------------- checks
+
+def _is_abs(path):
+    return isinstance(path, str) and path.startswith('/') and '\n' not in path
+
+
+def _port_ok(value):
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
+
+
+def _cache_volumes(container, errors):
+    """container.cache_volumes: mapping host dir -> container dir."""
+    vols = container.get('cache_volumes') or {}
+    out = []
+    if not isinstance(vols, dict):
+        errors.append(_msg('ds4_profile_config.container.cache_volumes', vols, 'must be a mapping host dir -> container dir',
+                           'write e.g. {/var/cache/dgxspark-ds4/vllm: /root/.cache/vllm}'))
+        return out
+    for host_dir, cont_dir in vols.items():
+        if not _is_abs(host_dir) or not _is_abs(cont_dir):
+            errors.append(_msg('ds4_profile_config.container.cache_volumes[%s]' % host_dir, cont_dir,
+                               'both sides of a cache volume must be absolute paths', 'use /host/dir: /container/dir'))
+            continue
+        out.append((host_dir, cont_dir))
+    return out
+
+
+def _under(path, parent):
+    parent = parent.rstrip('/') or '/'
+    return path == parent or path.startswith(parent + '/')
+
+
+def check_merged(merged, errors, warnings):
+    """Rules on the merged (node-independent) configuration."""
+    image = merged['image']
+    model = merged['model']
+    api = merged['api']
+    args = merged['serve_args']
+    env = merged['env']
+    container = merged['container']
+
+    for k in IMAGE_KEYS:
+        if image.get(k) in (None, ''):
+            errors.append(_msg('ds4_profile_config.image.%s' % k, image.get(k), 'required', 'set image.%s in the profile' % k))
+    if image.get('family') not in (None, '') and image.get('family') not in IMAGE_FAMILIES:
+        errors.append(_msg('ds4_profile_config.image.family', image.get('family'), 'unknown image family',
+                           'use one of: %s' % ', '.join(IMAGE_FAMILIES)))
+    img_max = image.get('max_model_len')
+    if img_max is not None and (not isinstance(img_max, int) or isinstance(img_max, bool) or img_max <= 0):
+        errors.append(_msg('ds4_profile_config.image.max_model_len', img_max, 'must be a positive integer',
+                           'set the largest context the image was validated at'))
+        img_max = None
+
+    for k in ('repo_id', 'host_dir', 'container_dir', 'serve_arg'):
+        if model.get(k) in (None, ''):
+            errors.append(_msg('ds4_profile_config.model.%s' % k, model.get(k), 'required', 'set model.%s in the profile' % k))
+    for k in ('host_dir', 'container_dir'):
+        if model.get(k) not in (None, '') and not _is_abs(model.get(k)):
+            errors.append(_msg('ds4_profile_config.model.%s' % k, model.get(k), 'must be an absolute path', 'start it with /'))
+    if model.get('serve_arg') not in (None, '') and model.get('serve_arg') not in (model.get('repo_id'), model.get('container_dir')):
+        errors.append(_msg('ds4_profile_config.model.serve_arg', model.get('serve_arg'),
+                           'the positional model argument must be the container path or the repo id',
+                           'set it to %s or %s' % (_fmt(model.get('container_dir')), _fmt(model.get('repo_id')))))
+    rev = model.get('revision')
+    if rev in (None, ''):
+        warnings.append('ds4_profile_config.model.revision is not pinned: a moving refs/main once resolved to a different '
+                        'checkpoint on a peer deployment (vllm-ops 6). Pin it in ds4_site_overrides.model.revision '
+                        'to the 40-hex commit you downloaded.')
+    elif not isinstance(rev, str) or not SHA_RE.match(rev):
+        errors.append(_msg('ds4_profile_config.model.revision', rev, 'must be a pinned 40-hex commit id, not a branch or tag',
+                           'set the commit sha of the downloaded snapshot (or null while you have none)'))
+
+    entry = merged.get('entrypoint')
+    if not isinstance(entry, list) or not entry or not all(isinstance(e, str) and e for e in entry):
+        errors.append(_msg('ds4_profile_config.entrypoint', entry, 'must be a non-empty list of strings',
+                           'e.g. [vllm, serve] or [/usr/local/bin/dsv4-vllm-entrypoint, serve]'))
+
+    if not _port_ok(api.get('port')):
+        errors.append(_msg('ds4_profile_config.api.port', api.get('port'), 'must be an integer 1-65535', 'e.g. 8000'))
+    if not isinstance(api.get('host'), str) or not api.get('host'):
+        errors.append(_msg('ds4_profile_config.api.host', api.get('host'), 'required (the address vLLM binds)',
+                           'e.g. 127.0.0.1 (local only) or 0.0.0.0'))
+    else:
+        try:
+            ipaddress.ip_address(api['host'])
+        except ValueError:
+            errors.append(_msg('ds4_profile_config.api.host', api['host'], 'must be an IP address', 'e.g. 127.0.0.1 or 0.0.0.0'))
+    mport = merged.get('master_port')
+    if not _port_ok(mport) or mport < 1024:
+        errors.append(_msg('ds4_profile_config.master_port', mport, 'must be an integer 1024-65535 (the TCPStore port)',
+                           'e.g. 29501 (seed 000) or 25000 (seed 001)'))
+    elif _port_ok(api.get('port')) and mport == api.get('port'):
+        errors.append(_msg('ds4_profile_config.master_port', mport,
+                           'equals api.port; the head binds both on the host network, so the second bind fails with '
+                           'EADDRINUSE (seed 000 failure #5 shows what a TCPStore port clash does)',
+                           'use distinct ports, e.g. api.port 8000 and master_port 29501'))
+
+    # JSON-valued flags
+    for flag in sorted(JSON_FLAGS):
+        if flag in args and not isinstance(args[flag], dict):
+            errors.append(_msg('serve_args[%s]' % flag, args[flag],
+                               '--%s takes JSON and must be a YAML mapping, not a string: seed 000 failure #6, JSON passed '
+                               'through nested shells lost its quotes and vLLM silently fell back to the default' % flag,
+                               'write it as a mapping, e.g. %s: {cudagraph_mode: PIECEWISE}' % flag))
+    for flag, value in args.items():
+        if isinstance(value, dict) and flag not in JSON_FLAGS:
+            warnings.append('serve_args[%s] is a mapping; it renders as compact JSON. Check that --%s takes JSON.' % (flag, flag))
+
+    # custom_ops all without a persistent compile cache
+    comp = args.get('compilation-config')
+    if isinstance(comp, dict):
+        ops = comp.get('custom_ops')
+        if isinstance(ops, list) and 'all' in ops:
+            cache_root = env.get('VLLM_CACHE_ROOT', DEFAULT_VLLM_CACHE_ROOT)
+            vols = _cache_volumes(container, errors)
+            if _is_abs(model.get('container_dir')):
+                vols.append((model.get('host_dir'), model['container_dir']))
+            if not any(_under(cache_root, cdir) for _h, cdir in vols):
+                errors.append(_msg('serve_args[compilation-config].custom_ops', ops,
+                                   'custom_ops ["all"] without a persistent compile-cache volume: seed 002 froze both nodes '
+                                   '(TileLang/nvcc fusion compile exhausted unified memory during load); seed 000 only runs it '
+                                   'with ~/.cache/vllm on a volume',
+                                   'add container.cache_volumes {<host dir>: %s} or drop custom_ops' % cache_root))
+    else:
+        _cache_volumes(container, errors)
+
+    if args.get('enforce-eager') is True:
+        warnings.append('serve_args[enforce-eager]: seed 000 measured decode 44 -> ~25 tok/s with --enforce-eager; '
+                        'use PIECEWISE cudagraphs instead (seed 002).')
+    spec = args.get('speculative-config')
+    if isinstance(spec, dict) and spec.get('method') == 'deepseek_mtp':
+        n = spec.get('num_speculative_tokens')
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 3:
+            warnings.append('serve_args[speculative-config] deepseek_mtp num_speculative_tokens=%d: seed 000 measured MTP=3 '
+                            'slower than MTP=2 (~38 -> ~35 tok/s, acceptance 1.46 -> 1.44 tokens/step). Use 2.' % n)
+
+    kv = args.get('kv-cache-dtype')
+    if kv == 'nvfp4_ds_mla' and image.get('family') != 'dspark':
+        errors.append(_msg('serve_args[kv-cache-dtype]', kv,
+                           'nvfp4_ds_mla exists only in the DSpark Stage C image (seed 003); image %s is family %s'
+                           % (_fmt(image.get('ref')), _fmt(image.get('family'))),
+                           'use kv-cache-dtype fp8, or a DSpark image (image.family: dspark)'))
+
+    mml = args.get('max-model-len')
+    if mml is not None:
+        if not isinstance(mml, int) or isinstance(mml, bool) or mml <= 0:
+            errors.append(_msg('serve_args[max-model-len]', mml, 'must be a positive integer', 'e.g. 131072'))
+        elif isinstance(img_max, int) and mml > img_max:
+            errors.append(_msg('serve_args[max-model-len]', mml,
+                               'above the %d tokens image %s supports (image.max_model_len)' % (img_max, _fmt(image.get('ref'))),
+                               'lower max-model-len to <= %d or choose an image validated at that length' % img_max))
+
+    util = args.get('gpu-memory-utilization')
+    if util is not None and (isinstance(util, bool) or not isinstance(util, (int, float)) or not 0 < util <= 1):
+        errors.append(_msg('serve_args[gpu-memory-utilization]', util, 'must be a number in (0, 1]', 'e.g. 0.80'))
+
+    for k in ('devices', 'volumes'):
+        v = container.get(k)
+        if v is not None and (not isinstance(v, list) or not all(isinstance(i, str) and i for i in v)):
+            errors.append(_msg('ds4_profile_config.container.%s' % k, v, 'must be a list of strings',
+                               'e.g. [/dev/infiniband:/dev/infiniband]'))
+        elif v:
+            for item in v:
+                if not item.startswith('/'):
+                    errors.append(_msg('ds4_profile_config.container.%s' % k, item, 'host side must be an absolute path',
+                                       'write /host/path:/container/path[:ro]'))
+
+
+def validate_inventory(spark_hosts, hostvars, errors, tp=2, pp=1):
+    """kubespray-style inventory checks. Returns {host: per-host dict} for the good hosts."""
+    nodes = {}
+    gpus = len(spark_hosts) * GPUS_PER_NODE
+    if tp * pp != gpus:
+        errors.append(_msg("groups['spark']", list(spark_hosts),
+                           'tensor-parallel-size %d x pipeline-parallel-size %d = %d GPUs, but group spark has %d host(s) '
+                           'x %d GPU = %d; TP=2 needs exactly one head (ds4_node_rank 0) and one worker (ds4_node_rank 1)'
+                           % (tp, pp, tp * pp, len(spark_hosts), GPUS_PER_NODE, gpus),
+                           'put exactly two hosts in group spark (hosts.yml)'))
+    for host in spark_hosts:
+        hv = hostvars.get(host, {}) or {}
+        node = {'host': host}
+        ok = True
+        rank = hv.get('ds4_node_rank')
+        if rank is None:
+            errors.append(_msg('ds4_node_rank', rank, 'required: 0 for the head, 1 for the worker', 'set it in host_vars/%s.yml' % host, host))
+            ok = False
+        elif isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            errors.append(_msg('ds4_node_rank', rank, 'must be an integer (0 head, 1 worker)', 'set ds4_node_rank: 0 or 1', host))
+            ok = False
+        node['rank'] = rank
+        ip = hv.get('ds4_fabric_ip')
+        addr = None
+        try:
+            if not isinstance(ip, str):
+                raise ValueError()
+            addr = ipaddress.IPv4Address(ip)
+            if addr.is_loopback or addr.is_unspecified or addr.is_multicast:
+                errors.append(_msg('ds4_fabric_ip', ip, 'must be the ConnectX-7 address of this node, not loopback/unspecified/multicast '
+                                   '(Gloo on 127.0.0.1 fails across nodes, seed 002 "V1 engine Gloo 127.0.0.1 bug")',
+                                   'set the CX-7 IPv4, e.g. 192.168.100.10', host))
+                ok = False
+        except ValueError:
+            errors.append(_msg('ds4_fabric_ip', ip, 'required: an IPv4 address without prefix',
+                               'set the CX-7 fabric IPv4 in host_vars/%s.yml, e.g. 192.168.100.10' % host, host))
+            ok = False
+        node['ip'] = ip
+        prefix = hv.get('ds4_fabric_prefix')
+        if isinstance(prefix, bool) or not isinstance(prefix, int) or not 1 <= prefix <= 32:
+            errors.append(_msg('ds4_fabric_prefix', prefix, 'required: an integer 1-32', 'set e.g. ds4_fabric_prefix: 24', host))
+            ok = False
+        node['prefix'] = prefix
+        ifname = hv.get('ds4_fabric_ifname')
+        if not isinstance(ifname, str) or not NETDEV_RE.match(ifname):
+            errors.append(_msg('ds4_fabric_ifname', ifname, 'required: a netdev name of at most 15 characters [A-Za-z0-9_.:-]',
+                               'set the netdev holding ds4_fabric_ip, e.g. enp1s0f1np1', host))
+            ok = False
+        node['ifname'] = ifname
+        hcas = hv.get('ds4_rdma_hcas')
+        if not isinstance(hcas, list) or not hcas or not all(isinstance(h, str) and HCA_RE.match(h) for h in hcas):
+            errors.append(_msg('ds4_rdma_hcas', hcas, 'required: a non-empty list of RDMA device names (both RoCE twins of the '
+                               'cabled port: one twin is ~100G, both ~200G)', 'e.g. [rocep1s0f1, roceP2p1s0f1]', host))
+            ok = False
+        elif len(set(hcas)) != len(hcas):
+            errors.append(_msg('ds4_rdma_hcas', hcas, 'lists a device twice', 'list each RDMA device once', host))
+            ok = False
+        node['hcas'] = hcas
+        gid = hv.get('ds4_nccl_ib_gid_index')
+        if gid is not None and (isinstance(gid, bool) or not isinstance(gid, int) or gid < 0):
+            errors.append(_msg('ds4_nccl_ib_gid_index', gid, 'must be a non-negative integer or unset (NCCL auto-selects)',
+                               'leave it unset unless show_gids on this node says otherwise', host))
+            ok = False
+        node['gid_index'] = gid
+        mem = hv.get('ds4_node_memory_gib', DEFAULT_NODE_MEMORY_GIB)
+        if isinstance(mem, bool) or not isinstance(mem, int) or not 16 <= mem <= 4096:
+            errors.append(_msg('ds4_node_memory_gib', mem, 'must be an integer GiB (96 or 128 for DGX Spark/GB10 kits)',
+                               'set ds4_node_memory_gib: 128 (or 96)', host))
+            ok = False
+        node['memory_gib'] = mem
+        ack = hv.get('ds4_ack_unsafe_gpu_memory_utilization', False)
+        if not isinstance(ack, bool):
+            errors.append(_msg('ds4_ack_unsafe_gpu_memory_utilization', ack, 'must be a boolean', 'true or false', host))
+            ok = False
+        node['ack_unsafe_util'] = ack is True
+        if ok:
+            node['network'] = ipaddress.IPv4Network('%s/%d' % (ip, prefix), strict=False)
+        nodes[host] = node
+
+    ranks = {}
+    for host in spark_hosts:
+        r = nodes[host]['rank']
+        if isinstance(r, int) and not isinstance(r, bool):
+            ranks.setdefault(r, []).append(host)
+    for r, hosts in sorted(ranks.items()):
+        if len(hosts) > 1:
+            errors.append(_msg('ds4_node_rank', r, 'set on %s; every node needs its own rank' % ', '.join(hosts),
+                               'give the head 0 and the worker 1'))
+        if r >= len(spark_hosts) and len(spark_hosts) == 2:
+            errors.append(_msg('ds4_node_rank', r, 'out of range for %d nodes (ranks are 0..%d)' % (len(spark_hosts), len(spark_hosts) - 1),
+                               'give the head 0 and the worker 1', hosts[0]))
+    if len(spark_hosts) == 2 and 0 not in ranks and all(nodes[h]['rank'] is not None for h in spark_hosts):
+        errors.append(_msg('ds4_node_rank', [nodes[h]['rank'] for h in spark_hosts], 'no host has rank 0 (the head)',
+                           'set ds4_node_rank: 0 on the head'))
+    good = [nodes[h] for h in spark_hosts if 'network' in nodes[h]]
+    if len(good) == 2:
+        a, b = good
+        if a['ip'] == b['ip']:
+            errors.append(_msg('ds4_fabric_ip', a['ip'], 'set on both %s and %s; head and worker need distinct fabric IPs'
+                               % (a['host'], b['host']), 'give each node its own CX-7 address'))
+        elif a['network'] != b['network']:
+            errors.append(_msg('ds4_fabric_ip', {a['host']: '%s/%s' % (a['ip'], a['prefix']), b['host']: '%s/%s' % (b['ip'], b['prefix'])},
+                               'head and worker fabric addresses are not in one subnet (the direct CX-7 link needs one)',
+                               'put both on one subnet, e.g. 192.168.100.10/24 and 192.168.100.11/24'))
+    return nodes
+
+
+# --------------------------------------------------------------------------- top level
+
+def _plain(value):
+    """Copy Ansible's wrapped types into plain Python (str/int/float/bool/None/list/dict)."""
+    if isinstance(value, dict) or hasattr(value, 'items'):
+        return dict((str(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def validate_all(inputs):
+    """inputs: {base, spark_hosts, hostvars, ds4_profile, ds4_profile_config, ds4_site_overrides}.
+
+    Returns (errors, warnings, merged, overrides, nodes)."""
+    errors = []
+    warnings = []
+    base = _plain(inputs.get('base') or {})
+    spark = [str(h) for h in (inputs.get('spark_hosts') or [])]
+    hostvars = dict((h, _plain(v)) for h, v in (inputs.get('hostvars') or {}).items())
+    name = inputs.get('ds4_profile')
+    if name not in PROFILES:
+        errors.append(_msg('ds4_profile', name, 'unknown profile', 'use one of: %s (inventories/<profile>/group_vars/spark/profile.yml)'
+                           % ', '.join(PROFILES)))
+    profile = _plain(inputs.get('ds4_profile_config'))
+    site = _plain(inputs.get('ds4_site_overrides'))
+    if profile is None:
+        errors.append(_msg('ds4_profile_config', None, 'missing: no profile layer loaded',
+                           'run with -i inventories/<profile> so group_vars/spark/profile.yml is read'))
+        profile = {}
+    if site is None:
+        site = {}
+    # Shared settings must not differ per host (host_vars overriding group_vars on one node).
+    for var in ('ds4_profile', 'ds4_profile_config', 'ds4_site_overrides'):
+        seen = {}
+        for h in spark:
+            seen.setdefault(json.dumps(hostvars.get(h, {}).get(var), sort_keys=True, default=str), []).append(h)
+        if len(seen) > 1:
+            errors.append(_msg(var, sorted(seen.values()), 'differs between hosts of group spark; both nodes must run one recipe',
+                               'set %s only in group_vars/spark/, not in host_vars' % var))
+    merged, overrides = merge_layers(base, profile, site, errors)
+    if merged is not None:
+        check_merged(merged, errors, warnings)
+    base_args = dict((normalize_flag(k), v) for k, v in (base.get('serve_args') or {}).items())
+    nodes = validate_inventory(spark, hostvars, errors, tp=int(base_args.get('tensor-parallel-size', 2)),
+                               pp=int(base_args.get('pipeline-parallel-size', 1)))
+    if merged is not None:
+        util = merged['serve_args'].get('gpu-memory-utilization')
+        if isinstance(util, (int, float)) and not isinstance(util, bool):
+            for h in spark:
+                node = nodes[h]
+                mem = node['memory_gib']
+                if not isinstance(mem, int) or isinstance(mem, bool):
+                    continue
+                cap = util_cap(mem)
+                if util > cap:
+                    if node['ack_unsafe_util']:
+                        warnings.append('[host %s] gpu-memory-utilization %s is above the %s safe cap for a %d GiB node; '
+                                        'allowed by ds4_ack_unsafe_gpu_memory_utilization.' % (h, util, cap, mem))
+                    else:
+                        errors.append(_msg('serve_args[gpu-memory-utilization]', util,
+                                           'above the safe cap %s for a %d GiB node (ds4_node_memory_gib): seed 002 hit OOM at 0.82 '
+                                           'on 96 GB nodes and settled on 0.78; seed 000 runs 0.90 on 128 GB; unified-memory '
+                                           'exhaustion freezes the box (power cycle)' % (cap, mem),
+                                           'lower it to <= %s, or set ds4_ack_unsafe_gpu_memory_utilization: true to accept the risk'
+                                           % cap, h))
+    return errors, warnings, merged, overrides, nodes
+
+
+def compute_effective(inputs, host):
+    """Validate everything, then return ds4_effective for `host`."""
+    errors, warnings, merged, overrides, nodes = validate_all(inputs)
+    spark = [str(h) for h in (inputs.get('spark_hosts') or [])]
+    if host not in spark:
+        errors.append(_msg("inventory_hostname", host, 'is not in group spark', 'run the play with hosts: spark'))
+    if errors:
+        raise Ds4ConfigError(errors, warnings)
+    node = nodes[host]
+    head = [nodes[h] for h in spark if nodes[h]['rank'] == 0][0]
+    rank = node['rank']
+    role = 'head' if rank == 0 else 'worker'
+    env = dict(merged['env'])
+    per_node = [
+        ('VLLM_HOST_IP', node['ip']),
+        ('NCCL_SOCKET_IFNAME', node['ifname']),
+        ('GLOO_SOCKET_IFNAME', node['ifname']),
+        ('TP_SOCKET_IFNAME', node['ifname']),
+        ('NCCL_IB_HCA', ','.join(node['hcas'])),
+    ]
+    if node['gid_index'] is not None:
+        per_node.append(('NCCL_IB_GID_INDEX', str(node['gid_index'])))
+    for k, v in per_node:
+        env[k] = v
+    eff = {
+        'profile': inputs.get('ds4_profile'),
+        'seed': merged.get('seed'),
+        'host': host,
+        'node_rank': rank,
+        'role': role,
+        'nnodes': len(spark),
+        'master_addr': head['ip'],
+        'master_port': merged['master_port'],
+        'fabric': {'ip': node['ip'], 'prefix': node['prefix'], 'ifname': node['ifname'], 'rdma_hcas': list(node['hcas']),
+                   'gid_index': node['gid_index'], 'network': str(node['network'])},
+        'node_memory_gib': node['memory_gib'],
+        'gpu_memory_utilization_cap': util_cap(node['memory_gib']),
+        'api': dict(merged['api']),
+        'image': dict(merged['image']),
+        'model': dict(merged['model']),
+        'entrypoint': list(merged['entrypoint']),
+        'container': merged['container'],
+        'env': env,
+        'per_node_env': [k for k, _v in per_node],
+        'serve_args': merged['serve_args'],
+        'script_name': 'launch-%s.sh' % role,
+        'unit_name': 'dgxspark-ds4-%s.service' % role,
+        'env_file_name': 'nccl.env',
+        'overrides': overrides,
+        'warnings': warnings,
+    }
+    eff['argv'] = build_argv(eff)
+    eff['launch_script'] = render_launch_script(eff)
+    eff['env_file'] = render_env_file(eff)
+    return eff

@@ -1,0 +1,98 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: effective_config
+short_description: Validate the DGX Spark inventory and profile, and compute one node's effective config
+version_added: 0.1.0
+description:
+  - Action plugin that runs on the controller only; it never contacts a host.
+  - Merges the collection base layer, the profile layer (C(ds4_profile_config)), the site overrides
+    (C(ds4_site_overrides)) and the per-host values (C(ds4_node_rank), C(ds4_fabric_ip), C(ds4_fabric_prefix),
+    C(ds4_fabric_ifname), C(ds4_rdma_hcas), optional C(ds4_nccl_ib_gid_index), C(ds4_node_memory_gib),
+    C(ds4_ack_unsafe_gpu_memory_utilization)) of every host in the group.
+  - Validates everything first and fails with every error at once, each naming the host, the variable, the value,
+    why it is refused and the fix.
+  - Sets the host fact C(ds4_effective), which every later role reads; nothing recomputes it.
+  - Logic lives in C(plugins/module_utils/ds4_config.py) and C(plugins/module_utils/launch_render.py).
+author:
+  - dgxspark.ds4 contributors (@dgxspark)
+options:
+  base:
+    description:
+      - The collection base layer (C(config_base) from the config role's vars), with C(serve_args), C(container), C(env).
+    type: dict
+    required: true
+  group:
+    description:
+      - Inventory group holding the two Sparks.
+    type: str
+    default: spark
+attributes:
+  check_mode:
+    support: full
+    description: Reads variables only; behaves the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing, so there is no diff.
+  platform:
+    support: full
+    platforms: all
+    description: Runs on the controller.
+notes:
+  - The module file only documents the action plugin; executing it on a host fails.
+'''
+
+EXAMPLES = r'''
+# Inside the dgxspark.ds4.config role, which owns config_base (roles/config/vars/main.yml).
+- name: Compute ds4_effective for this node
+  dgxspark.ds4.effective_config:
+    base: "{{ config_base }}"
+
+- name: Show the argv
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts['ds4_effective']['argv'] }}"
+'''
+
+RETURN = r'''
+ansible_facts:
+  description: The effective config of this node.
+  returned: success
+  type: dict
+  contains:
+    ds4_effective:
+      description:
+        - profile, seed, host, node_rank, role (head/worker), nnodes, master_addr, master_port, fabric, node_memory_gib,
+          gpu_memory_utilization_cap, api, image, model, entrypoint, container, env (ordered, common then per-node),
+          per_node_env, serve_args, argv, script_name, unit_name, launch_script, env_file_name, env_file, overrides, warnings.
+      type: dict
+      sample:
+        role: head
+        node_rank: 0
+        script_name: launch-head.sh
+        unit_name: dgxspark-ds4-head.service
+errors:
+  description: Every validation error, one per item.
+  returned: failure
+  type: list
+  elements: str
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(base=dict(type='dict', required=True), group=dict(type='str', default='spark')),
+                           supports_check_mode=True)
+    module.fail_json(msg='dgxspark.ds4.effective_config is an action plugin that runs on the controller; '
+                         'this module file must not execute on a host.')
+
+
+if __name__ == '__main__':
+    main()

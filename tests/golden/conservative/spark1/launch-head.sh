@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# launch-head.sh: dgxspark.ds4 launch script for spark1 (head, node rank 0 of 2), profile conservative.
+# Rendered by dgxspark.ds4.effective_config; do not edit. Change the inventory and re-render.
+# Recipe: seed 002 (002_f507b8c32a3f3564.txt) 'The Config': 96 GB nodes, 200K ctx x 2 seqs, PIECEWISE, util 0.78
+# Secrets (API keys, HF tokens) never appear here; they come from a 0600 env file.
+set -euo pipefail
+
+# Environment common to both nodes (base + profile + site overrides).
+export HF_HUB_OFFLINE=1
+export TRANSFORMERS_OFFLINE=1
+export VLLM_USE_V1=0
+
+# Per-node environment, from host_vars/spark1.yml (never one global value).
+export VLLM_HOST_IP=192.168.100.10
+export NCCL_SOCKET_IFNAME=enp1s0f1np1
+export GLOO_SOCKET_IFNAME=enp1s0f1np1
+export TP_SOCKET_IFNAME=enp1s0f1np1
+export NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1
+
+# Head: serves the API on 0.0.0.0:8000; start it after the worker.
+exec vllm serve \
+  /models/DeepSeek-V4-Flash \
+  --host 0.0.0.0 \
+  --port 8000 \
+  --tensor-parallel-size 2 \
+  --pipeline-parallel-size 1 \
+  --distributed-executor-backend mp \
+  --served-model-name deepseek-v4-flash \
+  --max-model-len 200000 \
+  --max-num-seqs 2 \
+  --max-num-batched-tokens 8192 \
+  --gpu-memory-utilization 0.78 \
+  --kv-cache-dtype fp8 \
+  --block-size 256 \
+  --enable-prefix-caching \
+  --enable-expert-parallel \
+  --compilation-config '{"cudagraph_mode":"PIECEWISE"}' \
+  --speculative-config '{"method":"deepseek_mtp","num_speculative_tokens":2}' \
+  --disable-custom-all-reduce \
+  --trust-remote-code \
+  --load-format safetensors \
+  --tokenizer-mode deepseek_v4 \
+  --tool-call-parser deepseek_v4 \
+  --enable-auto-tool-choice \
+  --reasoning-parser deepseek_v4 \
+  --enable-flashinfer-autotune \
+  --nnodes 2 \
+  --node-rank 0 \
+  --master-addr 192.168.100.10 \
+  --master-port 29501

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# launch-head.sh: dgxspark.ds4 launch script for spark1 (head, node rank 0 of 2), profile latency.
+# Rendered by dgxspark.ds4.effective_config; do not edit. Change the inventory and re-render.
+# Recipe: seed 000 (000_5c109cc0a805ddff.txt) 'The recipe': latency-tuned base, 200K ctx x 4 seqs
+# Secrets (API keys, HF tokens) never appear here; they come from a 0600 env file.
+set -euo pipefail
+
+# Environment common to both nodes (base + profile + site overrides).
+export HF_HUB_OFFLINE=1
+export TRANSFORMERS_OFFLINE=1
+export TORCH_CUDA_ARCH_LIST=12.1a
+export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+export VLLM_TRITON_MLA_SPARSE=1
+export VLLM_USE_FLASHINFER_SAMPLER=1
+export FLASHINFER_DISABLE_VERSION_CHECK=1
+export TILELANG_CLEANUP_TEMP_FILES=1
+export DG_JIT_USE_NVRTC=0
+export DG_JIT_NVCC_COMPILER=/usr/local/cuda/bin/nvcc
+export OMP_NUM_THREADS=8
+export NCCL_IB_DISABLE=0
+export NCCL_IGNORE_CPU_AFFINITY=1
+
+# Per-node environment, from host_vars/spark1.yml (never one global value).
+export VLLM_HOST_IP=192.168.100.10
+export NCCL_SOCKET_IFNAME=enp1s0f1np1
+export GLOO_SOCKET_IFNAME=enp1s0f1np1
+export TP_SOCKET_IFNAME=enp1s0f1np1
+export NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1
+
+# Head: serves the API on 0.0.0.0:8000; start it after the worker.
+exec vllm serve \
+  /models/DeepSeek-V4-Flash \
+  --host 0.0.0.0 \
+  --port 8000 \
+  --tensor-parallel-size 2 \
+  --pipeline-parallel-size 1 \
+  --distributed-executor-backend mp \
+  --served-model-name deepseek-v4-flash \
+  --trust-remote-code \
+  --kv-cache-dtype fp8 \
+  --block-size 256 \
+  --enable-prefix-caching \
+  --enable-chunked-prefill \
+  --max-model-len 200000 \
+  --max-num-seqs 4 \
+  --max-num-batched-tokens 16384 \
+  --gpu-memory-utilization 0.9 \
+  --disable-custom-all-reduce \
+  --compilation-config '{"cudagraph_mode":"FULL_AND_PIECEWISE","custom_ops":["all"]}' \
+  --speculative-config '{"method":"deepseek_mtp","num_speculative_tokens":2}' \
+  --tokenizer-mode deepseek_v4 \
+  --tool-call-parser deepseek_v4 \
+  --enable-auto-tool-choice \
+  --reasoning-parser deepseek_v4 \
+  --default-chat-template-kwargs '{"thinking":true}' \
+  --load-format safetensors \
+  --nnodes 2 \
+  --node-rank 0 \
+  --master-addr 192.168.100.10 \
+  --master-port 29501

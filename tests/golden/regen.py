@@ -1,0 +1,95 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Golden launch scripts: tests/golden/<profile>/<host>/{launch-*.sh,nccl.env}.
+
+Regenerate after an intended change to a profile, the base layer or the renderer:
+    .venv/bin/python tests/golden/regen.py
+then review `git diff tests/golden/` (every flag change shows up there).
+
+Also the shared loader the unit tests use: it reads the inventories' YAML with PyYAML
+the way Ansible layers them (group_vars/spark/*.yml, then host_vars/<host>.yml).
+"""
+from __future__ import (absolute_import, division, print_function)
+
+import glob
+import os
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, '..', '..'))
+COLL_ROOT = os.path.join(REPO, '.collections')
+if COLL_ROOT not in sys.path:
+    sys.path.insert(0, COLL_ROOT)
+LINK = os.path.join(COLL_ROOT, 'ansible_collections', 'dgxspark', 'ds4')
+if not os.path.exists(LINK):
+    os.makedirs(os.path.dirname(LINK), exist_ok=True)
+    os.symlink(REPO, LINK)
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import ds4_config  # noqa: E402
+
+HOSTS = ('spark1', 'spark2')
+
+
+def load_base():
+    with open(os.path.join(REPO, 'roles', 'config', 'vars', 'main.yml')) as f:
+        return yaml.safe_load(f)['config_base']
+
+
+def load_inventory(profile):
+    """-> (group_vars dict, {host: merged vars}) for inventories/<profile>."""
+    inv = os.path.join(REPO, 'inventories', profile)
+    group = {}
+    for path in sorted(glob.glob(os.path.join(inv, 'group_vars', 'spark', '*.yml'))):
+        with open(path) as f:
+            group.update(yaml.safe_load(f) or {})
+    with open(os.path.join(inv, 'hosts.yml')) as f:
+        hosts = list(yaml.safe_load(f)['spark']['hosts'])
+    hostvars = {}
+    for host in hosts:
+        merged = dict(group)
+        path = os.path.join(inv, 'host_vars', '%s.yml' % host)
+        if os.path.exists(path):
+            with open(path) as f:
+                merged.update(yaml.safe_load(f) or {})
+        hostvars[host] = merged
+    return group, hostvars
+
+
+def inputs_for(profile):
+    group, hostvars = load_inventory(profile)
+    return {
+        'base': load_base(),
+        'spark_hosts': list(hostvars),
+        'hostvars': hostvars,
+        'ds4_profile': group.get('ds4_profile'),
+        'ds4_profile_config': group.get('ds4_profile_config'),
+        'ds4_site_overrides': group.get('ds4_site_overrides'),
+    }
+
+
+def golden_dir(profile, host):
+    return os.path.join(HERE, profile, host)
+
+
+def main():
+    for profile in ds4_config.PROFILES:
+        inputs = inputs_for(profile)
+        for host in inputs['spark_hosts']:
+            eff = ds4_config.compute_effective(inputs, host)
+            out = golden_dir(profile, host)
+            if not os.path.isdir(out):
+                os.makedirs(out)
+            for stale in glob.glob(os.path.join(out, '*')):
+                os.unlink(stale)
+            with open(os.path.join(out, eff['script_name']), 'w') as f:
+                f.write(eff['launch_script'])
+            with open(os.path.join(out, eff['env_file_name']), 'w') as f:
+                f.write(eff['env_file'])
+            print('wrote %s/{%s,%s}' % (os.path.relpath(out, REPO), eff['script_name'], eff['env_file_name']))
+
+
+if __name__ == '__main__':
+    main()

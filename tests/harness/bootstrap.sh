@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Prepare a bare Debian 12 machine (as root) for `make test`. Idempotent: every step is
+# skipped when already done.
+# Runs as root on CI; a developer with everything installed can run it as any user.
+#   1. apt packages: docker.io debootstrap zstd shellcheck git make
+#   2. a running dockerd (started in the background when `docker info` fails: no systemd as
+#      PID 1 on the CI VM), waited for
+#   3. the controller venv (.venv, Python 3.12) and the .collections symlink (make venv collection-link)
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$REPO_ROOT"
+log() { echo "bootstrap: $*" >&2; }
+
+need_root() {
+  [[ $(id -u) -eq 0 ]] && return 0
+  log "$1 needs root; got uid $(id -u). Run: sudo $0"
+  exit 1
+}
+
+# 1. apt packages (binary -> package)
+declare -A want=([dockerd]=docker.io [debootstrap]=debootstrap [zstd]=zstd [shellcheck]=shellcheck
+                 [git]=git [make]=make)
+missing=()
+for bin in "${!want[@]}"; do
+  command -v "$bin" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin" command -v "$bin" >/dev/null 2>&1 || missing+=("${want[$bin]}")
+done
+if ((${#missing[@]})); then
+  need_root "apt-get install ${missing[*]}"
+  log "apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  log "apt packages present"
+fi
+
+# 2. dockerd
+if ! docker info >/dev/null 2>&1; then
+  need_root "starting dockerd"
+  if command -v systemctl >/dev/null 2>&1 && [[ -d /run/systemd/system ]]; then
+    log "starting docker.service"
+    systemctl start docker
+  else
+    log "starting dockerd in the background (log: /var/log/dockerd.log)"
+    nohup dockerd >/var/log/dockerd.log 2>&1 &
+  fi
+  for _ in $(seq 1 120); do
+    docker info >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  docker info >/dev/null 2>&1 || { tail -n 20 /var/log/dockerd.log >&2 || true; log "dockerd did not answer within 60 s"; exit 1; }
+fi
+log "dockerd answers"
+
+# 3. controller venv (Python 3.12) and collection link
+py=$(command -v python3.12 || true)
+if [[ -z "$py" ]]; then
+  for cand in /root/.pyenv/versions/3.12.*/bin/python3.12; do
+    [[ -x "$cand" ]] && py="$cand"
+  done
+fi
+if [[ -z "$py" ]]; then
+  log "no Python 3.12 found (command -v python3.12, /root/.pyenv/versions/3.12.*): install python3.12 and rerun"
+  exit 1
+fi
+make --no-print-directory venv PY="$py"
+make --no-print-directory collection-link
+log "ready: $("$REPO_ROOT/.venv/bin/ansible" --version | head -n 1)"

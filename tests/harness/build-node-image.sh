@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Build the Molecule node image `ds4-node:bookworm`: Debian 12 with systemd as PID 1,
+# python3 and its own Docker engine (for the inner vLLM container).
+#
+# Cached: .cache/images/node-image-<key>.tar.zst (docker save | zstd), key = hash of the
+# package list, the mirror/suite and this script. A second run loads the cache (or skips
+# entirely when the image with that key is already in `docker images`).
+#
+# Env: DS4_NODE_IMAGE (default ds4-node:bookworm), DS4_CACHE_DIR (default <repo>/.cache),
+#      DS4_DEBIAN_MIRROR (default http://deb.debian.org/debian), DS4_FORCE_BUILD=1 to rebuild.
+# Needs root, debootstrap, zstd and a running docker daemon (tests/harness/bootstrap.sh).
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+IMAGE="${DS4_NODE_IMAGE:-ds4-node:bookworm}"
+CACHE_DIR="${DS4_CACHE_DIR:-${REPO_ROOT}/.cache}/images"
+MIRROR="${DS4_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+SUITE=bookworm
+PACKAGES=(systemd systemd-sysv dbus python3 procps iproute2 iputils-ping sudo docker.io
+          busybox-static nftables kmod ca-certificates)
+
+start=$(date +%s.%N)
+elapsed() { awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
+log() { echo "build-node-image: $*" >&2; }
+
+include_list=$(IFS=,; echo "${PACKAGES[*]}")
+key=$( { echo "$SUITE $MIRROR $include_list"; cat "${BASH_SOURCE[0]}"; } | sha256sum | cut -c1-16)
+cache_file="${CACHE_DIR}/node-image-${key}.tar.zst"
+label="org.dgxspark.ds4.node-image-key"
+
+if [[ "${DS4_FORCE_BUILD:-0}" != 1 ]]; then
+  current=$(docker image inspect -f "{{ index .Config.Labels \"${label}\" }}" "$IMAGE" 2>/dev/null || true)
+  if [[ "$current" == "$key" ]]; then
+    log "image ${IMAGE} (key ${key}) already present, nothing to do ($(elapsed) s)"
+    exit 0
+  fi
+  if [[ -s "$cache_file" ]]; then
+    log "loading ${IMAGE} from cache ${cache_file}"
+    zstd -q -dc "$cache_file" | docker load -q >/dev/null
+    log "loaded from cache in $(elapsed) s"
+    exit 0
+  fi
+fi
+
+[[ $(id -u) -eq 0 ]] || { log "must run as root (debootstrap); got uid $(id -u)"; exit 1; }
+command -v debootstrap >/dev/null || { log "debootstrap missing: run tests/harness/bootstrap.sh first"; exit 1; }
+
+mkdir -p "$CACHE_DIR"
+work=$(mktemp -d /var/tmp/ds4-node-rootfs.XXXXXX)
+cleanup() { rm -rf --one-file-system "$work"; }
+trap cleanup EXIT
+rootfs="$work/rootfs"
+
+log "debootstrap ${SUITE} (minbase) into ${rootfs} with: ${include_list}"
+debootstrap --variant=minbase --include="$include_list" "$SUITE" "$rootfs" "$MIRROR" >"$work/debootstrap.log" 2>&1 || {
+  tail -n 30 "$work/debootstrap.log" >&2; log "debootstrap failed"; exit 1; }
+t_deb=$(elapsed)
+log "debootstrap done at ${t_deb} s"
+
+# Inner dockerd: systemd cgroup driver (inner containers stay under the node's cgroup) and
+# overlay2 explicitly, so a /var/lib/docker on overlay fails loudly instead of falling back to vfs.
+mkdir -p "$rootfs/etc/docker"
+printf '%s\n' '{"exec-opts": ["native.cgroupdriver=systemd"], "storage-driver": "overlay2"}' >"$rootfs/etc/docker/daemon.json"
+# Slim down: apt lists, caches, docs and man pages are not needed in a test node.
+rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
+       "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/*
+# No getty on a console that does not exist; the machine-id is generated at boot.
+rm -f "$rootfs"/etc/systemd/system/getty.target.wants/getty@tty1.service
+: >"$rootfs/etc/machine-id"
+echo "ds4-node" >"$rootfs/etc/hostname"
+
+log "docker import as ${IMAGE}"
+tar -C "$rootfs" --numeric-owner -c . | docker import \
+  -c 'CMD ["/lib/systemd/systemd"]' -c 'ENV container=docker' \
+  -c "LABEL ${label}=${key}" - "$IMAGE" >/dev/null
+t_imp=$(elapsed)
+log "imported at ${t_imp} s"
+
+docker save "$IMAGE" | zstd -q -T0 -3 -o "${cache_file}.tmp"
+mv -f "${cache_file}.tmp" "$cache_file"
+# Keep only the current key in the cache.
+find "$CACHE_DIR" -maxdepth 1 -name 'node-image-*.tar.zst' ! -name "node-image-${key}.tar.zst" -delete
+log "cached ${cache_file} ($(du -h "$cache_file" | cut -f1)); total $(elapsed) s (debootstrap ${t_deb} s, import at ${t_imp} s)"

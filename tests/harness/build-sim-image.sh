@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Build the inner test image `ds4-vllm-sim:test`: the node image `ds4-node:bookworm` plus the vLLM
+# SIMULATOR (tests/vllm_sim, a stand-in for vLLM; test code, never deployed to real nodes) at
+# /opt/vllm_sim, with /usr/local/bin/vllm and /usr/local/bin/dsv4-vllm-entrypoint pointing at it.
+#
+# No registry, no network: legacy builder, FROM the locally built node image, COPY only.
+# Output: the image in `docker images` and `docker save` at .cache/images/inner/ds4-vllm-sim.tar
+# (loaded into the Molecule nodes' inner Docker engines).
+# Cached by a content hash of tests/vllm_sim/ + this script (image label org.dgxspark.ds4.vllm-sim-key):
+# rebuilds only when they change (or DS4_FORCE_BUILD=1).
+#
+# Env: DS4_SIM_IMAGE (default ds4-vllm-sim:test), DS4_NODE_IMAGE (default ds4-node:bookworm),
+#      DS4_CACHE_DIR (default <repo>/.cache), DS4_FORCE_BUILD=1.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+IMAGE="${DS4_SIM_IMAGE:-ds4-vllm-sim:test}"
+BASE="${DS4_NODE_IMAGE:-ds4-node:bookworm}"
+OUT_DIR="${DS4_CACHE_DIR:-${REPO_ROOT}/.cache}/images/inner"
+TAR="${OUT_DIR}/ds4-vllm-sim.tar"
+SRC="${REPO_ROOT}/tests/vllm_sim"
+LABEL="org.dgxspark.ds4.vllm-sim-key"
+
+start=$(date +%s.%N)
+elapsed() { awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
+log() { echo "build-sim-image: $*" >&2; }
+
+docker image inspect "$BASE" >/dev/null 2>&1 || {
+  log "base image ${BASE} missing: run tests/harness/build-node-image.sh first"; exit 1; }
+base_id=$(docker image inspect -f '{{.Id}}' "$BASE")
+
+# Content key: every file of the simulator (path + bytes, caches excluded), this script, the base image ID.
+SELF="${REPO_ROOT}/tests/harness/$(basename "${BASH_SOURCE[0]}")"
+key=$( { (cd "$SRC" && find . -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | LC_ALL=C sort -z \
+          | xargs -0 sha256sum); sha256sum "$SELF" | cut -d' ' -f1; echo "$base_id"; } \
+        | sha256sum | cut -c1-16)
+
+current=$(docker image inspect -f "{{ index .Config.Labels \"${LABEL}\" }}" "$IMAGE" 2>/dev/null || true)
+if [[ "${DS4_FORCE_BUILD:-0}" != 1 && "$current" == "$key" && -s "$TAR" && -s "${TAR}.key" && "$(cat "${TAR}.key")" == "$key" ]]; then
+  log "image ${IMAGE} (key ${key}) and ${TAR} up to date, nothing to do ($(elapsed) s)"
+  exit 0
+fi
+
+ctx=$(mktemp -d /var/tmp/ds4-vllm-sim-ctx.XXXXXX)
+trap 'rm -rf --one-file-system "$ctx"' EXIT
+mkdir -p "$ctx/vllm_sim"
+(cd "$SRC" && tar --exclude='__pycache__' --exclude='*.pyc' -cf - .) | tar -C "$ctx/vllm_sim" -xf -
+cat >"$ctx/Dockerfile" <<DOCKERFILE
+FROM ${BASE}
+COPY vllm_sim /opt/vllm_sim
+RUN ["/bin/sh", "-c", "chmod 0755 /opt/vllm_sim/bin/vllm && ln -sf /opt/vllm_sim/bin/vllm /usr/local/bin/vllm && ln -sf /opt/vllm_sim/bin/vllm /usr/local/bin/dsv4-vllm-entrypoint && python3 -m compileall -q /opt/vllm_sim && /usr/local/bin/vllm --version"]
+LABEL ${LABEL}=${key} org.dgxspark.ds4.note="vLLM SIMULATOR for tests only; never deploy"
+ENV PYTHONUNBUFFERED=1
+CMD ["/usr/local/bin/vllm", "--help"]
+DOCKERFILE
+
+log "building ${IMAGE} FROM ${BASE} (key ${key}, legacy builder, no network)"
+DOCKER_BUILDKIT=0 docker build --network none -q -t "$IMAGE" "$ctx" >/dev/null
+log "built at $(elapsed) s"
+
+mkdir -p "$OUT_DIR"
+docker save -o "${TAR}.tmp" "$IMAGE"
+mv -f "${TAR}.tmp" "$TAR"
+echo "$key" >"${TAR}.key"
+log "saved ${TAR} ($(du -h "$TAR" | cut -f1)) at $(elapsed) s"

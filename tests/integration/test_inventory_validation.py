@@ -1,0 +1,108 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A broken inventory makes playbooks/site.yml fail before any host is touched.
+
+Every host in these temporary inventories uses the community.docker.docker connection with a
+container name that does not exist, so any attempt to touch a host fails with a connection
+error ("No such container"). The negative cases must fail with the validation message (naming
+host and variable) and without any connection error; the control case (a valid inventory) must
+get past validation and then hit exactly that connection error, which proves the fixture would
+have revealed a touched host.
+"""
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+
+import pytest
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PROFILE = os.path.join(REPO, "inventories", "balanced", "group_vars", "spark", "profile.yml")
+BIN = os.path.dirname(sys.executable)
+CONNECTION_ERRORS = ("No such container", "UNREACHABLE")
+
+
+def _host(rank, ip):
+    return {
+        "ansible_connection": "community.docker.docker",
+        "ansible_host": "ds4-itest-absent-%s" % uuid.uuid4().hex[:12],
+        "ds4_node_rank": rank,
+        "ds4_fabric_ip": ip,
+        "ds4_fabric_prefix": 24,
+        "ds4_fabric_ifname": "enp1s0f1np1",
+        "ds4_rdma_hcas": ["rocep1s0f1", "roceP2p1s0f1"],
+    }
+
+
+def _valid_hosts():
+    return {"spark1": _host(0, "192.168.100.10"), "spark2": _host(1, "192.168.100.11")}
+
+
+def _run_site(tmp_path, hosts):
+    """Write an inventory (hosts + the balanced profile) and run site.yml against it."""
+    assert os.path.isfile(PROFILE), "profile layer %s is missing: the balanced inventory is needed by these tests" % PROFILE
+    inv = tmp_path / "inventory"
+    (inv / "group_vars" / "spark").mkdir(parents=True)
+    shutil.copy(PROFILE, str(inv / "group_vars" / "spark" / "profile.yml"))
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": hosts}}))
+    env = dict(os.environ)
+    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0")
+    proc = subprocess.run(
+        [os.path.join(BIN, "ansible-playbook"), "-i", str(inv), os.path.join(REPO, "playbooks", "site.yml")],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False,
+    )
+    return proc.returncode, proc.stdout
+
+
+def _assert_refused_untouched(rc, out):
+    assert rc != 0, out
+    assert "configuration refused" in out, out
+    assert "nothing was changed on any host" in out, out
+    for err in CONNECTION_ERRORS:
+        assert err not in out, "a host was contacted (%r in the output):\n%s" % (err, out)
+    assert out.count("PLAY [") == 1, "a play after the validation play started:\n%s" % out
+
+
+def test_missing_fabric_ip_names_host_and_variable(tmp_path):
+    hosts = _valid_hosts()
+    del hosts["spark2"]["ds4_fabric_ip"]
+    rc, out = _run_site(tmp_path, hosts)
+    _assert_refused_untouched(rc, out)
+    assert "[host spark2] ds4_fabric_ip = null" in out, out
+    assert "host_vars/spark2.yml" in out, out
+    assert "[host spark1] ds4_fabric_ip" not in out, out
+
+
+def test_three_hosts_in_spark_is_refused(tmp_path):
+    hosts = _valid_hosts()
+    hosts["spark3"] = _host(1, "192.168.100.12")
+    rc, out = _run_site(tmp_path, hosts)
+    _assert_refused_untouched(rc, out)
+    assert "groups['spark'] = [\"spark1\", \"spark2\", \"spark3\"]" in out, out
+    assert "put exactly two hosts in group spark" in out, out
+
+
+@pytest.mark.parametrize("bad_ip", ["10.0.0", "127.0.0.1"])
+def test_malformed_fabric_ip_is_refused(tmp_path, bad_ip):
+    hosts = _valid_hosts()
+    hosts["spark1"]["ds4_fabric_ip"] = bad_ip
+    rc, out = _run_site(tmp_path, hosts)
+    _assert_refused_untouched(rc, out)
+    assert '[host spark1] ds4_fabric_ip = "%s"' % bad_ip in out, out
+
+
+def test_control_valid_inventory_passes_validation_then_touches_hosts(tmp_path):
+    """Control: the same fixture with a valid inventory gets past validation and then fails
+    on the first host contact, so the negative tests above would see a touched host."""
+    rc, out = _run_site(tmp_path, _valid_hosts())
+    assert rc != 0, out
+    assert "configuration refused" not in out, out
+    assert out.count("PLAY [") >= 2, "no play after the validation play ran:\n%s" % out
+    assert any(err in out for err in CONNECTION_ERRORS), out

@@ -1,0 +1,379 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""OpenAI-compatible HTTP API of the simulator (a stand-in for vLLM, test code only)."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import hashlib
+import json
+import secrets
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from vllm_sim import engine as eng
+from vllm_sim import logs
+
+GUARDED_PREFIX = ('/v1', '/v2', '/inference', '/cohere')
+
+
+class SimHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+
+def make_server(host, port, handler_cls):
+    """Bind now (port reserved, connections refused), listen later with server.server_activate()."""
+    server = SimHTTPServer((host or '0.0.0.0', port), handler_cls, bind_and_activate=False)
+    server.server_bind()
+    return server
+
+
+def make_handler(state):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = 'HTTP/1.1'
+        server_version = 'uvicorn'
+        sys_version = ''
+
+        def log_message(self, format, *args):  # pylint: disable=redefined-builtin
+            return
+
+        def _access(self, code):
+            if not state.cfg.disable_access_log:
+                try:
+                    phrase = self.responses.get(code, ('',))[0]
+                except (AttributeError, IndexError):
+                    phrase = ''
+                logs.uvicorn('%s:%d - "%s %s HTTP/1.1" %d %s' % (self.client_address[0], self.client_address[1],
+                                                                 self.command, self.path, code, phrase))
+
+        def _send(self, code, body=b'', ctype='application/json'):
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body).encode()
+            elif isinstance(body, str):
+                body = body.encode()
+            self.send_response(code)
+            if body or ctype != 'application/json':
+                self.send_header('content-type', ctype)
+            self.send_header('content-length', str(len(body)))
+            self.end_headers()
+            if body and self.command != 'HEAD':
+                self.wfile.write(body)
+            self._access(code)
+
+        def _error(self, code, message, etype='BadRequestError'):
+            self._send(code, {'error': {'message': message, 'type': etype, 'param': None, 'code': code}})
+
+        def _authorized(self):
+            path = self.path.split('?', 1)[0]
+            if not state.api_keys or self.command == 'OPTIONS' or not path.startswith(GUARDED_PREFIX):
+                return True
+            header = self.headers.get('Authorization', '')
+            given = hashlib.sha256(header.encode()).digest()
+            return any(secrets.compare_digest(given, hashlib.sha256(('Bearer ' + k).encode()).digest())
+                       for k in state.api_keys)
+
+        def _read_json(self):
+            length = int(self.headers.get('content-length') or 0)
+            raw = self.rfile.read(length) if length else b''
+            try:
+                data = json.loads(raw.decode() or '{}')
+            except ValueError:
+                return None
+            return data if isinstance(data, dict) else None
+
+        # ---------------------------------------------------------------- routing
+        def do_GET(self):  # pylint: disable=invalid-name
+            self._route()
+
+        def do_POST(self):  # pylint: disable=invalid-name
+            self._route()
+
+        def do_HEAD(self):  # pylint: disable=invalid-name
+            self._route()
+
+        def do_OPTIONS(self):  # pylint: disable=invalid-name
+            self._send(200, b'', 'text/plain')
+
+        def _route(self):
+            path = self.path.split('?', 1)[0]
+            if not self._authorized():
+                self._send(401, {'error': 'Unauthorized'})
+                return
+            get = self.command in ('GET', 'HEAD')
+            if path in ('/health', '/ping') and (get or path == '/ping'):
+                if state.engine.errored:
+                    self._send(503, b'')
+                else:
+                    self._send(200, b'')
+            elif path == '/version' and get:
+                self._send(200, {'version': state.version})
+            elif path == '/load' and get:
+                self._send(200, {'server_load': state.engine.running + state.engine.waiting})
+            elif path == '/metrics' and get:
+                self._send(200, state.engine.render_metrics(), 'text/plain; version=0.0.4; charset=utf-8')
+            elif path == '/v1/models' and get:
+                self._send(200, state.models_body())
+            elif path == '/v1/chat/completions' and self.command == 'POST':
+                self._completion(chat=True)
+            elif path == '/v1/completions' and self.command == 'POST':
+                self._completion(chat=False)
+            elif path in ('/tokenize',) and self.command == 'POST':
+                body = self._read_json() or {}
+                text = body.get('prompt') or json.dumps(body.get('messages') or '')
+                n = eng.count_prompt_tokens(text)
+                self._send(200, {'count': n, 'max_model_len': state.cfg.max_model_len, 'tokens': list(range(n))})
+            else:
+                self._send(404, {'detail': 'Not Found'})
+
+        # ---------------------------------------------------------------- generation
+        def _completion(self, chat):
+            body = self._read_json()
+            if body is None:
+                self._error(400, 'Invalid JSON body')
+                return
+            model = body.get('model')
+            if model is not None and model not in state.cfg.served_names:
+                self._error(404, 'The model `%s` does not exist.' % model, 'NotFoundError')
+                return
+            if state.engine.errored:
+                self._error(500, 'EngineCore encountered an issue. See stack trace (above) for the root cause.', 'EngineDeadError')
+                return
+            if chat:
+                messages = body.get('messages')
+                if not isinstance(messages, list) or not messages:
+                    self._error(400, 'messages must be a non-empty list')
+                    return
+                prompt = '\n'.join(_text_of(m.get('content')) for m in messages if isinstance(m, dict))
+                last_user = ''
+                for m in messages:
+                    if isinstance(m, dict) and m.get('role') == 'user':
+                        last_user = _text_of(m.get('content'))
+                prompt_tokens = eng.count_prompt_tokens(prompt) + 4 * len(messages)
+                answer_prompt = last_user or prompt
+            else:
+                prompt = body.get('prompt')
+                if isinstance(prompt, list):
+                    prompt = ' '.join(str(p) for p in prompt)
+                if not isinstance(prompt, str):
+                    self._error(400, 'prompt must be a string')
+                    return
+                prompt_tokens = eng.count_prompt_tokens(prompt)
+                answer_prompt = prompt
+            max_tokens = body.get('max_completion_tokens', body.get('max_tokens'))
+            if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+                self._error(400, 'max_tokens must be at least 1, got %s.' % max_tokens)
+                return
+            room = state.cfg.max_model_len - prompt_tokens
+            if room <= 0:
+                self._error(400, "This model's maximum context length is %d tokens. However, your request has %d input "
+                                 'tokens. Please reduce the length of the input messages.' % (state.cfg.max_model_len, prompt_tokens))
+                return
+            if max_tokens is not None and max_tokens > room:
+                max_tokens = room
+            tools = body.get('tools') if chat else None
+            tool_choice = body.get('tool_choice', 'auto' if tools else 'none')
+            call_tool = None
+            if tools and tool_choice != 'none':
+                if tool_choice == 'auto' and not (state.cfg.auto_tool_choice and state.cfg.tool_call_parser):
+                    self._error(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
+                    return
+                call_tool = tools[0]
+                if isinstance(tool_choice, dict):
+                    name = (tool_choice.get('function') or {}).get('name')
+                    call_tool = next((t for t in tools if (t.get('function') or {}).get('name') == name), tools[0])
+            thinking = False
+            if chat:
+                kwargs = dict(state.cfg.chat_template_kwargs)
+                kwargs.update(body.get('chat_template_kwargs') or {})
+                thinking = bool(kwargs.get('thinking', kwargs.get('enable_thinking', False)))
+            stream = bool(body.get('stream'))
+            include_usage = bool((body.get('stream_options') or {}).get('include_usage')) or state.cfg.force_usage
+            self._generate(chat, answer_prompt, prompt, prompt_tokens, max_tokens, call_tool, thinking, stream,
+                           include_usage, body)
+
+        def _plan(self, answer_prompt, max_tokens, call_tool, thinking):
+            """List of (kind, text) tokens and the finish reason."""
+            cfg = state.cfg
+            garble = eng.garble_mode_for(answer_prompt, cfg.garble)
+            if garble is None and cfg.garble_min_concurrency and state.engine.running >= cfg.garble_min_concurrency:
+                garble = cfg.garble_concurrent_mode
+            plan = []
+            budget = max_tokens
+            if thinking:
+                rtoks = eng.words_to_tokens(eng.REASONING.split())
+                if budget is not None:
+                    rtoks = rtoks[:budget]
+                    budget -= len(rtoks)
+                kind = 'reasoning' if cfg.reasoning_parser else 'content'
+                plan += [(kind, t) for t in rtoks]
+                if not cfg.reasoning_parser:
+                    plan.append(('content', '</think>'))
+                if budget is not None and budget <= 0:
+                    return plan, 'length'
+            if call_tool is not None and garble is None:
+                args = eng.tool_arguments(call_tool, answer_prompt)
+                name = (call_tool.get('function') or {}).get('name', 'tool')
+                pieces = eng.split_pieces(args)
+                plan.append(('tool_name', name))
+                plan += [('tool_args', p) for p in pieces]
+                return plan, 'tool_calls'
+            toks, finish = eng.content_tokens(answer_prompt, budget, garble, cfg.default_reply_tokens)
+            plan += [('content', t) for t in toks]
+            return plan, finish
+
+        def _generate(self, chat, answer_prompt, prompt, prompt_tokens, max_tokens, call_tool, thinking, stream,
+                      include_usage, body):
+            engine = state.engine
+            t_arrive = time.monotonic()
+            created = int(time.time())
+            req_id = ('chatcmpl-' if chat else 'cmpl-') + uuid.uuid4().hex
+            try:
+                rid = engine.admit(prompt_tokens)
+            except eng.EngineDead:
+                self._error(500, 'EngineCore encountered an issue. See stack trace (above) for the root cause.', 'EngineDeadError')
+                return
+            sent_headers = False
+            try:
+                state.execute_model_rpc()
+                if state.cfg.fail == 'hang':
+                    engine.stop.wait()
+                    raise eng.EngineDead()
+                plan, finish = self._plan(answer_prompt, max_tokens, call_tool, thinking)
+                t_first = t_arrive + engine.prefill(prompt, prompt_tokens)
+                n_out = max(1, len(plan))
+                if stream:
+                    self.send_response(200)
+                    self.send_header('content-type', 'text/event-stream; charset=utf-8')
+                    self.send_header('transfer-encoding', 'chunked')
+                    self.send_header('cache-control', 'no-cache')
+                    self.end_headers()
+                    sent_headers = True
+                    self._access(200)
+                    model = state.cfg.served_names[0]
+                    if chat:
+                        self._sse(_chunk(req_id, created, model, {'role': 'assistant', 'content': ''}, None, chat))
+                    ttft = self._emit(plan, rid, t_first, lambda kind, text, idx: self._sse(
+                        _chunk(req_id, created, model, _delta(kind, text, idx, chat), None, chat)))
+                    self._sse(_chunk(req_id, created, model, {} if chat else '', finish, chat))
+                    if include_usage:
+                        self._sse({'id': req_id, 'object': 'chat.completion.chunk' if chat else 'text_completion',
+                                   'created': created, 'model': model, 'choices': [],
+                                   'usage': _usage(prompt_tokens, n_out, plan)})
+                    self._raw_chunk(b'data: [DONE]\n\n')
+                    self._raw_chunk(b'')
+                else:
+                    ttft = self._emit(plan, rid, t_first, None)
+                    self._send(200, _full_response(req_id, created, state.cfg.served_names[0], plan, finish, chat,
+                                                   _usage(prompt_tokens, n_out, plan)))
+                engine.finished(finish, ttft, time.monotonic() - t_arrive)
+            except eng.EngineDead:
+                if not sent_headers:
+                    self._error(500, 'EngineCore encountered an issue. See stack trace (above) for the root cause.',
+                                'EngineDeadError')
+                self.close_connection = True
+            except (BrokenPipeError, ConnectionResetError):
+                engine.finished('abort', None, time.monotonic() - t_arrive)
+                self.close_connection = True
+            finally:
+                engine.release(rid)
+
+        def _emit(self, plan, rid, t_first, sink):
+            """Pace the plan's tokens; returns TTFT (seconds from arrival to the first token)."""
+            engine = state.engine
+            per = state.cfg.tokens_per_s
+            due = t_first
+            ttft = None
+            t0 = time.monotonic()
+            for idx, (kind, text) in enumerate(plan):
+                slot = engine.take_slot(due)
+                engine.sleep_until(slot)
+                if state.worker_lost_deadline is not None:
+                    state.execute_model_rpc()
+                if ttft is None:
+                    ttft = time.monotonic() - t0
+                if sink is not None:
+                    sink(kind, text, idx)
+                engine.token_emitted(rid)
+                due = slot + (1.0 / per if per > 0 else 0.0)
+            if not plan:
+                engine.sleep_until(engine.take_slot(due))
+                engine.token_emitted(rid)
+                ttft = time.monotonic() - t0
+            return ttft
+
+        def _raw_chunk(self, data):
+            self.wfile.write(b'%x\r\n%s\r\n' % (len(data), data))
+            self.wfile.flush()
+
+        def _sse(self, obj):
+            self._raw_chunk(('data: ' + json.dumps(obj, ensure_ascii=False) + '\n\n').encode())
+
+    return Handler
+
+
+def _text_of(content):
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return ' '.join(str(p.get('text', '')) for p in content if isinstance(p, dict))
+    return '' if content is None else str(content)
+
+
+def _usage(prompt_tokens, n_out, plan):
+    usage = {'prompt_tokens': prompt_tokens, 'completion_tokens': n_out, 'total_tokens': prompt_tokens + n_out}
+    reasoning = sum(1 for kind, _ in plan if kind == 'reasoning')
+    if reasoning:
+        usage['completion_tokens_details'] = {'reasoning_tokens': reasoning}
+    return usage
+
+
+def _tool_call_id():
+    return 'chatcmpl-tool-' + uuid.uuid4().hex[:24]
+
+
+_TOOL_IDS = threading.local()
+
+
+def _delta(kind, text, idx, chat):
+    if not chat:
+        return text
+    if kind == 'reasoning':
+        return {'reasoning': text, 'reasoning_content': text}
+    if kind == 'tool_name':
+        _TOOL_IDS.current = _tool_call_id()
+        return {'tool_calls': [{'index': 0, 'id': _TOOL_IDS.current, 'type': 'function',
+                                'function': {'name': text, 'arguments': ''}}]}
+    if kind == 'tool_args':
+        return {'tool_calls': [{'index': 0, 'function': {'arguments': text}}]}
+    return {'content': text}
+
+
+def _chunk(req_id, created, model, delta, finish, chat):
+    if chat:
+        return {'id': req_id, 'object': 'chat.completion.chunk', 'created': created, 'model': model,
+                'choices': [{'index': 0, 'delta': delta, 'logprobs': None, 'finish_reason': finish}]}
+    return {'id': req_id, 'object': 'text_completion', 'created': created, 'model': model,
+            'choices': [{'index': 0, 'text': delta, 'logprobs': None, 'finish_reason': finish}]}
+
+
+def _full_response(req_id, created, model, plan, finish, chat, usage):
+    content = ''.join(t for k, t in plan if k == 'content')
+    if not chat:
+        return {'id': req_id, 'object': 'text_completion', 'created': created, 'model': model,
+                'choices': [{'index': 0, 'text': content, 'logprobs': None, 'finish_reason': finish}], 'usage': usage}
+    reasoning = ''.join(t for k, t in plan if k == 'reasoning') or None
+    message = {'role': 'assistant', 'content': content, 'reasoning': reasoning, 'reasoning_content': reasoning,
+               'tool_calls': []}
+    names = [t for k, t in plan if k == 'tool_name']
+    if names:
+        message['content'] = content or None
+        message['tool_calls'] = [{'id': _tool_call_id(), 'type': 'function',
+                                  'function': {'name': names[0], 'arguments': ''.join(t for k, t in plan if k == 'tool_args')}}]
+    return {'id': req_id, 'object': 'chat.completion', 'created': created, 'model': model,
+            'choices': [{'index': 0, 'message': message, 'logprobs': None, 'finish_reason': finish, 'stop_reason': None}],
+            'usage': usage}

@@ -1,0 +1,321 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Token scheduler, canned replies and metrics (simulator: a stand-in for vLLM, test code only).
+
+Pacing: every token gets an absolute deadline. A stream's next token is due 1/VLLM_SIM_TOKENS_PER_S
+after its previous slot; with VLLM_SIM_AGG_TOKENS_PER_S > 0 every token also takes the next free
+slot of a global clock spaced 1/agg apart. Sleeping to absolute deadlines means no drift.
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import hashlib
+import json
+import math
+import threading
+import time
+
+# --------------------------------------------------------------------------- canned replies
+FIXED_ANSWERS = (
+    ('what is 2+2? answer with one word.', 'Four'),
+    ('what is the capital of france? answer with one word.', 'Paris'),
+    ('reply with exactly: ok', 'OK'),
+    ('count from 1 to 5.', '1, 2, 3, 4, 5'),
+)
+FILLER = ('The quick brown fox jumps over the lazy dog while the engineers measure decode speed on two '
+          'nodes and the cluster keeps serving requests with steady latency and clean English output').split()
+REASONING = 'The user asks a short question. I will answer it directly and concisely.'
+CJK = '我们 的 模型 在 这个 问题 上 给出 了 答案 。 然后 继续 生成 中文 文本 而 不是 英文 回答'.split()
+LEAK = ('</think>', '<｜tool▁calls▁begin｜>', '<｜tool▁call▁begin｜>', 'function', '<｜tool▁sep｜>', 'get_weather',
+        '<｜tool▁call▁end｜>', '<｜tool▁calls▁end｜>')
+GARBLE_MODES = ('cjk', 'repeat', 'leak', 'empty')
+MARKER = '[[vllm-sim:garble='
+
+
+def words_to_tokens(words):
+    return [w if i == 0 else ' ' + w for i, w in enumerate(words)]
+
+
+def count_prompt_tokens(text):
+    return max(1, int(math.ceil(len(text) / 4.0)))
+
+
+def base_answer(prompt):
+    low = ' '.join(prompt.lower().split())
+    for key, answer in FIXED_ANSWERS:
+        if key in low:
+            return answer.split(), True
+    return None, False
+
+
+def garble_mode_for(prompt, env_mode):
+    idx = prompt.find(MARKER)
+    if idx >= 0:
+        mode = prompt[idx + len(MARKER):].split(']]', 1)[0].strip()
+        if mode in GARBLE_MODES:
+            return mode
+    return env_mode if env_mode in GARBLE_MODES else None
+
+
+def content_tokens(prompt, max_tokens, garble, default_len):
+    """(tokens, finish_reason) for a plain text reply."""
+    answer, fixed = base_answer(prompt)
+    if garble == 'empty':
+        return [], 'stop'
+    if garble == 'cjk':
+        words = (answer or FILLER[:3]) + [CJK[i % len(CJK)] for i in range(max(24, max_tokens or 0))]
+        toks = words_to_tokens(words)
+    elif garble == 'repeat':
+        first = (answer or FILLER[:3])
+        toks = words_to_tokens(first + ['the'] * max(40, max_tokens or 0))
+    elif garble == 'leak':
+        toks = words_to_tokens(answer or FILLER[:6]) + list(LEAK)
+    elif fixed:
+        toks = words_to_tokens(answer)
+    else:
+        n = max_tokens if max_tokens is not None else default_len
+        toks = words_to_tokens([FILLER[i % len(FILLER)] for i in range(n)])
+        if max_tokens is None:
+            return toks, 'stop'
+    if max_tokens is not None and len(toks) > max_tokens:
+        return toks[:max_tokens], 'length'
+    if max_tokens is not None and not fixed and garble is None:
+        return toks, 'length'
+    return toks, 'stop'
+
+
+def tool_arguments(tool, prompt):
+    params = ((tool.get('function') or {}).get('parameters') or {})
+    props = params.get('properties') or {}
+    out = {}
+    for name, schema in props.items():
+        schema = schema or {}
+        kind = schema.get('type')
+        if schema.get('enum'):
+            out[name] = schema['enum'][0]
+        elif kind in ('integer', 'number'):
+            out[name] = 1
+        elif kind == 'boolean':
+            out[name] = True
+        elif kind == 'array':
+            out[name] = []
+        elif kind == 'object':
+            out[name] = {}
+        elif name.lower() in ('city', 'location', 'place'):
+            out[name] = 'Paris' if 'paris' in prompt.lower() else 'Berlin'
+        else:
+            out[name] = 'example'
+    return json.dumps(out)
+
+
+def split_pieces(text, size=4):
+    return [text[i:i + size] for i in range(0, len(text), size)] or ['']
+
+
+# --------------------------------------------------------------------------- metrics
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                40.0, 80.0, 160.0, 640.0, 2560.0)
+ITER_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+               960.0, 1920.0, 7680.0)
+
+
+class Histogram:
+    def __init__(self, buckets):
+        self.buckets = buckets
+        self.counts = [0] * len(buckets)
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, value):
+        for i, edge in enumerate(self.buckets):
+            if value <= edge:
+                self.counts[i] += 1
+        self.total += value
+        self.count += 1
+
+    def render(self, name, labels):
+        lines = []
+        for edge, cnt in zip(self.buckets, self.counts):
+            lines.append('%s_bucket{%s,le="%s"} %s' % (name, labels, float(edge), float(cnt)))
+        lines.append('%s_bucket{%s,le="+Inf"} %s' % (name, labels, float(self.count)))
+        lines.append('%s_count{%s} %s' % (name, labels, float(self.count)))
+        lines.append('%s_sum{%s} %r' % (name, labels, self.total))
+        return lines
+
+
+class EngineDead(Exception):
+    pass
+
+
+class Engine:
+    """Admission (max-num-seqs), token pacing and counters."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.cond = threading.Condition()
+        self.clock_lock = threading.Lock()
+        self.running = 0
+        self.waiting = 0
+        self.running_tokens = {}
+        self.next_global = 0.0
+        self.errored = False
+        self.stop = threading.Event()
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.prefix_queries = 0
+        self.prefix_hits = 0
+        self.seen_prompts = set()
+        self.success = {'stop': 0, 'length': 0, 'abort': 0, 'tool_calls': 0}
+        self.ttft = Histogram(TTFT_BUCKETS)
+        self.iteration = Histogram(ITER_BUCKETS)
+        self.e2e = Histogram(E2E_BUCKETS)
+        self.spec_tokens = 0
+        self.req_seq = 0
+        self.rpc = None  # callable(): raises EngineDead when the remote rank is gone
+
+    # ------------------------------------------------------------------ admission
+    def admit(self, prompt_tokens):
+        with self.cond:
+            self.waiting += 1
+            try:
+                while self.running >= self.cfg.max_num_seqs and not self.errored:
+                    self.cond.wait(0.5)
+            finally:
+                self.waiting -= 1
+            if self.errored:
+                raise EngineDead()
+            self.running += 1
+            self.req_seq += 1
+            rid = self.req_seq
+            self.running_tokens[rid] = prompt_tokens
+            return rid
+
+    def release(self, rid):
+        with self.cond:
+            self.running -= 1
+            self.running_tokens.pop(rid, None)
+            self.cond.notify_all()
+
+    # ------------------------------------------------------------------ pacing
+    def prefill(self, prompt_text, prompt_tokens):
+        key = hashlib.sha256(prompt_text.encode('utf-8', 'replace')).hexdigest()
+        with self.cond:
+            self.prompt_tokens += prompt_tokens
+            self.prefix_queries += prompt_tokens
+            cached = self.cfg.prefix_caching and key in self.seen_prompts
+            if cached:
+                self.prefix_hits += prompt_tokens
+            self.seen_prompts.add(key)
+        rate = self.cfg.prefill_tokens_per_s
+        seconds = self.cfg.ttft_base_s + (0.0 if cached or rate <= 0 else prompt_tokens / rate)
+        return seconds
+
+    def take_slot(self, due):
+        """Absolute monotonic time at which the token may be emitted (caller sleeps until it)."""
+        agg = self.cfg.agg_tokens_per_s
+        if agg <= 0:
+            return due
+        with self.clock_lock:
+            slot = max(due, self.next_global)
+            self.next_global = slot + 1.0 / agg
+            return slot
+
+    def sleep_until(self, when):
+        while True:
+            left = when - time.monotonic()
+            if left <= 0:
+                return
+            if self.stop.wait(left):
+                raise EngineDead()
+
+    def token_emitted(self, rid, n=1):
+        with self.cond:
+            self.generation_tokens += n
+            if rid in self.running_tokens:
+                self.running_tokens[rid] += n
+            self.iteration.observe(self.running)
+            if self.cfg.spec_k:
+                self.spec_tokens += n
+
+    def finished(self, reason, ttft, e2e):
+        with self.cond:
+            self.success[reason] = self.success.get(reason, 0) + 1
+            if ttft is not None:
+                self.ttft.observe(ttft)
+            self.e2e.observe(e2e)
+
+    # ------------------------------------------------------------------ metrics
+    def kv_usage(self):
+        with self.cond:
+            used = 0
+            bs = self.cfg.block_size
+            for toks in self.running_tokens.values():
+                used += int(math.ceil(toks / float(bs))) * bs
+        return min(1.0, used / float(self.cfg.kv_tokens)) if self.cfg.kv_tokens else 0.0
+
+    def spec_counts(self):
+        """(drafts, draft_tokens, accepted_per_pos): drafts = spec tokens / mean acceptance length."""
+        acc = self.cfg.spec_acceptance
+        mean_len = 1.0 + sum(acc)
+        drafts = self.spec_tokens / mean_len
+        per_pos = [int(drafts * p) for p in acc]
+        return int(drafts), int(drafts) * len(acc), per_pos
+
+    def render_metrics(self):
+        cfg = self.cfg
+        base = 'engine="0",model_name="%s"' % cfg.served_names[0]
+        out = []
+
+        def metric(name, kind, help_text, lines):
+            out.append('# HELP %s %s' % (name, help_text))
+            out.append('# TYPE %s %s' % (name, kind))
+            out.extend(lines)
+
+        if cfg.disable_log_stats:
+            return '\n'.join(out) + '\n'
+        with self.cond:
+            running, waiting = self.running, self.waiting
+            prompt, gen = self.prompt_tokens, self.generation_tokens
+            pq, ph = self.prefix_queries, self.prefix_hits
+            success = dict(self.success)
+            ttft_lines = self.ttft.render('vllm:time_to_first_token_seconds', base)
+            iter_lines = self.iteration.render('vllm:iteration_tokens_total', base)
+            e2e_lines = self.e2e.render('vllm:e2e_request_latency_seconds', base)
+        metric('vllm:num_requests_running', 'gauge', 'Number of requests in model execution batches.',
+               ['vllm:num_requests_running{%s} %s' % (base, float(running))])
+        metric('vllm:num_requests_waiting', 'gauge', 'Number of requests waiting to be processed.',
+               ['vllm:num_requests_waiting{%s} %s' % (base, float(waiting))])
+        metric('vllm:kv_cache_usage_perc', 'gauge', 'KV-cache usage. 1 means 100 percent usage.',
+               ['vllm:kv_cache_usage_perc{%s} %r' % (base, self.kv_usage())])
+        info = cfg.cache_info()
+        labels = ','.join('%s="%s"' % (k, info[k]) for k in sorted(info))
+        metric('vllm:cache_config_info', 'gauge', 'Information of the LLMEngine CacheConfig',
+               ['vllm:cache_config_info{%s} 1.0' % labels])
+        metric('vllm:prefix_cache_queries', 'counter', 'Prefix cache queries, in terms of number of queried tokens.',
+               ['vllm:prefix_cache_queries_total{%s} %s' % (base, float(pq))])
+        metric('vllm:prefix_cache_hits', 'counter', 'Prefix cache hits, in terms of number of cached tokens.',
+               ['vllm:prefix_cache_hits_total{%s} %s' % (base, float(ph))])
+        metric('vllm:prompt_tokens', 'counter', 'Number of prefill tokens processed.',
+               ['vllm:prompt_tokens_total{%s} %s' % (base, float(prompt))])
+        metric('vllm:generation_tokens', 'counter', 'Number of generation tokens processed.',
+               ['vllm:generation_tokens_total{%s} %s' % (base, float(gen))])
+        metric('vllm:request_success', 'counter', 'Count of successfully processed requests.',
+               ['vllm:request_success_total{%s,finished_reason="%s"} %s' % (base, k, float(v)) for k, v in sorted(success.items())])
+        metric('vllm:iteration_tokens_total', 'histogram', 'Histogram of number of tokens per engine_step.', iter_lines)
+        metric('vllm:time_to_first_token_seconds', 'histogram', 'Histogram of time to first token in seconds.', ttft_lines)
+        metric('vllm:e2e_request_latency_seconds', 'histogram', 'Histogram of e2e request latency in seconds.', e2e_lines)
+        if cfg.spec_k:
+            drafts, draft_tokens, per_pos = self.spec_counts()
+            metric('vllm:spec_decode_num_drafts', 'counter', 'Number of spec decoding drafts.',
+                   ['vllm:spec_decode_num_drafts_total{%s} %s' % (base, float(drafts))])
+            metric('vllm:spec_decode_num_draft_tokens', 'counter', 'Number of draft tokens.',
+                   ['vllm:spec_decode_num_draft_tokens_total{%s} %s' % (base, float(draft_tokens))])
+            metric('vllm:spec_decode_num_accepted_tokens', 'counter', 'Number of accepted tokens.',
+                   ['vllm:spec_decode_num_accepted_tokens_total{%s} %s' % (base, float(sum(per_pos)))])
+            metric('vllm:spec_decode_num_accepted_tokens_per_pos', 'counter', 'Accepted tokens per draft position.',
+                   ['vllm:spec_decode_num_accepted_tokens_per_pos_total{%s,position="%d"} %s' % (base, i, float(v))
+                    for i, v in enumerate(per_pos)])
+        return '\n'.join(out) + '\n'
