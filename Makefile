@@ -31,19 +31,23 @@ collection-link:
 install: venv collection-link
 
 # The whole CI (.ci/run): every step in order, stop at the first failure, one timing line
-# per step and a summary at the end.
+# per step and a summary at the end. `make test KEEP_GOING=1` runs every step anyway (to see
+# all failures and timings at once) and still exits non-zero if one failed.
+KEEP_GOING ?= 0
 test:
-	@summary=""; t0=$$(date +%s.%N); \
+	@summary=""; failed=0; t0=$$(date +%s.%N); \
 	for step in $(TEST_STEPS); do \
 	  echo "=== make $$step"; t=$$(date +%s.%N); \
-	  if $(MAKE) --no-print-directory $$step; then rc=0; else rc=$$?; fi; \
+	  if $(MAKE) --no-print-directory $$step; then rc=0; else rc=$$?; failed=1; fi; \
 	  line=$$(awk -v s="$$t" -v e="$$(date +%s.%N)" -v n="$$step" -v r="$$rc" \
 	    'BEGIN { printf "TIMING %-15s %7.1f s  %s", n, e - s, (r == 0 ? "ok" : "FAILED") }'); \
 	  echo "$$line"; summary="$$summary$$line"$$'\n'; \
-	  if [ "$$rc" -ne 0 ]; then printf '\n%s' "$$summary"; exit "$$rc"; fi; \
+	  if [ "$$rc" -ne 0 ] && [ "$(KEEP_GOING)" != 1 ]; then break; fi; \
 	done; \
 	printf '\n%s' "$$summary"; \
-	awk -v s="$$t0" -v e="$$(date +%s.%N)" 'BEGIN { printf "TIMING %-15s %7.1f s  ok\n", "total", e - s }'
+	awk -v s="$$t0" -v e="$$(date +%s.%N)" -v f="$$failed" \
+	  'BEGIN { printf "TIMING %-15s %7.1f s  %s\n", "total", e - s, (f ? "FAILED" : "ok") }'; \
+	exit "$$failed"
 
 # Packages, dockerd, venv, collection link (idempotent; root only when something is missing).
 bootstrap:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -135,6 +134,20 @@ def read_pass(paths, direct=False):
     return total, time.time() - start
 
 
+def write_pass(path, nbytes):
+    """Sequential write + fsync of nbytes (the disk's write speed bounds any copy onto it)."""
+    buf = os.urandom(CHUNK)
+    start = time.time()
+    with open(path, 'wb', buffering=0) as handle:
+        left = nbytes
+        while left > 0:
+            left -= handle.write(buf[:min(left, CHUNK)])
+        os.fsync(handle.fileno())
+    elapsed = time.time() - start
+    os.unlink(path)
+    return nbytes, elapsed
+
+
 def copy_one(src, dst):
     buf = bytearray(CHUNK)
     view = memoryview(buf)
@@ -169,7 +182,7 @@ def sha_core_speed():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--size-gib', type=float, default=2.0)
     parser.add_argument('--shards', type=int, default=4)
     parser.add_argument('--dir', default=None, help='parent of the temp dir (same disk for source and copy)')
@@ -197,6 +210,8 @@ def main():
         evict(paths)
         direct = read_pass(paths, direct=True)
         evict(paths)
+        wbytes, write_s = write_pass(os.path.join(base, 'write-test.bin'), nbytes)
+        fig['write_mib_s'] = round(wbytes / write_s / MIB, 1)
         fig.update(bytes=nbytes, read_s=round(read_s, 3), read_mib_s=round(nbytes / read_s / MIB, 1),
                    hot_read_mib_s=round(hot[0] / hot[1] / MIB, 1))
         if direct:
@@ -227,6 +242,7 @@ def main():
 
         fig['copy_vs_read_throughput'] = round(fig['copy_mib_s'] / fig['read_mib_s'], 3)
         fig['verify_vs_read_time'] = round(verify_s / read_s, 3)
+        fig['copy_vs_write_throughput'] = round(fig['copy_mib_s'] / fig['write_mib_s'], 3)
         fig['copy_target_met'] = fig['copy_vs_read_throughput'] >= 0.8
         fig['verify_target_met'] = fig['verify_vs_read_time'] <= 1.2
     finally:
@@ -239,17 +255,20 @@ def main():
     print('synthetic model: %.2f GiB in %d shards + 2 configs under %s (%d CPUs)'
           % (fig['bytes'] / 1024.0 ** 3, args.shards, base, fig['cpus']))
     print('sha256 on one core (in memory): %8.1f MiB/s' % fig['sha256_one_core_mib_s'])
-    print('read, page cache hot:           %8.1f MiB/s  (what a benchmark measures if it forgets to evict)'
+    print('read, page cache hot:           %8.1f MiB/s  (no eviction: what a careless benchmark measures)'
           % fig['hot_read_mib_s'])
     print('read, evicted, buffered:        %8.1f MiB/s  %.2f s  <- baseline' % (fig['read_mib_s'], read_s))
     if direct:
         print('read, O_DIRECT (cross-check):   %8.1f MiB/s' % fig['direct_read_mib_s'])
+    print('write + fsync, sequential:      %8.1f MiB/s  (a copy onto this disk cannot beat this)' % fig['write_mib_s'])
     print('build manifest (hash src):      %8.2f s' % fig['build_s'])
     print('copy, %d streams, incl. fsync:   %8.1f MiB/s  %.2f s' % (args.copy_streams, fig['copy_mib_s'], copy_s))
     print('verify full, %2d workers:        %8.1f MiB/s  %.2f s  (1 worker: %.2f s)'
           % (fig['workers'], fig['verify_mib_s'], verify_s, fig['verify_1_worker_s']))
     print('copy throughput / read throughput = %.2f  (target >= 0.8: %s)'
           % (fig['copy_vs_read_throughput'], 'met' if fig['copy_target_met'] else 'NOT met'))
+    print('copy throughput / write speed     = %.2f  (how close the copy gets to the disk\'s write bound)'
+          % fig['copy_vs_write_throughput'])
     print('verify time / read time           = %.2f  (target <= 1.2: %s)'
           % (fig['verify_vs_read_time'], 'met' if fig['verify_target_met'] else 'NOT met'))
     print('note: the copy reads and writes the same disk here; head->worker reads on one node and writes on the other.')

@@ -266,6 +266,7 @@ def merge_layers(base, profile, site, errors):
         'seed': profile.get('seed'),
         'image': {}, 'model': {}, 'api': {}, 'entrypoint': None, 'master_port': None,
         'container': copy.deepcopy(base_container), 'env': dict(base_env), 'serve_args': dict(base_args),
+        'sources': dict((k, 'config_base.serve_args') for k in base_args),
     }
     for lname, var, layer in layers:
         if not isinstance(layer, dict):
@@ -322,8 +323,10 @@ def merge_layers(base, profile, site, errors):
                 overrides.append({'key': 'serve_args.%s' % k, 'profile': merged['serve_args'].get(k), 'site': v})
             if v is None:
                 merged['serve_args'].pop(k, None)
+                merged['sources'].pop(k, None)
             else:
                 merged['serve_args'][k] = v
+                merged['sources'][k] = '%s.serve_args' % var
     return merged, overrides
 
 
@@ -367,6 +370,10 @@ def check_merged(merged, errors, warnings):
     args = merged['serve_args']
     env = merged['env']
     container = merged['container']
+    sources = merged.get('sources') or {}
+
+    def fvar(flag, suffix=''):
+        return '%s[%s]%s' % (sources.get(flag, 'serve_args'), flag, suffix)
 
     for k in IMAGE_KEYS:
         if image.get(k) in (None, ''):
@@ -427,7 +434,7 @@ def check_merged(merged, errors, warnings):
     # JSON-valued flags
     for flag in sorted(JSON_FLAGS):
         if flag in args and not isinstance(args[flag], dict):
-            errors.append(_msg('serve_args[%s]' % flag, args[flag],
+            errors.append(_msg(fvar(flag), args[flag],
                                '--%s takes JSON and must be a YAML mapping, not a string: seed 000 failure #6, JSON passed '
                                'through nested shells lost its quotes and vLLM silently fell back to the default' % flag,
                                'write it as a mapping, e.g. %s: {cudagraph_mode: PIECEWISE}' % flag))
@@ -445,7 +452,7 @@ def check_merged(merged, errors, warnings):
             if _is_abs(model.get('container_dir')):
                 vols.append((model.get('host_dir'), model['container_dir']))
             if not any(_under(cache_root, cdir) for _h, cdir in vols):
-                errors.append(_msg('serve_args[compilation-config].custom_ops', ops,
+                errors.append(_msg(fvar('compilation-config', '.custom_ops'), ops,
                                    'custom_ops ["all"] without a persistent compile-cache volume: seed 002 froze both nodes '
                                    '(TileLang/nvcc fusion compile exhausted unified memory during load); seed 000 only runs it '
                                    'with ~/.cache/vllm on a volume',
@@ -465,7 +472,7 @@ def check_merged(merged, errors, warnings):
 
     kv = args.get('kv-cache-dtype')
     if kv == 'nvfp4_ds_mla' and image.get('family') != 'dspark':
-        errors.append(_msg('serve_args[kv-cache-dtype]', kv,
+        errors.append(_msg(fvar('kv-cache-dtype'), kv,
                            'nvfp4_ds_mla exists only in the DSpark Stage C image (seed 003); image %s is family %s'
                            % (_fmt(image.get('ref')), _fmt(image.get('family'))),
                            'use kv-cache-dtype fp8, or a DSpark image (image.family: dspark)'))
@@ -473,15 +480,15 @@ def check_merged(merged, errors, warnings):
     mml = args.get('max-model-len')
     if mml is not None:
         if not isinstance(mml, int) or isinstance(mml, bool) or mml <= 0:
-            errors.append(_msg('serve_args[max-model-len]', mml, 'must be a positive integer', 'e.g. 131072'))
+            errors.append(_msg(fvar('max-model-len'), mml, 'must be a positive integer', 'e.g. 131072'))
         elif isinstance(img_max, int) and mml > img_max:
-            errors.append(_msg('serve_args[max-model-len]', mml,
+            errors.append(_msg(fvar('max-model-len'), mml,
                                'above the %d tokens image %s supports (image.max_model_len)' % (img_max, _fmt(image.get('ref'))),
                                'lower max-model-len to <= %d or choose an image validated at that length' % img_max))
 
     util = args.get('gpu-memory-utilization')
     if util is not None and (isinstance(util, bool) or not isinstance(util, (int, float)) or not 0 < util <= 1):
-        errors.append(_msg('serve_args[gpu-memory-utilization]', util, 'must be a number in (0, 1]', 'e.g. 0.80'))
+        errors.append(_msg(fvar('gpu-memory-utilization'), util, 'must be a number in (0, 1]', 'e.g. 0.80'))
 
     for k in ('devices', 'volumes'):
         v = container.get(k)
@@ -670,7 +677,7 @@ def validate_all(inputs):
                         warnings.append('[host %s] gpu-memory-utilization %s is above the %s safe cap for a %d GiB node; '
                                         'allowed by ds4_ack_unsafe_gpu_memory_utilization.' % (h, util, cap, mem))
                     else:
-                        errors.append(_msg('serve_args[gpu-memory-utilization]', util,
+                        errors.append(_msg('%s[gpu-memory-utilization]' % merged['sources'].get('gpu-memory-utilization', 'serve_args'), util,
                                            'above the safe cap %s for a %d GiB node (ds4_node_memory_gib): seed 002 hit OOM at 0.82 '
                                            'on 96 GB nodes and settled on 0.78; seed 000 runs 0.90 on 128 GB; unified-memory '
                                            'exhaustion freezes the box (power cycle)' % (cap, mem),
@@ -730,6 +737,13 @@ def compute_effective(inputs, host):
         'overrides': overrides,
         'warnings': warnings,
     }
+    # Every bind mount of the vLLM container in docker "host:container[:mode]" form, and the
+    # host directories the deploy roles must create (model + persistent caches).
+    cache = sorted((merged['container'].get('cache_volumes') or {}).items())
+    eff['volumes'] = (['%s:%s' % (merged['model']['host_dir'], merged['model']['container_dir'])]
+                      + ['%s:%s' % (h, cdir) for h, cdir in cache]
+                      + list(merged['container'].get('volumes') or []))
+    eff['host_dirs'] = [merged['model']['host_dir']] + [h for h, _c in cache]
     eff['argv'] = build_argv(eff)
     eff['launch_script'] = render_launch_script(eff)
     eff['env_file'] = render_env_file(eff)

@@ -23,7 +23,8 @@ Entry fields:
 API:
   match(lines, node=None, source=None, role=None, max_lines=5) -> list of findings
   verdict(finding) -> str   "<node>: <cause> — fix: <fix> [<line>]"
-  check_json_flags(lines, expected) -> list of findings (id 'json-flag-ignored')
+  diagnose(sources, max_lines=5) -> list of findings over several nodes/sources
+  check_json_flags(lines, expected, node=None) -> list of findings (id 'json-flag-ignored')
   entry(entry_id) -> dict;  CATALOGUE: tuple of entries
 """
 
@@ -170,7 +171,7 @@ CATALOGUE = (
             r"Torch not compiled with CUDA enabled",
             r"libtorch_cuda\.so: cannot open shared object file",
             r"_C\.abi3\.so: undefined symbol: _ZN3c104cuda",
-            r"\btorch[:=\s]+\d+\.\d+(?:\.\d+)?\+cpu\b",
+            r"\btorch[:=\s-]+\d+\.\d+(?:\.\d+)?\+cpu\b",
         ),
         "cause": "the image has a CPU-only torch wheel (a rebuild re-resolved torch from PyPI), so vLLM's CUDA extension cannot load",
         "fix": "use the prebuilt CUDA image, or rebuild with the cu130 index (--extra-index-url https://download.pytorch.org/whl/cu130, "
@@ -498,6 +499,24 @@ def match(lines, node=None, source=None, role=None, max_lines=5):
     findings = [_finding(_BY_ID[i], node, h) for i, h in hits.items() if h]
     findings.sort(key=lambda f: (f["severity"] == "info", f["rank"], f["lines"][0]["lineno"]))
     return findings
+
+
+def diagnose(sources, max_lines=5):
+    """Match several logs at once (both nodes; vLLM log, journal, kernel log).
+
+    sources: iterable of dicts {'lines': [...] or str, 'node': str|None, 'role': 'head'|'worker'|None,
+    'source': 'vllm'|'journal'|'kernel'|None}.  Each finding gets 'log_source' (the source given).
+    Returns all findings ordered like match() (errors before info, then rank), ties broken by
+    the order of the sources and then line number.
+    """
+    merged = []
+    for order, src in enumerate(sources):
+        for f in match(src.get("lines") or [], node=src.get("node"), source=src.get("source"), role=src.get("role"),
+                       max_lines=max_lines):
+            f["log_source"] = src.get("source")
+            merged.append((f["severity"] == "info", f["rank"], order, f["lines"][0]["lineno"], f))
+    merged.sort(key=lambda t: t[:4])
+    return [t[4] for t in merged]
 
 
 def verdict(finding, width=200):

@@ -39,6 +39,7 @@ _NO_IB = re.compile(r"NET/IB : No device found")
 _GDR_RINGS = re.compile(r"\bGDR (\d)\b")
 _GDR_HCA = re.compile(r"GPU Direct RDMA (Disabled|Enabled) for HCA (\d+) '([^']+)'")
 _CHANNEL = re.compile(r"Channel (\d+)/\d+ : .* via (NET/\w+(?:/\d+)?(?:/GDRDMA)?|P2P\S*|SHM\S*)")
+_CONNECTED = re.compile(r"Connected all (rings|trees)")
 _WARN = re.compile(r"NCCL WARN (.*)$")
 _ROW = re.compile(
     r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_]\w*)\s+([A-Za-z_]\w*)\s+(-?\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)(?:\s|$)")
@@ -62,13 +63,14 @@ def parse_log(lines):
       channels: {'NET/IB': n, 'NET/Socket': n, ...} counted by channel lines (transport
                 without the /<dev> suffix; '/GDRDMA' kept)
       warnings: [str]           (text after 'NCCL WARN')
+      connected: [str]          algorithms NCCL connected ('rings', 'trees') from 'Connected all X'
     """
     if isinstance(lines, str):
         lines = lines.splitlines()
     out = {
         "nccl_version": None, "transport": None, "hcas": [], "hca_names": [], "relaxed_ordering": False,
         "oob_ifname": None, "oob_ip": None, "socket_devices": [], "no_ib_device": False, "gdr": None,
-        "gdr_by_hca": {}, "channels": {}, "warnings": [],
+        "gdr_by_hca": {}, "channels": {}, "warnings": [], "connected": [],
     }
     vllm_version = None
     network = None
@@ -106,6 +108,9 @@ def parse_log(lines):
         if m:
             kind = re.sub(r"/\d+(?=/|$)", "", m.group(2))
             out["channels"][kind] = out["channels"].get(kind, 0) + 1
+        m = _CONNECTED.search(line)
+        if m and m.group(1) not in out["connected"]:
+            out["connected"].append(m.group(1))
         m = _WARN.search(line)
         if m:
             out["warnings"].append(m.group(1).strip())

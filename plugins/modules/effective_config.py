@@ -70,7 +70,8 @@ ansible_facts:
       description:
         - profile, seed, host, node_rank, role (head/worker), nnodes, master_addr, master_port, fabric, node_memory_gib,
           gpu_memory_utilization_cap, api, image, model, entrypoint, container, env (ordered, common then per-node),
-          per_node_env, serve_args, argv, script_name, unit_name, launch_script, env_file_name, env_file, overrides, warnings.
+          per_node_env, serve_args, argv, script_name, unit_name, launch_script, env_file_name, env_file, volumes, host_dirs,
+          overrides, warnings.
       type: dict
       sample:
         role: head

@@ -38,6 +38,7 @@ def make_handler(state):
         protocol_version = 'HTTP/1.1'
         server_version = 'uvicorn'
         sys_version = ''
+        _body = b''
 
         def log_message(self, format, *args):  # pylint: disable=redefined-builtin
             return
@@ -77,9 +78,15 @@ def make_handler(state):
             return any(secrets.compare_digest(given, hashlib.sha256(('Bearer ' + k).encode()).digest())
                        for k in state.api_keys)
 
+        def _read_body(self):
+            try:
+                length = int(self.headers.get('content-length') or 0)
+            except ValueError:
+                length = 0
+            self._body = self.rfile.read(length) if length > 0 else b''
+
         def _read_json(self):
-            length = int(self.headers.get('content-length') or 0)
-            raw = self.rfile.read(length) if length else b''
+            raw = getattr(self, '_body', b'')
             try:
                 data = json.loads(raw.decode() or '{}')
             except ValueError:
@@ -97,10 +104,12 @@ def make_handler(state):
             self._route()
 
         def do_OPTIONS(self):  # pylint: disable=invalid-name
+            self._read_body()
             self._send(200, b'', 'text/plain')
 
         def _route(self):
             path = self.path.split('?', 1)[0]
+            self._read_body()
             if not self._authorized():
                 self._send(401, {'error': 'Unauthorized'})
                 return
@@ -326,7 +335,7 @@ def _text_of(content):
 
 def _usage(prompt_tokens, n_out, plan):
     usage = {'prompt_tokens': prompt_tokens, 'completion_tokens': n_out, 'total_tokens': prompt_tokens + n_out}
-    reasoning = sum(1 for kind, _ in plan if kind == 'reasoning')
+    reasoning = sum(1 for kind, _text in plan if kind == 'reasoning')
     if reasoning:
         usage['completion_tokens_details'] = {'reasoning_tokens': reasoning}
     return usage

@@ -33,7 +33,7 @@ BOOL_FLAGS = ('trust-remote-code', 'enable-prefix-caching', 'enable-chunked-pref
 # store_true flags in vLLM.
 TRUE_FLAGS = ('headless', 'enable-auto-tool-choice', 'enable-request-id-headers')
 
-STR_FLAGS = ('served-model-name', 'host', 'kv-cache-dtype', 'tokenizer-mode', 'tool-call-parser', 'reasoning-parser',
+STR_FLAGS = ('host', 'kv-cache-dtype', 'tokenizer-mode', 'tool-call-parser', 'reasoning-parser',
              'load-format', 'master-addr', 'distributed-executor-backend', 'generation-config', 'revision',
              'tokenizer', 'tokenizer-revision', 'dtype', 'quantization', 'chat-template', 'download-dir',
              'uvicorn-log-level', 'root-path', 'attention-backend', 'code-revision', 'config-format',
@@ -87,6 +87,7 @@ def build_parser():
     for flag in TRUE_FLAGS:
         serve.add_argument('--' + flag, action='store_true', default=False)
     serve.add_argument('--api-key', nargs='+', default=None)
+    serve.add_argument('--served-model-name', nargs='+', default=None)
     for sub_name in ('chat', 'complete', 'bench', 'collect-env', 'run-batch'):
         sub.add_parser(sub_name, help='not implemented by the simulator')
     return parser

@@ -13,6 +13,7 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import errno
+import math
 import socket
 import threading
 import time
@@ -69,7 +70,7 @@ class Conn:
             if not data:
                 raise PeerLost()
             self.buf += data
-        line, _, self.buf = self.buf.partition(b'\n')
+        line, _sep, self.buf = self.buf.partition(b'\n')
         return line.decode(errors='replace').strip()
 
     def describe(self):
@@ -100,7 +101,7 @@ def accept_worker(server_sock, timeout, world_size):
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise DistError(STORE_TIMEOUT_MSG % (int(round(timeout)), 1, world_size))
+            raise DistError(STORE_TIMEOUT_MSG % (int(math.ceil(timeout)), 1, world_size))
         server_sock.settimeout(left)
         try:
             sock, _addr = server_sock.accept()

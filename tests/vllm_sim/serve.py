@@ -52,8 +52,7 @@ class Config:
 
     def __init__(self, args):
         self.model = args.model or args.model_tag or 'Qwen/Qwen3-0.6B'
-        served = args.served_model_name
-        self.served_names = [served] if served else [self.model]
+        self.served_names = list(args.served_model_name or [self.model])
         self.host = args.host
         self.port = args.port if args.port is not None else 8000
         self.tp = args.tensor_parallel_size or 1
@@ -273,6 +272,13 @@ def run_serve(parser, args, version):
                "intentional and you are using:\n- ray, set '--distributed-executor-backend ray'.\n- multiprocessing, "
                "set '--nnodes' appropriately." % (world, gpus)], False)
 
+    store = None
+    if cfg.nnodes > 1 and cfg.node_rank > 0 and not cfg.headless:
+        # seed 000 failure #5: without --headless rank 1 also tries to host the TCPStore (before anything else).
+        try:
+            store = dist.listen_store(cfg.master_port)
+        except dist.DistError as exc:
+            _fail([str(exc)], False, proc='Worker_TP%d' % (cfg.node_rank * local_world))
     server = None
     if not cfg.headless:
         try:
@@ -319,7 +325,8 @@ def run_serve(parser, args, version):
             if cfg.headless:
                 state.conn = dist.connect_head(cfg.master_addr, cfg.master_port, cfg.rendezvous_timeout)
             else:
-                store = dist.listen_store(cfg.master_port)
+                if store is None:
+                    store = dist.listen_store(cfg.master_port)
                 state.conn = dist.accept_worker(store, cfg.rendezvous_timeout, cfg.nnodes)
         except dist.DistError as exc:
             _fail([str(exc)], is_head, proc='Worker_TP%d' % rank)

@@ -30,6 +30,7 @@ FAST_ENV = {
     'VLLM_SIM_STATS_INTERVAL_S': '0',
     'VLLM_SIM_RENDEZVOUS_TIMEOUT_S': '10',
     'PYTHONUNBUFFERED': '1',
+    'VLLM_SIM_PYTHON': sys.executable,
 }
 
 
@@ -51,7 +52,7 @@ class Sim:
         full_env.pop('VLLM_WORKER_MULTIPROC_METHOD', None)
         full_env.update(FAST_ENV)
         full_env.update(env or {})
-        self.proc = subprocess.Popen([sys.executable, VLLM] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen([VLLM] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      env=full_env, text=True, encoding='utf-8')
         self.lines = []
         self.cond = threading.Condition()

@@ -6,6 +6,7 @@
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import http.client
 import json
 import socket
 import threading
@@ -104,16 +105,39 @@ def test_open_endpoints_and_auth(sim):
     assert sim.request('/health')[:2] == (200, '')
     assert sim.request('/ping')[0] == 200
     assert json.loads(sim.request('/version')[1]) == {'version': '0.27.1'}
-    code, body, _ = sim.request('/v1/models')
+    code, body, _hdrs = sim.request('/v1/models')
     assert (code, json.loads(body)) == (401, {'error': 'Unauthorized'})
     assert sim.request('/v1/models', key='wrong')[0] == 401
-    code, body, _ = sim.request('/v1/models', key=KEY)
+    code, body, _hdrs = sim.request('/v1/models', key=KEY)
     card = json.loads(body)['data'][0]
     assert code == 200 and card['id'] == 'deepseek-v4-flash' and card['max_model_len'] == 200000
     assert card['root'] == '/models/sim-model'
     code, body, headers = sim.request('/metrics')
     assert code == 200 and headers['content-type'].startswith('text/plain; version=0.0.4')
     assert sim.request('/v1/chat/completions', {'messages': [{'role': 'user', 'content': 'x'}]})[0] == 401
+
+
+def test_keep_alive_after_rejected_post(sim):
+    conn = http.client.HTTPConnection('127.0.0.1', sim.port, timeout=5)
+    try:
+        conn.request('POST', '/v1/completions', body=json.dumps({'prompt': 'x' * 500}),
+                     headers={'Content-Type': 'application/json'})
+        resp = conn.getresponse()
+        assert resp.status == 401 and json.loads(resp.read()) == {'error': 'Unauthorized'}
+        conn.request('GET', '/health')
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.read() == b''
+    finally:
+        conn.close()
+
+
+def test_several_served_model_names(sim_factory):
+    sim = sim_factory(['--served-model-name', 'alias-a', 'alias-b']).wait_ready()
+    ids = [card['id'] for card in json.loads(sim.request('/v1/models')[1])['data']]
+    assert ids == ['alias-a', 'alias-b']
+    req = {'model': 'alias-b', 'prompt': 'What is 2+2? Answer with one word.', 'max_tokens': 3}
+    code, body, _hdrs = sim.request('/v1/completions', req)
+    assert code == 200 and json.loads(body)['model'] == 'alias-a'
 
 
 def test_cli_api_key_list_beats_env(sim_factory):
@@ -175,17 +199,19 @@ def test_tool_call_valid_json(sim):
 
 def test_auto_tool_choice_needs_flags(sim_factory):
     sim = sim_factory().wait_ready()
-    code, body, _ = sim.request('/v1/chat/completions', {'messages': [{'role': 'user', 'content': 'x'}],
-                                                        'tools': [{'type': 'function', 'function': {'name': 'f'}}]})
-    assert code == 400 and '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser' in body
+    body = {'messages': [{'role': 'user', 'content': 'x'}], 'tools': [{'type': 'function', 'function': {'name': 'f'}}]}
+    code, body, _hdrs = sim.request('/v1/chat/completions', body)
+    assert code == 400
+    assert json.loads(body)['error']['message'] == ('"auto" tool choice requires --enable-auto-tool-choice and '
+                                                    '--tool-call-parser to be set')
 
 
 def test_completions_endpoint_and_unknown_model(sim):
-    code, body, _ = sim.request('/v1/completions', {'model': 'deepseek-v4-flash', 'prompt': 'What is 2+2? Answer with one word.',
-                                                   'max_tokens': 5}, key=KEY)
+    req = {'model': 'deepseek-v4-flash', 'prompt': 'What is 2+2? Answer with one word.', 'max_tokens': 5}
+    code, body, _hdrs = sim.request('/v1/completions', req, key=KEY)
     res = json.loads(body)
     assert code == 200 and res['choices'][0]['text'] == 'Four' and res['usage']['completion_tokens'] == 1
-    code, body, _ = sim.request('/v1/completions', {'model': 'nope', 'prompt': 'x'}, key=KEY)
+    code, body, _hdrs = sim.request('/v1/completions', {'model': 'nope', 'prompt': 'x'}, key=KEY)
     assert code == 404 and 'The model `nope` does not exist.' in body
 
 
@@ -237,7 +263,7 @@ def test_max_num_seqs_queues_requests(sim_factory):
 
     def one():
         done.append(sim.request('/v1/completions', {'prompt': 'story', 'max_tokens': 10})[0])
-    threads = [threading.Thread(target=one) for _ in range(2)]
+    threads = [threading.Thread(target=one) for _i in range(2)]
     for t in threads:
         t.start()
     time.sleep(0.25)

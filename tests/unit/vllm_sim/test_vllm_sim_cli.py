@@ -36,15 +36,15 @@ SEED_002_003 = """--prefix-caching --enable-expert-parallel --compilation-config
 
 
 def run_cli(args, env=None):
-    full_env = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, VLLM] + args, capture_output=True, text=True, env=full_env, timeout=30,
+    full_env = dict(os.environ, VLLM_SIM_PYTHON=sys.executable, **(env or {}))
+    return subprocess.run([VLLM] + args, capture_output=True, text=True, env=full_env, timeout=30,
                           check=False)
 
 
 def test_seed_000_command_line_parses():
     _parser, args = cli.parse(shlex.split(SEED_000))
     assert args.model_tag == '/models/DeepSeek-V4-Flash'
-    assert args.served_model_name == 'deepseek-v4-flash'
+    assert args.served_model_name == ['deepseek-v4-flash']
     assert args.tensor_parallel_size == 2 and args.max_model_len == 200000 and args.max_num_seqs == 4
     assert args.gpu_memory_utilization == 0.90
     assert args.compilation_config == {'cudagraph_mode': 'FULL_AND_PIECEWISE', 'custom_ops': ['all']}
@@ -107,5 +107,6 @@ def test_version_and_entrypoint_name(tmp_path):
     assert 'stand-in for vLLM' in res.stderr
     link = tmp_path / 'dsv4-vllm-entrypoint'
     link.symlink_to(VLLM)
-    res = subprocess.run([str(link), '--version'], capture_output=True, text=True, timeout=30, check=False)
+    res = subprocess.run([str(link), '--version'], capture_output=True, text=True, timeout=30, check=False,
+                         env=dict(os.environ, VLLM_SIM_PYTHON=sys.executable))
     assert res.returncode == 0 and res.stdout.strip() == cli.DEFAULT_VERSION

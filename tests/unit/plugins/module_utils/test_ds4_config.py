@@ -361,6 +361,16 @@ def test_effective_shape(inputs):
         ('balanced', 'worker', 2, '192.168.100.10', 29501)
     assert list(eff['env'])[-5:] == ['VLLM_HOST_IP', 'NCCL_SOCKET_IFNAME', 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME', 'NCCL_IB_HCA']
     assert eff['container']['ulimits'] == {'memlock': -1, 'stack': 67108864}
+    assert eff['volumes'] == ['/srv/dgxspark-ds4/models/DeepSeek-V4-Flash:/models/DeepSeek-V4-Flash',
+                              '/var/cache/dgxspark-ds4/flashinfer:/root/.cache/flashinfer',
+                              '/var/cache/dgxspark-ds4/vllm:/root/.cache/vllm']
+    assert eff['host_dirs'] == ['/srv/dgxspark-ds4/models/DeepSeek-V4-Flash', '/var/cache/dgxspark-ds4/flashinfer',
+                                '/var/cache/dgxspark-ds4/vllm']
+
+
+def test_extra_volumes_listed():
+    eff = c.compute_effective(regen.inputs_for('long-context-1m'), 'spark2')
+    assert eff['volumes'] == ['/srv/dgxspark-ds4/huggingface:/cache/huggingface', '/etc/passwd:/etc/passwd:ro', '/etc/group:/etc/group:ro']
 
 
 def test_normalize_flag():

@@ -9,7 +9,6 @@ __metaclass__ = type
 import importlib.util
 import os
 import shutil
-import tempfile
 
 import pytest
 
@@ -19,12 +18,16 @@ _MAKER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "
 _SPEC = importlib.util.spec_from_file_location("ds4_sysfs_fixtures", _MAKER)
 _MOD = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(_MOD)
-_BASE = tempfile.mkdtemp(prefix="ds4-sysfs-")
-NODE_A, NODE_B = _MOD.build(_BASE)
+NODE_A = NODE_B = None  # set by the sysfs_trees fixture before any test runs
 
 
-def teardown_module(module):  # pylint: disable=unused-argument
-    shutil.rmtree(_BASE, ignore_errors=True)
+@pytest.fixture(scope="module", autouse=True)
+def sysfs_trees(tmp_path_factory):
+    """Build node_a/node_b once per module in a pytest-managed temp dir."""
+    global NODE_A, NODE_B  # pylint: disable=global-statement
+    NODE_A, NODE_B = _MOD.build(str(tmp_path_factory.mktemp("sysfs")))
+    yield NODE_A, NODE_B
+
 
 IPS_A = {"enp1s0f1np1": ["192.168.100.10"], "enP2p1s0f1np1": ["192.168.101.10"], "enP7s7": ["192.168.1.11"], "lo": ["127.0.0.1"]}
 IPS_B = {"enp1s0f1np1": ["192.168.100.11"], "enP2p1s0f1np1": ["192.168.101.11"], "enP7s7": ["192.168.1.12"]}

@@ -45,6 +45,7 @@ VERBATIM = [
     ("cpu-only-torch", "AssertionError: Torch not compiled with CUDA enabled", None, None),
     ("cpu-only-torch", "ImportError: libtorch_cuda.so: cannot open shared object file: No such file or directory", None, None),
     ("cpu-only-torch", "    torch:     2.10.0+cpu", None, None),
+    ("cpu-only-torch", "Successfully installed torch-2.10.0+cpu", None, None),
     ("cpu-only-torch", "ImportError: /opt/conda/lib/python3.10/site-packages/vllm/_C.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi",
      None, None),
     ("vllm-c-extension-abi", "ImportError: /home/pc/data/vllm/vllm/vllm/_C.abi3.so: undefined symbol: "
@@ -303,3 +304,22 @@ def test_json_flag_key_missing_or_wrong():
 
 def test_json_flags_without_args_line_is_not_judged():
     assert fc.check_json_flags(NORMAL_STARTUP.splitlines()[2:], EXPECTED) == []
+
+
+def test_diagnose_across_nodes_and_sources():
+    sources = [
+        {"node": "spark1", "role": "head", "source": "vllm", "lines": [
+            "TimeoutError: RPC call to execute_model timed out.",
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."]},
+        {"node": "spark2", "role": "worker", "source": "kernel", "lines": [
+            "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051)"]},
+        {"node": "spark2", "role": "worker", "source": "journal", "lines": ["all fine"]},
+    ]
+    findings = fc.diagnose(sources)
+    assert [(f["node"], f["id"], f["log_source"]) for f in findings] == [
+        ("spark2", "nv-err-no-memory", "kernel"),
+        ("spark1", "remote-rank-rpc-timeout", "vllm"),
+        ("spark1", "engine-dead", "vllm"),
+    ]
+    assert fc.verdict(findings[0]).startswith("spark2: the unified-memory pool is exhausted")
+    assert fc.diagnose([]) == []

@@ -33,6 +33,7 @@ def test_ib_log_parsed():
     assert log["channels"] == {"NET/IB": 4}
     assert log["no_ib_device"] is False
     assert log["warnings"] == []
+    assert log["connected"] == ["rings", "trees"]
 
 
 def test_socket_log_parsed():

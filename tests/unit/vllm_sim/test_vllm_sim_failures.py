@@ -1,0 +1,144 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Injected failures of the vLLM simulator print vLLM's exact messages; garbled output on demand."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import json
+import re
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+from conftest import stream_chat  # pylint: disable=import-error
+
+FREE_RE = (r'ValueError: Free memory on device cuda:0 \((\d+\.\d\d)/119\.67 GiB\) on startup is less than desired GPU '
+           r'memory utilization \(0\.9, 107\.70 GiB\)\. Decrease GPU memory utilization or reduce GPU memory used by '
+           r'other processes\.')
+ENGINE_INIT = 'RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}'
+
+
+def test_free_memory_injected(sim_factory):
+    sim = sim_factory(['--gpu-memory-utilization', '0.9'], env={'VLLM_SIM_FAIL': 'free_memory', 'VLLM_SIM_FREE_GIB': '95.2'})
+    assert sim.wait_exit() == 1
+    match = re.search(FREE_RE, sim.output)
+    assert match and match.group(1) == '95.20'
+    assert ENGINE_INIT in sim.output and 'Starting to load model' not in sim.output
+
+
+def test_free_memory_real_check_against_memavailable(sim_factory):
+    short = sim_factory(['--gpu-memory-utilization', '0.9'],
+                        env={'VLLM_SIM_CHECK_MEMAVAILABLE': '1', 'VLLM_SIM_TOTAL_GIB': '1000000'})
+    assert short.wait_exit() == 1
+    assert 'on startup is less than desired GPU memory utilization (0.9, 900000.00 GiB)' in short.output
+    enough = sim_factory(['--gpu-memory-utilization', '0.5'],
+                         env={'VLLM_SIM_CHECK_MEMAVAILABLE': '1', 'VLLM_SIM_TOTAL_GIB': '0.001'}).wait_ready()
+    assert 'Free memory on device' not in enough.output
+
+
+@pytest.mark.parametrize('env', [{'VLLM_SIM_FAIL': 'shm_ring'}, {'VLLM_WORKER_MULTIPROC_METHOD': 'fork'}])
+def test_shm_ring_buffer_error(sim_factory, env):
+    sim = sim_factory(env=env)
+    assert sim.wait_exit() == 1
+    out = sim.output
+    assert re.search(r"FileNotFoundError: \[Errno 2\] No such file or directory: '/psm_[0-9a-f]+'", out)
+    assert "AttributeError: 'ShmRingBuffer' object has no attribute 'shared_memory'" in out
+    assert out.index('FileNotFoundError') < out.index('AttributeError')
+
+
+def test_spawn_is_fine(sim_factory):
+    sim = sim_factory(env={'VLLM_WORKER_MULTIPROC_METHOD': 'spawn'}).wait_ready()
+    assert 'ShmRingBuffer' not in sim.output
+
+
+def test_load_crash(sim_factory):
+    sim = sim_factory(env={'VLLM_SIM_FAIL': 'load_crash'})
+    assert sim.wait_exit() == 1
+    out = sim.output
+    assert 'Loading safetensors checkpoint shards:  50% Completed | 4/8' in out
+    assert '5/8' not in out and 'Loading weights took' not in out and ENGINE_INIT in out
+
+
+def test_hang_port_open_health_ok_no_tokens(sim_factory):
+    sim = sim_factory(env={'VLLM_SIM_FAIL': 'hang'}).wait_ready()
+    assert sim.request('/health')[0] == 200
+    with pytest.raises((socket.timeout, TimeoutError, OSError)):
+        sim.request('/v1/completions', {'prompt': 'hi', 'max_tokens': 2}, timeout=0.8)
+    with pytest.raises((socket.timeout, TimeoutError, OSError)):
+        stream_chat(sim, {'messages': [{'role': 'user', 'content': 'hi'}], 'max_tokens': 2}, timeout=0.8)
+    assert sim.request('/health')[0] == 200
+
+
+def test_unknown_failure_name_rejected(sim_factory):
+    sim = sim_factory(env={'VLLM_SIM_FAIL': 'nonsense'})
+    assert sim.wait_exit() == 2
+    assert "unknown VLLM_SIM_FAIL='nonsense'" in sim.output
+
+
+def test_api_port_in_use(sim_factory):
+    blocker = socket.socket()
+    blocker.bind(('127.0.0.1', 0))
+    blocker.listen(1)
+    try:
+        sim = sim_factory(port=blocker.getsockname()[1])
+        assert sim.wait_exit() == 1
+        assert 'OSError: [Errno 98] Address already in use' in sim.output
+    finally:
+        blocker.close()
+
+
+def test_tp2_without_nnodes_is_world_size_error(sim_factory):
+    sim = sim_factory(['--tensor-parallel-size', '2'])
+    assert sim.wait_exit() == 1
+    assert 'World size (2) is larger than the number of available GPUs (1) in this node.' in sim.output
+
+
+def test_sigterm_exits_promptly_during_load(sim_factory):
+    sim = sim_factory(env={'VLLM_SIM_TIME_SCALE': '1', 'VLLM_SIM_LOAD_S': '30'})
+    sim.wait_line('Starting to load model')
+    t0 = time.monotonic()
+    sim.proc.send_signal(signal.SIGTERM)
+    assert sim.wait_exit(5) == 0
+    assert time.monotonic() - t0 < 2.0
+
+
+def _content(sim, prompt, max_tokens=30):
+    req = {'messages': [{'role': 'user', 'content': prompt}], 'max_tokens': max_tokens, 'temperature': 0}
+    code, body, _hdrs = sim.request('/v1/chat/completions', req)
+    assert code == 200
+    return json.loads(body)['choices'][0]['message']['content']
+
+
+def test_garble_markers(sim_factory):
+    sim = sim_factory().wait_ready()
+    clean = _content(sim, 'Tell me about foxes.')
+    assert clean and all(ord(c) < 128 for c in clean)
+    cjk = _content(sim, 'Tell me about foxes. [[vllm-sim:garble=cjk]]')
+    assert sum(1 for c in cjk if '\u4e00' <= c <= '\u9fff') > len(cjk) / 4
+    rep = _content(sim, 'What is 2+2? Answer with one word. [[vllm-sim:garble=repeat]]')
+    assert rep.startswith('Four') and ' the the the the the the the the' in rep
+    leak = _content(sim, 'hi [[vllm-sim:garble=leak]]')
+    assert '<｜tool▁calls▁begin｜>' in leak and '</think>' in leak
+    assert _content(sim, 'hi [[vllm-sim:garble=empty]]') == ''
+
+
+def test_garble_env_and_concurrency_trigger(sim_factory):
+    sim = sim_factory(env={'VLLM_SIM_GARBLE': 'leak'}).wait_ready()
+    assert '</think>' in _content(sim, 'What is 2+2? Answer with one word.')
+    sim2 = sim_factory(env={'VLLM_SIM_GARBLE_MIN_CONCURRENCY': '2', 'VLLM_SIM_TOKENS_PER_S': '50'}).wait_ready()
+    assert _content(sim2, 'What is 2+2? Answer with one word.') == 'Four'
+    replies = []
+
+    def one():
+        replies.append(_content(sim2, 'What is 2+2? Answer with one word.', max_tokens=8))
+    threads = [threading.Thread(target=one) for _i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(replies) == 2 and any(any('\u4e00' <= c <= '\u9fff' for c in r) for r in replies), replies

@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Token pacing of the vLLM simulator: per-stream and aggregate rates within 2 % as a benchmark measures them."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import threading
+
+from conftest import stream_chat  # pylint: disable=import-error
+
+BODY = {'messages': [{'role': 'user', 'content': 'Write a long story.'}], 'max_tokens': 120,
+        'stream_options': {'include_usage': True}}
+
+
+def _token_times(events):
+    return [t for t, ev in events if ev != '[DONE]' and ev['choices'] and ev['choices'][0]['delta'].get('content')]
+
+
+def test_per_stream_rate_within_2_percent(sim_factory):
+    sim = sim_factory(env={'VLLM_SIM_TOKENS_PER_S': '100'}).wait_ready()
+    events = stream_chat(sim, BODY)
+    times = _token_times(events)
+    usage = events[-2][1]['usage']
+    assert usage['completion_tokens'] == len(times) == 120
+    rate = (usage['completion_tokens'] - 1) / (times[-1] - times[0])
+    assert abs(rate - 100.0) / 100.0 < 0.02, rate
+
+
+def test_aggregate_cap_within_2_percent(sim_factory):
+    sim = sim_factory(env={'VLLM_SIM_TOKENS_PER_S': '100', 'VLLM_SIM_AGG_TOKENS_PER_S': '200'}).wait_ready()
+    results = [None] * 4
+
+    def one(i):
+        results[i] = stream_chat(sim, dict(BODY, max_tokens=100))
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    all_times = sorted(t for events in results for t in _token_times(events))
+    assert len(all_times) == 400
+    # steady-state window: from the time all 4 streams have produced a token to the first stream finishing.
+    start = max(_token_times(ev)[0] for ev in results)
+    end = min(_token_times(ev)[-1] for ev in results)
+    inside = [t for t in all_times if start <= t <= end]
+    agg = (len(inside) - 1) / (inside[-1] - inside[0])
+    assert abs(agg - 200.0) / 200.0 < 0.02, agg
+    per_stream = [(len(_token_times(ev)) - 1) / (_token_times(ev)[-1] - _token_times(ev)[0]) for ev in results]
+    assert all(abs(r - 50.0) / 50.0 < 0.05 for r in per_stream), per_stream
+
+
+def test_uncapped_concurrency_scales(sim_factory):
+    sim = sim_factory(env={'VLLM_SIM_TOKENS_PER_S': '80'}).wait_ready()
+    results = [None] * 3
+
+    def one(i):
+        results[i] = stream_chat(sim, dict(BODY, max_tokens=60))
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for events in results:
+        times = _token_times(events)
+        rate = (len(times) - 1) / (times[-1] - times[0])
+        assert abs(rate - 80.0) / 80.0 < 0.02, rate
