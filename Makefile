@@ -1,6 +1,6 @@
 # dgxspark.ds4 — developer entry points. `make test` is the test command CI runs.
 SHELL := /bin/bash
-PY ?= $(shell command -v python3.12 || ls -d /root/.pyenv/versions/3.12.*/bin/python3.12 2>/dev/null | tail -n 1 || echo python3.12)
+PY ?= $(or $(shell command -v python3.12 || ls -d /root/.pyenv/versions/3.12.*/bin/python3.12 2>/dev/null | tail -n 1),python3.12)
 VENV ?= .venv
 BIN := $(VENV)/bin
 COLL_LINK := .collections/ansible_collections/dgxspark/ds4

@@ -37,8 +37,12 @@ if [[ "${DS4_FORCE_BUILD:-0}" != 1 ]]; then
   if [[ -s "$cache_file" ]]; then
     log "loading ${IMAGE} from cache ${cache_file}"
     zstd -q -dc "$cache_file" | docker load -q >/dev/null
-    log "loaded from cache in $(elapsed) s"
-    exit 0
+    current=$(docker image inspect -f "{{ index .Config.Labels \"${label}\" }}" "$IMAGE" 2>/dev/null || true)
+    if [[ "$current" == "$key" ]]; then
+      log "loaded from cache in $(elapsed) s"
+      exit 0
+    fi
+    log "cache ${cache_file} did not provide ${IMAGE} with key ${key} (saved under another name?): building"
   fi
 fi
 

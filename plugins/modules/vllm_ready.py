@@ -1,0 +1,284 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: vllm_ready
+short_description: Wait until the two-node vLLM pair serves, showing the startup phases, and fail fast with the cause
+version_added: 0.1.0
+description:
+  - The action plugin of the same name runs on every host of the play at once (both ranks). Each instance polls
+    only its own node, through its own connection, with this module (one fast execution per poll, every
+    O(interval) seconds), and prints each startup phase once as it is reached with the elapsed time (weights
+    loading with shard progress, KV cache tokens and maximum concurrency, CUDA graph capture, startup complete).
+  - One poll reads the unit state (C(ActiveState), C(SubState), C(NRestarts), C(MainPID), C(ExecMainStatus)), the
+    container state (C(docker inspect)), the unit's journal lines since the last poll (vLLM runs in the foreground
+    of the unit, so its output is in the journal) and, on the head, a TCP connect to the API port on the node
+    itself (the API may be bound to 127.0.0.1). Connection refused means still starting.
+  - When the head's port listens, the head checks C(/health) (200), C(/v1/models) with the API key (served model
+    name and C(max_model_len) equal to the effective config's) and a real chat completion (non-empty content; a
+    C(reasoning) field when thinking is on).
+  - The two instances coordinate through a small controller-side directory (keyed by the task's UUID). A rank
+    whose unit or container exits or restarts fails both instances within a poll or two (well under 5 seconds),
+    with the cause diagnosed by the failure catalogue over the dying node's recent lines, the fix and the lines.
+    The worker instance finishes when the head reports ready or failed. Timeout fails with the diagnosis too.
+  - Defaults come from the host fact C(ds4_effective) (role, unit name, API host/port, served model name,
+    max-model-len, thinking), so the task usually needs no options.
+  - Called directly (without the action), the module does one poll and returns it.
+author:
+  - dgxspark.ds4 contributors (@dgxspark)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: In check mode nothing is polled; the result lists what would be checked.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing) in diff mode.
+    support: none
+options:
+  role:
+    description: V(head) (rank 0, serves the API) or V(worker) (rank 1, headless). Default C(ds4_effective.role).
+    type: str
+    choices: [head, worker]
+  unit:
+    description: systemd unit of this rank. Default C(ds4_effective.unit_name).
+    type: str
+  container_name:
+    description: Container of this rank. Default C(dgxspark-ds4-<role>).
+    type: str
+  api_host:
+    description: Address the API binds (C(0.0.0.0) is probed as C(127.0.0.1)). Default C(ds4_effective.api.host). Head only.
+    type: str
+  api_port:
+    description: API port. Default C(ds4_effective.api.port). Head only.
+    type: int
+  api_key:
+    description: API key for C(/v1) requests (C(vllm_service_api_key) when set).
+    type: str
+  served_model_name:
+    description: Expected C(data[].id) of C(/v1/models). Default C(ds4_effective.serve_args['served-model-name']).
+    type: str
+  max_model_len:
+    description: Expected C(max_model_len). Default C(ds4_effective.serve_args['max-model-len']).
+    type: int
+  thinking:
+    description: Require a C(reasoning) field in the reply. Default from C(default-chat-template-kwargs.thinking).
+    type: bool
+  checks:
+    description: Run the HTTP checks when the API port listens (the action sets this on the head).
+    type: bool
+    default: false
+  cursor:
+    description: Journal cursor of the previous poll; empty = the lines of the unit's current (or last) run.
+    type: str
+    default: ''
+  max_lines:
+    description: At most this many journal lines per poll (the most recent).
+    type: int
+    default: 2000
+  chat_timeout:
+    description: Seconds the chat completion may take (a hang shows as an open port and no tokens).
+    type: float
+    default: 60
+  docker_cli:
+    description: Docker CLI.
+    type: str
+    default: docker
+  interval:
+    description: (action) Seconds between polls.
+    type: float
+    default: 1
+  timeout:
+    description: (action) Seconds until the task fails. A cold start takes about 9 minutes, up to 15+ with cold JIT caches.
+    type: float
+    default: 2400
+  state_dir:
+    description: (action) Controller-side coordination directory; default under the controller's temporary directory.
+    type: path
+notes:
+  - Run it on both hosts in one task (the linear strategy runs it on both at once; keep C(forks) >= 2 and no C(serial)).
+seealso:
+  - module: dgxspark.ds4.ds4_doctor
+'''
+
+EXAMPLES = r'''
+- name: Wait until the endpoint serves (prints the phases)
+  dgxspark.ds4.vllm_ready:
+    api_key: "{{ vllm_service_api_key | default(omit, true) }}"
+    timeout: 2400
+  register: ds4_ready
+
+- name: Show the time to ready
+  ansible.builtin.debug:
+    msg: "ready after {{ ds4_ready.time_to_ready }} s, KV cache {{ ds4_ready.kv_cache_tokens }} tokens"
+  when: ds4_effective['role'] == 'head'
+'''
+
+RETURN = r'''
+ready:
+  description: (action) The pair serves and every check passed.
+  returned: always
+  type: bool
+time_to_ready:
+  description: (action, head) Seconds from the task start to every check passing.
+  returned: success
+  type: float
+ready_after_startup_complete:
+  description: (action, head) Seconds from seeing C(Application startup complete.) to every check passing.
+  returned: success
+  type: float
+phases:
+  description: (action) Seconds from the task start to each phase (C(loading), C(shards), C(weights_loaded), C(kv_cache),
+    C(cuda_graphs), C(graphs_done), C(engine_ready), C(api_starting), C(startup_complete)).
+  returned: always
+  type: dict
+kv_cache_tokens:
+  description: (action) C(GPU KV cache size) in tokens, from the log.
+  returned: when logged
+  type: int
+max_concurrency:
+  description: (action) C(Maximum concurrency for <max_model_len> tokens per request).
+  returned: when logged
+  type: float
+findings:
+  description: (action) Failure-catalogue findings (id, cause, fix, node, lines) when it failed.
+  returned: on failure
+  type: list
+  elements: dict
+verdicts:
+  description: (action) One line per finding, C(node: cause — fix: ... [line]).
+  returned: on failure
+  type: list
+  elements: str
+status:
+  description: (module) Unit and container state of this poll.
+  returned: always
+  type: dict
+lines:
+  description: (module) New journal lines of the unit.
+  returned: always
+  type: list
+  elements: str
+cursor:
+  description: (module) Journal cursor after these lines.
+  returned: always
+  type: str
+api_port:
+  description: (module, head) C(open), C(refused), C(timeout) or C(error ...).
+  returned: when an API port is known
+  type: str
+http:
+  description: (module) Result of the HTTP checks (ok, problems, health, models_status, chat, timings).
+  returned: when O(checks) and the port is open
+  type: dict
+'''
+
+import json
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness import http_checks, probe_host, tcp_state
+
+_PROPS = ("ActiveState", "SubState", "NRestarts", "MainPID", "ExecMainStatus", "ExecMainCode", "InactiveExitTimestamp", "Result")
+
+
+def unit_status(module, unit):
+    rc, out, err = module.run_command(["systemctl", "show", unit, "--timestamp=unix", "-p", ",".join(_PROPS)])
+    props = {}
+    for line in out.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            props[k] = v
+    def _int(v):
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            return None
+    since = props.get("InactiveExitTimestamp", "")
+    return {
+        "unit": unit,
+        "active_state": props.get("ActiveState"),
+        "sub_state": props.get("SubState"),
+        "n_restarts": _int(props.get("NRestarts")),
+        "main_pid": _int(props.get("MainPID")),
+        "exec_main_status": _int(props.get("ExecMainStatus")),
+        "result": props.get("Result"),
+        "since": since[1:] if since.startswith("@") else None,
+    }
+
+
+def container_status(module, docker_cli, name):
+    rc, out, err = module.run_command([docker_cli, "inspect", "--type", "container", "--format",
+                                       "{{json .Id}} {{json .State.Running}} {{json .State.StartedAt}} {{json .State.ExitCode}}", name])
+    if rc != 0:
+        return None
+    parts = out.split()
+    try:
+        return {"id": json.loads(parts[0]), "running": json.loads(parts[1]), "started_at": json.loads(parts[2]),
+                "exit_code": json.loads(parts[3])}
+    except (IndexError, ValueError):
+        return None
+
+
+def journal(module, unit, cursor, since, max_lines):
+    cmd = ["journalctl", "-u", unit, "-o", "cat", "--no-pager", "--show-cursor", "-n", str(max_lines)]
+    if cursor:
+        cmd += ["--after-cursor", cursor]
+    elif since:
+        cmd += ["--since", "@" + since]
+    rc, out, err = module.run_command(cmd)
+    lines = out.splitlines()
+    new_cursor = cursor
+    if lines and lines[-1].startswith("-- cursor: "):
+        new_cursor = lines.pop()[len("-- cursor: "):]
+    return [ln for ln in lines if ln != "-- No entries --"], new_cursor
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            role=dict(type="str", choices=["head", "worker"]),
+            unit=dict(type="str"),
+            container_name=dict(type="str"),
+            api_host=dict(type="str"),
+            api_port=dict(type="int"),
+            api_key=dict(type="str", no_log=True),
+            served_model_name=dict(type="str"),
+            max_model_len=dict(type="int"),
+            thinking=dict(type="bool"),
+            checks=dict(type="bool", default=False),
+            cursor=dict(type="str", default="", no_log=False),
+            max_lines=dict(type="int", default=2000),
+            chat_timeout=dict(type="float", default=60),
+            docker_cli=dict(type="str", default="docker"),
+            interval=dict(type="float", default=1),
+            timeout=dict(type="float", default=2400),
+            state_dir=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if not p["unit"]:
+        module.fail_json(msg="unit is required when the module runs without its action plugin")
+    if module.check_mode:
+        module.exit_json(changed=False, msg="check mode: would poll unit %s, container %s, the journal and the API" % (
+            p["unit"], p["container_name"]), status={}, lines=[], cursor=p["cursor"])
+    status = unit_status(module, p["unit"])
+    status["container"] = container_status(module, p["docker_cli"], p["container_name"]) if p["container_name"] else None
+    lines, cursor = journal(module, p["unit"], p["cursor"], status.get("since"), p["max_lines"])
+    result = dict(changed=False, status=status, lines=lines, cursor=cursor)
+    if p["api_port"]:
+        host = probe_host(p["api_host"])
+        result["api_port"] = tcp_state(host, p["api_port"])
+        if p["checks"] and result["api_port"] == "open":
+            result["http"] = http_checks(host, p["api_port"], api_key=p["api_key"], served_name=p["served_model_name"],
+                                         max_model_len=p["max_model_len"], thinking=bool(p["thinking"]), timeout=p["chat_timeout"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests for roles/vllm_service/files/prestart and verify-unit (the unit's guards).
+
+Both are standalone python3 scripts installed on the nodes; they are loaded here from the
+role's files/ directory and run against a fake /proc, a fake /dev/shm and a fake docker CLI.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import socket
+
+import pytest
+
+FILES = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'vllm_service', 'files')
+CID_DEAD = 'a' * 64
+CID_LIVE = 'b' * 64
+
+
+def load(name):
+    path = os.path.abspath(os.path.join(FILES, name))
+    loader = importlib.machinery.SourceFileLoader('ds4_' + name.replace('-', '_'), path)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+prestart = load('prestart')
+verify_unit = load('verify-unit')
+
+
+def fake_proc(tmp_path, procs, meminfo=(100 * 1024 * 1024, 50 * 1024 * 1024), listen=None):
+    root = tmp_path / 'proc'
+    (root / 'net').mkdir(parents=True)
+    for pid, title, cgroup in procs:
+        d = root / str(pid)
+        (d / 'fd').mkdir(parents=True)
+        (d / 'cmdline').write_bytes(title.encode() + b'\0--flag\0')
+        (d / 'cgroup').write_text(cgroup)
+    total_kb, avail_kb = meminfo
+    (root / 'meminfo').write_text('MemTotal: %d kB\nMemFree: 1 kB\nMemAvailable: %d kB\n' % (total_kb, avail_kb))
+    header = '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n'
+    rows = ''
+    if listen:
+        port, inode, pid = listen
+        rows = '   0: 00000000:%04X 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 %d 1\n' % (port, inode)
+        os.symlink('socket:[%d]' % inode, str(root / str(pid) / 'fd' / '3'))
+    (root / 'net' / 'tcp').write_text(header + rows)
+    (root / 'net' / 'tcp6').write_text(header)
+    return str(root)
+
+
+def base_cfg(proc_root, **kw):
+    cfg = {'container_name': 'dgxspark-ds4-head', 'proc_root': proc_root, 'docker': '/bin/false',
+           'process_title_prefixes': ['VLLM::'], 'kill_wait_s': 0.1}
+    cfg.update(kw)
+    return cfg
+
+
+def test_vllm_processes_are_matched_by_title_and_container(tmp_path):
+    root = fake_proc(tmp_path, [
+        (10, 'VLLM::Worker_TP0', '0::/system.slice/docker-%s.scope\n' % CID_DEAD),
+        (11, 'VLLM::Worker_TP1', '12:memory:/docker/%s\n' % CID_LIVE),
+        (12, 'python3', '0::/system.slice/docker-%s.scope\n' % CID_DEAD),
+        (13, 'VLLM::EngineCore', '0::/user.slice\n'),
+    ])
+    found = prestart.vllm_processes(base_cfg(root))
+    assert sorted(found) == [(10, 'VLLM::Worker_TP0', CID_DEAD), (11, 'VLLM::Worker_TP1', CID_LIVE),
+                             (13, 'VLLM::EngineCore', None)]
+
+
+def test_only_processes_of_dead_containers_are_killed(tmp_path, monkeypatch):
+    root = fake_proc(tmp_path, [
+        (10, 'VLLM::Worker_TP0', '0::/system.slice/docker-%s.scope\n' % CID_DEAD),
+        (11, 'VLLM::Worker_TP1', '0::/system.slice/docker-%s.scope\n' % CID_LIVE),
+        (13, 'VLLM::EngineCore', '0::/user.slice\n'),
+    ])
+    killed = []
+    monkeypatch.setattr(prestart, 'running_container_ids', lambda cfg: {CID_LIVE})
+    monkeypatch.setattr(prestart.os, 'kill', lambda pid, sig: killed.append(pid))
+    with pytest.raises(prestart.PrestartError, match='still alive'):
+        prestart.end_leftover_processes(base_cfg(root))  # the fake pid 10 never goes away
+    assert killed == [10]
+
+
+def test_busy_port_names_its_owner(tmp_path):
+    root = fake_proc(tmp_path, [(42, 'VLLM::Worker_TP0', '')], listen=(29501, 777, 42))
+    cfg = base_cfg(root, ports=[{'port': 29501, 'what': 'master_port'}, {'port': 8000, 'what': 'API port'}])
+    with pytest.raises(prestart.PrestartError) as err:
+        prestart.check_ports(cfg)
+    assert 'port 29501 (master_port)' in str(err.value)
+    assert 'pid 42 "VLLM::Worker_TP0 --flag"' in str(err.value)
+    assert 'EADDRINUSE' in str(err.value)
+    assert '8000' not in str(err.value)
+
+
+def test_shm_cleared_only_when_no_vllm_runs(tmp_path, monkeypatch):
+    shm = tmp_path / 'shm'
+    shm.mkdir()
+    for name in ('psm_1234', 'sem.mp-abc', 'nccl-keep', 'other'):
+        (shm / name).write_text('x')
+    root = fake_proc(tmp_path, [])
+    monkeypatch.setattr(prestart, 'docker', lambda cfg, *a: (0, 'dgxspark-ds4-worker', ''))
+    prestart.clear_shm(base_cfg(root, shm_dir=str(shm)))
+    assert len(os.listdir(str(shm))) == 4
+    monkeypatch.setattr(prestart, 'docker', lambda cfg, *a: (0, 'unrelated', ''))
+    prestart.clear_shm(base_cfg(root, shm_dir=str(shm)))
+    assert sorted(os.listdir(str(shm))) == ['nccl-keep', 'other']
+
+
+def test_memory_gate_fails_with_the_numbers(tmp_path):
+    root = fake_proc(tmp_path, [], meminfo=(100 * 1024 * 1024, 50 * 1024 * 1024))
+    with pytest.raises(prestart.PrestartError) as err:
+        prestart.memory_gate(base_cfg(root, memory_fraction=0.9, memory_wait_s=0))
+    msg = str(err.value)
+    assert '50.0 GiB' in msg and '0.90' in msg and '100.0 GiB' in msg and '90.0 GiB' in msg
+    prestart.memory_gate(base_cfg(root, memory_fraction=0.4, memory_wait_s=0))
+    prestart.memory_gate(base_cfg(root, memory_fraction=0))
+
+
+def test_drop_caches_skip_and_readonly(tmp_path):
+    root = fake_proc(tmp_path, [])
+    prestart.drop_caches(base_cfg(root, drop_caches=False))
+    with pytest.raises(prestart.PrestartError, match='vllm_service_drop_caches: false'):
+        prestart.drop_caches(base_cfg(root, drop_caches=True))  # no <root>/sys/vm: not writable
+    (tmp_path / 'proc' / 'sys' / 'vm').mkdir(parents=True)
+    prestart.drop_caches(base_cfg(root, drop_caches=True))
+    assert (tmp_path / 'proc' / 'sys' / 'vm' / 'drop_caches').read_text() == '3\n'
+
+
+def test_peer_reachable_when_refused_and_bounded_wait(monkeypatch):
+    srv = socket.socket()
+    srv.bind(('127.0.0.1', 0))
+    port = srv.getsockname()[1]
+    srv.close()  # nothing listens: refused means the host is up
+    assert prestart.reachable('127.0.0.1', port, 1)
+    prestart.wait_for_peers({'peers': [{'name': 'w', 'addr': '127.0.0.1', 'port': port}], 'peer_wait_s': 0})
+    monkeypatch.setattr(prestart, 'reachable', lambda addr, port, timeout: False)
+    with pytest.raises(prestart.PrestartError, match='not reachable'):
+        prestart.wait_for_peers({'peers': [{'name': 'w', 'addr': '192.0.2.1', 'port': 22}], 'peer_wait_s': 0,
+                                 'peer_poll_s': 0})
+
+
+UNIT = """[Unit]
+Description=x
+[Service]
+ExecStartPre={prestart} {cfg}
+ExecStart={docker} run \\
+    --rm --name dgxspark-ds4-head \\
+    -v {script}:/etc/dgxspark-ds4/launch-head.sh:ro \\
+    --env-file {env} \\
+    --entrypoint /etc/dgxspark-ds4/launch-head.sh \\
+    sha256:abc
+ExecStopPost=-{docker} rm -f dgxspark-ds4-head
+"""
+
+
+def _unit(tmp_path, **over):
+    paths = {}
+    for name in ('prestart', 'docker', 'script', 'env', 'cfg'):
+        p = tmp_path / name
+        p.write_text('#!/bin/sh\n')
+        p.chmod(0o755)
+        paths[name] = str(p)
+    paths.update(over)
+    unit = tmp_path / 'dgxspark-ds4-head.service'
+    unit.write_text(UNIT.format(**paths))
+    return str(unit)
+
+
+def test_verify_unit_names_every_missing_path(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(verify_unit.shutil, 'which', lambda name: None)
+    unit = _unit(tmp_path, script='/nonexistent/launch-head-090.sh', prestart='/nonexistent/prestart')
+    assert verify_unit.main(['verify-unit', unit, 'dgxspark-ds4-head.service']) == 1
+    err = capsys.readouterr().err
+    assert 'ExecStartPre: executable /nonexistent/prestart does not exist' in err
+    assert 'volume source /nonexistent/launch-head-090.sh' in err
+    assert 'launch script /nonexistent/launch-head-090.sh' in err
+
+
+def test_verify_unit_accepts_a_complete_unit(tmp_path, monkeypatch):
+    monkeypatch.setattr(verify_unit.shutil, 'which', lambda name: None)
+    unit = _unit(tmp_path)
+    # Without systemd-analyze the script refuses (cannot verify); everything else is fine.
+    problems = []
+    for key, value in verify_unit.exec_lines(open(unit).read()):
+        words = verify_unit.shlex.split(value)
+        if words[1:2] == ['run']:
+            verify_unit.check_docker_run(words[2:], problems)
+    assert problems == []
+    assert verify_unit.main(['verify-unit', unit, 'dgxspark-ds4-head.service']) == 1
