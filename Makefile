@@ -85,8 +85,10 @@ build: venv
 	@set -euo pipefail; tmp=$$(mktemp -d /tmp/ds4-build.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
 	$(BIN)/ansible-galaxy collection build --force --output-path "$$tmp" .; ls -l "$$tmp"
 
+# The node image (debootstrap, cached) and the inner test images built from it (cached by content).
 node-image:
 	bash tests/harness/build-node-image.sh
+	bash tests/harness/build-sim-image.sh
 
 # Every scenario (molecule/<name>/molecule.yml), one after the other; `make molecule SCENARIOS=default`.
 molecule: venv collection-link node-image

@@ -27,6 +27,8 @@ import socket
 import tempfile
 import time
 
+SETTLE_INTERVAL = 0.2
+
 PHASES = ("loading", "shards", "weights_loaded", "kv_cache", "cuda_graphs", "graphs_done", "engine_ready",
           "api_starting", "startup_complete")
 
@@ -239,8 +241,8 @@ def decide(role, own_reason, peer, now, started, timeout, head_ready=False, peer
     """
     if own_reason:
         return "fail", own_reason
-    if peer is not None and peer.get("state") == "failed":
-        return "fail", "%s failed: %s" % (peer.get("node") or peer_role(role), peer.get("reason", "?"))
+    if peer is not None and peer.get("state") in ("failed", "failing"):
+        return "fail", "%s failed: %s" % (peer.get("node") or peer_role(role), peer.get("own_reason") or peer.get("reason", "?"))
     if role == "head" and head_ready:
         return "ready", "ready"
     if role == "worker" and peer is not None and peer.get("state") == "ready":
@@ -266,12 +268,13 @@ class ReadyInstance(object):
     """One poller instance (head or worker): feed it each poll's snapshot, it says what to do.
 
     step(snap, now) -> (events, decision, message); snap is the module's result (``status``, ``lines``,
-    ``api_port``, ``http``).  decision as decide().  Publishes its own state to ``sdir`` on every step;
+    ``api_port``, ``http``).  decision as decide(), or ``settle``: a rank is going down, poll again at once
+    (SETTLE_INTERVAL) to collect its last lines before the final report.  Publishes its own state to ``sdir`` on every step;
     on failure publishes the findings (failure catalogue over its last lines) and its last lines, so the
     other instance can report the cause from the node where it happened.
     """
 
-    def __init__(self, role, node, sdir, timeout, started=None, peer_grace=60.0, peer_stale=20.0, keep=400, tail=40):
+    def __init__(self, role, node, sdir, timeout, started=None, peer_grace=60.0, peer_stale=20.0, keep=400, tail=40, settle=1.0):
         self.role = role
         self.node = node or role
         self.sdir = sdir
@@ -289,15 +292,12 @@ class ReadyInstance(object):
         self.http = None
         self.state = "starting"
         self.peer = None
-
-    def _sources(self, peer):
-        own = {"lines": list(self.lines), "node": self.node, "role": self.role, "source": None}
-        srcs = [own]
-        if peer and peer.get("lines"):
-            other = {"lines": peer["lines"], "node": peer.get("node"), "role": peer.get("role"), "source": None}
-            # the node where it happened first
-            srcs = [other, own] if peer.get("state") == "failed" else [own, other]
-        return srcs
+        self.settle = settle
+        self.fail_since = None
+        self.own_reason = None
+        self.exit_time = None
+        self.fail_polls = 0
+        self.peer_failing_since = None
 
     def step(self, snap, now=None):
         now = time.monotonic() if now is None else now
@@ -307,7 +307,8 @@ class ReadyInstance(object):
             events.extend(self.tracker.feed(line, now))
         if self.tracker.complete and self.complete_at is None:
             self.complete_at = now
-        reason = self.watch.observe(snap.get("status") or {})
+        down = self.watch.observe(snap.get("status") or {})
+        reason = None
         head_ready = False
         http = snap.get("http")
         if self.role == "head" and http is not None:
@@ -324,15 +325,51 @@ class ReadyInstance(object):
             peer = dict(peer)
             peer["updated"] = now - max(0.0, time.time() - peer["updated"])
         self.peer = peer
+        if down and self.fail_since is None:
+            # our rank went down: poll once more (quickly) so the last log lines are in, and wait up to `settle` s
+            # for the other poller's report, so that when both ranks die the first to exit leads the diagnosis
+            self.fail_since, self.own_reason, self.fail_polls = now, down, 0
+            self.exit_time = (snap.get("status") or {}).get("exit_time") or time.time()
+        elif self.fail_since is not None:
+            self.fail_polls += 1
+        peer_state = peer.get("state") if peer else None
+        if self.fail_since is not None:
+            reason = self.own_reason
+            if self.fail_polls < 1 or (peer_state not in ("failing", "failed") and peer is not None and now - self.fail_since < self.settle):
+                publish(self.sdir, self.role, {"node": self.node, "state": "failing", "reason": reason, "own_reason": reason,
+                                               "exit_time": self.exit_time, "lines": list(self.lines)[-self.tail:]})
+                return events, "settle", ""
+        elif peer_state == "failing" and not reason:
+            # the other rank is down; its poller is collecting its last lines: wait for its final report (bounded)
+            if self.peer_failing_since is None:
+                self.peer_failing_since = now
+            if now - self.peer_failing_since < 2 * self.settle:
+                publish(self.sdir, self.role, {"node": self.node, "state": "starting", "lines": list(self.lines)[-self.tail:]})
+                return events, "settle", ""
         decision, message = decide(self.role, reason, peer, now, self.started, self.timeout, head_ready,
                                    self.peer_grace, self.peer_stale)
-        doc = {"node": self.node, "phase": max(self.tracker.timings, key=self.tracker.timings.get) if self.tracker.timings else None}
+        doc = {"node": self.node, "lines": list(self.lines)[-self.tail:],
+               "phase": max(self.tracker.timings, key=self.tracker.timings.get) if self.tracker.timings else None}
         if decision == "fail":
             self.state = "failed"
-            findings, verdicts = _diagnose(self._sources(peer if not reason else None))
-            doc.update(state="failed", reason=message, findings=findings, verdicts=verdicts,
-                       lines=list(self.lines)[-self.tail:] if reason else [])
-            self.findings, self.verdicts, self.reason = findings, verdicts, message
+            # did the other rank itself go down (not merely fail because of us)?  who exited first leads
+            peer_down = bool(peer and peer.get("state") in ("failed", "failing") and peer.get("own_reason"))
+            peer_first = peer_down and (not reason or (peer.get("exit_time") or 0) <= (self.exit_time or 0))
+            peer_failed = peer_first or bool(not reason and peer and peer.get("state") in ("failed", "failing"))
+            own = {"lines": list(self.lines), "node": self.node, "role": self.role, "source": None}
+            sources = [own]
+            if peer and peer.get("lines"):
+                other = {"lines": peer["lines"], "node": peer.get("node"), "role": peer.get("role"), "source": None}
+                sources = [other, own] if peer_failed else [own, other]
+            self.findings, self.verdicts = _diagnose(sources)
+            if reason and peer_first:
+                message = "%s failed first: %s; then %s: %s" % (peer.get("node"), peer.get("own_reason"), self.node, message)
+            elif reason and peer_down:
+                message = "%s; then %s failed: %s" % (message, peer.get("node"), peer.get("own_reason"))
+            self.failed_lines = (peer.get("lines") or []) if peer_failed else doc["lines"]
+            self.reason = message
+            doc.update(state="failed", reason=message, findings=self.findings, verdicts=self.verdicts, exit_time=self.exit_time,
+                       own_reason=self.own_reason)
         elif decision == "ready":
             self.state = "ready"
             self.ready_at = now
@@ -342,15 +379,6 @@ class ReadyInstance(object):
             doc.update(state="done")
         else:
             doc.update(state="starting")
-        if decision == "fail" and not reason and peer and peer.get("state") == "failed":
-            # the other rank failed: its findings and lines are the evidence, plus ours
-            findings, verdicts = _diagnose(self._sources(peer))
-            self.findings = (peer.get("findings") or []) + [f for f in findings if f.get("node") == self.node]
-            self.verdicts = (peer.get("verdicts") or []) + [v for v, f in zip(verdicts, findings) if f.get("node") == self.node]
-            self.failed_lines = peer.get("lines") or []
-            doc["reason"] = message
-        else:
-            self.failed_lines = list(self.lines)[-self.tail:]
         publish(self.sdir, self.role, doc)
         return events, decision, message
 

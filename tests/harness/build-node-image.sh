@@ -17,7 +17,9 @@ CACHE_DIR="${DS4_CACHE_DIR:-${REPO_ROOT}/.cache}/images"
 MIRROR="${DS4_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 SUITE=bookworm
 PACKAGES=(systemd systemd-sysv dbus python3 procps iproute2 iputils-ping sudo docker.io
-          busybox-static nftables kmod ca-certificates)
+          busybox-static nftables kmod ca-certificates
+          # node-to-node transfers (image stream, model sync) and the community.docker modules
+          openssh-server openssh-client rsync python3-requests)
 
 start=$(date +%s.%N)
 elapsed() { awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }

@@ -70,7 +70,7 @@ def test_sysctl_file_content(host):
     settings = {}
     for line in f.content_string.splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
-            key, _, value = line.partition("=")
+            key, _sep, value = line.partition("=")
             settings[key.strip()] = value.strip()
     assert settings == {
         "vm.overcommit_memory": str(int(_var(host, "host_hardening_vm_overcommit_memory"))),

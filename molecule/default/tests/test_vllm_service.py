@@ -72,11 +72,11 @@ def test_referenced_files(host):
     secrets = host.file('%s/secrets-%s.env' % (CONFIG_DIR, dep['role']))
     assert secrets.user == 'root' and secrets.mode == 0o600
     assert 'VLLM_API_KEY' not in script.content_string
-    for helper in ('prestart', 'verify-unit'):
-        assert host.file('%s/%s' % (LIBEXEC, helper)).mode == 0o755
+    for helper in ('prestart.py', 'verify_unit.py'):
+        assert host.file('%s/%s' % (LIBEXEC, helper)).mode == 0o644
     assert host.file('%s/prestart-%s.json' % (CONFIG_DIR, dep['role'])).exists
     # The role's own check: every Exec* target, volume source, env file and the entrypoint exist.
-    host.run_expect([0], '%s/verify-unit /etc/systemd/system/%s %s' % (LIBEXEC, dep['unit'], dep['unit']))
+    host.run_expect([0], '/usr/bin/python3 %s/verify_unit.py /etc/systemd/system/%s %s' % (LIBEXEC, dep['unit'], dep['unit']))
 
 
 def test_container_options(host):

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for roles/vllm_service/files/prestart and verify-unit (the unit's guards).
+"""Unit tests for roles/vllm_service/files/prestart.py and verify_unit.py (the unit's guards).
 
 Both are standalone python3 scripts installed on the nodes; they are loaded here from the
 role's files/ directory and run against a fake /proc, a fake /dev/shm and a fake docker CLI.
@@ -23,15 +23,15 @@ CID_LIVE = 'b' * 64
 
 def load(name):
     path = os.path.abspath(os.path.join(FILES, name))
-    loader = importlib.machinery.SourceFileLoader('ds4_' + name.replace('-', '_'), path)
+    loader = importlib.machinery.SourceFileLoader('ds4_' + name[:-3], path)
     spec = importlib.util.spec_from_loader(loader.name, loader)
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
     return mod
 
 
-prestart = load('prestart')
-verify_unit = load('verify-unit')
+prestart = load('prestart.py')
+verify_unit = load('verify_unit.py')
 
 
 def fake_proc(tmp_path, procs, meminfo=(100 * 1024 * 1024, 50 * 1024 * 1024), listen=None):
