@@ -28,6 +28,7 @@ import tempfile
 import time
 
 SETTLE_INTERVAL = 0.2
+PEER_RECHECK = 0.1
 
 PHASES = ("loading", "shards", "weights_loaded", "kv_cache", "cuda_graphs", "graphs_done", "engine_ready",
           "api_starting", "startup_complete")
@@ -151,7 +152,12 @@ def unit_down(status):
     active = status.get("active_state")
     sub = status.get("sub_state")
     if active in ("failed", "inactive"):
-        return "unit %s is %s/%s (last exit status %s)" % (status.get("unit", ""), active, sub, status.get("exec_main_status"))
+        why = status.get("result")
+        if why == "start-limit-hit":
+            return ("unit %s hit its start limit (StartLimitBurst): systemd stopped restarting it; find the cause below, then "
+                    "systemctl reset-failed" % status.get("unit", ""))
+        extra = ", result %s" % why if why and why != "success" else ""
+        return "unit %s is %s/%s (last exit status %s%s)" % (status.get("unit", ""), active, sub, status.get("exec_main_status"), extra)
     if active == "activating" and sub == "auto-restart":
         return "unit %s exited (status %s) and waits to be restarted" % (status.get("unit", ""), status.get("exec_main_status"))
     if active == "deactivating":
@@ -268,8 +274,10 @@ class ReadyInstance(object):
     """One poller instance (head or worker): feed it each poll's snapshot, it says what to do.
 
     step(snap, now) -> (events, decision, message); snap is the module's result (``status``, ``lines``,
-    ``api_port``, ``http``).  decision as decide(), or ``settle``: a rank is going down, poll again at once
-    (SETTLE_INTERVAL) to collect its last lines before the final report.  Publishes its own state to ``sdir`` on every step;
+    ``api_port``, ``http``).  decision as decide(), or ``settle``: our rank is going down, poll it again after
+    SETTLE_INTERVAL to collect its last lines before the final report; or ``wait_peer``: the other rank is going
+    down, call recheck() every PEER_RECHECK s (no poll of our node) until its poller publishes the final report.
+    Publishes its own state to ``sdir`` on every step;
     on failure publishes the findings (failure catalogue over its last lines) and its last lines, so the
     other instance can report the cause from the node where it happened.
     """
@@ -298,6 +306,7 @@ class ReadyInstance(object):
         self.exit_time = None
         self.fail_polls = 0
         self.peer_failing_since = None
+        self.last_status = {}
 
     def step(self, snap, now=None):
         now = time.monotonic() if now is None else now
@@ -307,7 +316,9 @@ class ReadyInstance(object):
             events.extend(self.tracker.feed(line, now))
         if self.tracker.complete and self.complete_at is None:
             self.complete_at = now
-        down = self.watch.observe(snap.get("status") or {})
+            self.complete_wall = time.time() - (time.monotonic() - now)
+        self.last_status = snap.get("status") or {}
+        down = self.watch.observe(self.last_status)
         reason = None
         head_ready = False
         http = snap.get("http")
@@ -326,8 +337,8 @@ class ReadyInstance(object):
             peer["updated"] = now - max(0.0, time.time() - peer["updated"])
         self.peer = peer
         if down and self.fail_since is None:
-            # our rank went down: poll once more (quickly) so the last log lines are in, and wait up to `settle` s
-            # for the other poller's report, so that when both ranks die the first to exit leads the diagnosis
+            # our rank went down: poll once more (after SETTLE_INTERVAL) so its last log lines are in; when both
+            # ranks are down, the one that exited first (exit timestamps) leads the diagnosis
             self.fail_since, self.own_reason, self.fail_polls = now, down, 0
             self.exit_time = (snap.get("status") or {}).get("exit_time") or time.time()
         elif self.fail_since is not None:
@@ -335,7 +346,7 @@ class ReadyInstance(object):
         peer_state = peer.get("state") if peer else None
         if self.fail_since is not None:
             reason = self.own_reason
-            if self.fail_polls < 1 or (peer_state not in ("failing", "failed") and peer is not None and now - self.fail_since < self.settle):
+            if self.fail_polls < 1:
                 publish(self.sdir, self.role, {"node": self.node, "state": "failing", "reason": reason, "own_reason": reason,
                                                "exit_time": self.exit_time, "lines": list(self.lines)[-self.tail:]})
                 return events, "settle", ""
@@ -343,15 +354,16 @@ class ReadyInstance(object):
             # the other rank is down; its poller is collecting its last lines: wait for its final report (bounded)
             if self.peer_failing_since is None:
                 self.peer_failing_since = now
-            if now - self.peer_failing_since < 2 * self.settle:
+            if now - self.peer_failing_since < self.settle:
                 publish(self.sdir, self.role, {"node": self.node, "state": "starting", "lines": list(self.lines)[-self.tail:]})
-                return events, "settle", ""
+                return events, "wait_peer", ""
         decision, message = decide(self.role, reason, peer, now, self.started, self.timeout, head_ready,
                                    self.peer_grace, self.peer_stale)
         doc = {"node": self.node, "lines": list(self.lines)[-self.tail:],
                "phase": max(self.tracker.timings, key=self.tracker.timings.get) if self.tracker.timings else None}
         if decision == "fail":
             self.state = "failed"
+            self.failed_wall = time.time()
             # did the other rank itself go down (not merely fail because of us)?  who exited first leads
             peer_down = bool(peer and peer.get("state") in ("failed", "failing") and peer.get("own_reason"))
             peer_first = peer_down and (not reason or (peer.get("exit_time") or 0) <= (self.exit_time or 0))
@@ -372,7 +384,7 @@ class ReadyInstance(object):
                        own_reason=self.own_reason)
         elif decision == "ready":
             self.state = "ready"
-            self.ready_at = now
+            self.ready_at = time.monotonic()
             doc.update(state="ready")
         elif decision == "done":
             self.state = "done"
@@ -381,6 +393,10 @@ class ReadyInstance(object):
             doc.update(state="starting")
         publish(self.sdir, self.role, doc)
         return events, decision, message
+
+    def recheck(self, now=None):
+        """Re-decide on the last snapshot (no new poll): used while waiting for the other poller's final report."""
+        return self.step({"status": self.last_status, "lines": []}, now)
 
     def result(self):
         s = self.tracker.summary()
@@ -393,8 +409,111 @@ class ReadyInstance(object):
         if self.http is not None:
             out["http"] = self.http
         if self.state == "failed":
+            out["reported_at"] = round(self.failed_wall, 3)
             out.update(reason=self.reason, findings=self.findings, verdicts=self.verdicts, lines=self.failed_lines)
         return out
+
+
+# ---------------------------------------------------------------------------------------------
+# one poll of a node as a single shell command (no module upload: ~0.1 s over a docker/ssh connection)
+
+_UNIT_PROPS = "ActiveState,SubState,Result,NRestarts,MainPID,ExecMainStatus,InactiveExitTimestamp,ExecMainExitTimestamp"
+_MARK = "@@ds4-ready@@"
+
+
+def _q(text):
+    import shlex
+    return shlex.quote(str(text))
+
+
+def poll_command(unit, container=None, cursor="", api_host=None, api_port=None, max_lines=2000, docker_cli="docker"):
+    """Shell command (POSIX sh; bash for the TCP probe) printing unit state, container state, API port state
+    and the unit's journal lines since `cursor` (or since the unit's current run started).  parse_poll() reads it."""
+    parts = ["echo %sshow" % _MARK,
+             "systemctl show %s --timestamp=us+utc -p %s 2>&1" % (_q(unit), _UNIT_PROPS)]
+    if container:
+        parts += ["echo %sdocker" % _MARK,
+                  "%s inspect --type container --format '{{json .Id}} {{json .State.Running}} {{json .State.StartedAt}} "
+                  "{{json .State.ExitCode}}' %s 2>/dev/null" % (_q(docker_cli), _q(container))]
+    if api_port:
+        parts += ["echo %sport" % _MARK,
+                  "timeout 2 bash -c %s 2>&1 && echo open; echo rc=$?" % _q("exec 3<>/dev/tcp/%s/%d" % (probe_host(api_host), int(api_port)))]
+    jr = "journalctl -u %s -o cat --no-pager --show-cursor -n %d" % (_q(unit), int(max_lines))
+    if cursor:
+        jr += " --after-cursor %s" % _q(cursor)
+    else:
+        jr = ('since=$(systemctl show -P InactiveExitTimestamp --timestamp=unix %s 2>/dev/null); '
+              'if [ -n "$since" ]; then %s --since "$since"; else %s; fi' % (_q(unit), jr, jr))
+    parts += ["echo %sjournal" % _MARK, jr + " 2>&1"]
+    return "; ".join(parts)
+
+
+def _epoch(value):
+    """'Sun 2026-11-22 08:17:14.123456 UTC' (systemctl --timestamp=us+utc) or '@1763799434' -> epoch seconds."""
+    import calendar
+    from datetime import datetime
+    if not value or value == "n/a":
+        return None
+    if value.startswith("@"):
+        try:
+            return float(value[1:])
+        except ValueError:
+            return None
+    m = re.search(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(\.\d+)? UTC", value)
+    if not m:
+        return None
+    dt = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")
+    return calendar.timegm(dt.timetuple()) + float(m.group(2) or 0)
+
+
+def parse_poll(stdout, unit="", cursor=""):
+    """Parse poll_command() output into a snapshot: {'status', 'lines', 'cursor', 'api_port'}."""
+    sections = {}
+    cur = None
+    for line in stdout.splitlines():
+        if line.startswith(_MARK):
+            cur = line[len(_MARK):]
+            sections[cur] = []
+        elif cur is not None:
+            sections[cur].append(line)
+    props = dict(ln.split("=", 1) for ln in sections.get("show", []) if "=" in ln)
+
+    def _int(v):
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            return None
+    status = {"unit": unit, "active_state": props.get("ActiveState"), "sub_state": props.get("SubState"),
+              "n_restarts": _int(props.get("NRestarts")), "main_pid": _int(props.get("MainPID")),
+              "exec_main_status": _int(props.get("ExecMainStatus")), "result": props.get("Result"), "since": _epoch(props.get("InactiveExitTimestamp")),
+              "exit_time": _epoch(props.get("ExecMainExitTimestamp")), "container": None}
+    if status["main_pid"] == 0 and status["active_state"] == "active":
+        status["main_pid"] = None
+    doc = " ".join(sections.get("docker", [])).split()
+    if len(doc) >= 4:
+        try:
+            status["container"] = {"id": json.loads(doc[0]), "running": json.loads(doc[1]), "started_at": json.loads(doc[2]),
+                                   "exit_code": json.loads(doc[3])}
+        except ValueError:
+            status["container"] = None
+    snap = {"status": status}
+    if "port" in sections:
+        text = "\n".join(sections["port"])
+        if "open" in sections["port"]:
+            snap["api_port"] = "open"
+        elif "refused" in text.lower():
+            snap["api_port"] = "refused"
+        elif "rc=124" in text:
+            snap["api_port"] = "timeout"
+        else:
+            snap["api_port"] = "error: %s" % text.strip()[:200]
+    lines = sections.get("journal", [])
+    new_cursor = cursor
+    if lines and lines[-1].startswith("-- cursor: "):
+        new_cursor = lines.pop()[len("-- cursor: "):]
+    snap["lines"] = [ln for ln in lines if ln != "-- No entries --"]
+    snap["cursor"] = new_cursor
+    return snap
 
 
 # ---------------------------------------------------------------------------------------------
@@ -425,9 +544,12 @@ def probe_host(api_host):
     return api_host
 
 
-def _http(url, api_key=None, body=None, timeout=10.0):
-    from urllib import request as _rq
-    from urllib.error import HTTPError
+def _http(host, port, path, api_key=None, body=None, timeout=10.0):
+    """One HTTP request straight to host:port (http.client: no proxy from the environment is used)."""
+    try:
+        from http.client import HTTPConnection
+    except ImportError:  # pragma: no cover (Python 2)
+        from httplib import HTTPConnection
     headers = {"Accept": "application/json"}
     data = None
     if api_key:
@@ -435,12 +557,13 @@ def _http(url, api_key=None, body=None, timeout=10.0):
     if body is not None:
         data = json.dumps(body).encode("utf-8")
         headers["Content-Type"] = "application/json"
-    req = _rq.Request(url, data=data, headers=headers)
+    conn = HTTPConnection(host, int(port), timeout=timeout)
     try:
-        resp = _rq.urlopen(req, timeout=timeout)
+        conn.request("POST" if data is not None else "GET", path, body=data, headers=headers)
+        resp = conn.getresponse()
         return resp.status, resp.read().decode("utf-8", "replace")
-    except HTTPError as e:
-        return e.code, e.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
 
 
 def check_models(status, text, served_name, max_model_len):
@@ -484,11 +607,10 @@ def check_chat(status, text, thinking):
 def http_checks(host, port, api_key=None, served_name=None, max_model_len=None, thinking=False,
                 prompt="What is the capital of France? Answer with one word.", max_tokens=64, timeout=60.0):
     """/health, /v1/models, a real chat completion.  Returns a dict: ok, problems, health, models, chat, timings."""
-    base = "http://%s:%s" % ("[%s]" % host if ":" in host else host, port)
     res = {"ok": False, "problems": [], "timings": {}}
     t0 = time.monotonic()
     try:
-        st, _ = _http(base + "/health", timeout=5)
+        st = _http(host, port, "/health", timeout=5)[0]
     except Exception as e:  # connection reset / refused after open: still starting
         res["problems"].append("/health: %s" % e)
         return res
@@ -498,7 +620,11 @@ def http_checks(host, port, api_key=None, served_name=None, max_model_len=None, 
         res["problems"].append("/health answered %s (503 = the engine is dead)" % st)
         return res
     t0 = time.monotonic()
-    st, text = _http(base + "/v1/models", api_key=api_key, timeout=10)
+    try:
+        st, text = _http(host, port, "/v1/models", api_key=api_key, timeout=10)
+    except Exception as e:  # reset right after the port opened: still starting
+        res["problems"].append("/v1/models: %s" % e)
+        return res
     res["timings"]["models"] = round(time.monotonic() - t0, 3)
     res["models_status"] = st
     res["problems"].extend(check_models(st, text, served_name, max_model_len))
@@ -509,7 +635,7 @@ def http_checks(host, port, api_key=None, served_name=None, max_model_len=None, 
         body["model"] = json.loads(text)["data"][0]["id"]
     t0 = time.monotonic()
     try:
-        st, text = _http(base + "/v1/chat/completions", api_key=api_key, body=body, timeout=timeout)
+        st, text = _http(host, port, "/v1/chat/completions", api_key=api_key, body=body, timeout=timeout)
     except Exception as e:
         res["problems"].append("chat completion did not finish within %.0f s (%s): port open but no tokens = hang" % (timeout, e))
         return res

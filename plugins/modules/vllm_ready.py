@@ -58,7 +58,7 @@ options:
     description: API port. Default C(ds4_effective.api.port). Head only.
     type: int
   api_key:
-    description: API key for C(/v1) requests (C(vllm_service_api_key) when set).
+    description: API key for C(/v1) requests. Default the variable C(vllm_service_api_key) when it is set.
     type: str
   served_model_name:
     description: Expected C(data[].id) of C(/v1/models). Default C(ds4_effective.serve_args['served-model-name']).
@@ -90,9 +90,9 @@ options:
     type: str
     default: docker
   interval:
-    description: (action) Seconds between polls.
+    description: (action) Seconds between polls (each poll is one shell command over the connection).
     type: float
-    default: 1
+    default: 0.5
   timeout:
     description: (action) Seconds until the task fails. A cold start takes about 9 minutes, up to 15+ with cold JIT caches.
     type: float
@@ -102,6 +102,11 @@ options:
     type: path
 notes:
   - Run it on both hosts in one task (the linear strategy runs it on both at once; keep C(forks) >= 2 and no C(serial)).
+  - Each poll is one shell command over the connection (C(systemctl show), C(docker inspect), a bash C(/dev/tcp) probe,
+    C(journalctl --after-cursor)), not a module upload; the module itself runs once on the head to warm up and then when
+    the API port listens, for the HTTP checks. Needs root or the C(systemd-journal) group for the journal (use C(become)).
+  - Do not wrap the task in C(until)/C(retries): the instances coordinate through files keyed by the task; it has its own
+    O(timeout).
 seealso:
   - module: dgxspark.ds4.ds4_doctor
 '''
@@ -151,7 +156,7 @@ findings:
   type: list
   elements: dict
 verdicts:
-  description: (action) One line per finding, C(node: cause — fix: ... [line]).
+  description: "(action) One line per finding: C(node: cause — fix: ... [line])."
   returned: on failure
   type: list
   elements: str
@@ -193,6 +198,7 @@ def unit_status(module, unit):
         if "=" in line:
             k, v = line.split("=", 1)
             props[k] = v
+
     def _int(v):
         try:
             return int(v)
@@ -255,7 +261,7 @@ def main():
             max_lines=dict(type="int", default=2000),
             chat_timeout=dict(type="float", default=60),
             docker_cli=dict(type="str", default="docker"),
-            interval=dict(type="float", default=1),
+            interval=dict(type="float", default=0.5),
             timeout=dict(type="float", default=2400),
             state_dir=dict(type="path"),
         ),

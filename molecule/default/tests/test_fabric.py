@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""testinfra: nccl.env per node from fixture discovery (GID 3 on spark1, 5 on spark2) and the
+jumbo-frame ping over ds4-fabric (MTU 9000)."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import pytest
+
+GIDS = {0: "3", 1: "5"}  # tests/fixtures/sysfs: node_a (rank 0) GID 3, node_b (rank 1) GID 5
+
+
+def _node(host):
+    """This node's rank, role, fabric IP and its peer's fabric IP, from the inventory."""
+    v = host.ansible.get_variables()
+    rank = int(v["ds4_node_rank"])
+    peers = host.ansible("ansible.builtin.debug",
+                         "msg={{ groups['spark'] | difference([inventory_hostname]) | map('extract', hostvars, 'ds4_fabric_ip') | list }}",
+                         check=False)["msg"]
+    return {"rank": rank, "role": "head" if rank == 0 else "worker", "ip": v["ds4_fabric_ip"], "peer": peers[0], "gid": GIDS[rank]}
+
+
+def _env(host):
+    text = host.file("/etc/dgxspark-ds4/nccl.env").content_string
+    return dict(l.split("=", 1) for l in text.splitlines() if l and not l.startswith("#")), text
+
+
+def test_env_file_mode_and_owner(host):
+    f = host.file("/etc/dgxspark-ds4/nccl.env")
+    assert f.is_file and f.user == "root" and f.mode == 0o644
+
+
+def test_env_file_per_node_values(host):
+    node = _node(host)
+    env, text = _env(host)
+    assert env["VLLM_HOST_IP"] == node["ip"]
+    assert env["NCCL_IB_GID_INDEX"] == node["gid"]
+    assert env["NCCL_SOCKET_IFNAME"] == "=eth0"
+    assert env["GLOO_SOCKET_IFNAME"] == env["TP_SOCKET_IFNAME"] == "eth0"
+    assert env["NCCL_IB_HCA"] == "=rocep1s0f1,roceP2p1s0f1"
+    for key, value in (("NCCL_NET", "IB"), ("NCCL_IB_DISABLE", "0"), ("NCCL_CROSS_NIC", "1"),
+                       ("NCCL_CUMEM_ENABLE", "0"), ("NCCL_IGNORE_CPU_AFFINITY", "1")):
+        assert env[key] == value
+    assert "NCCL_IB_GID_INDEX=discovery" in text
+
+
+def test_env_files_differ_between_nodes(host):
+    node = _node(host)
+    env, _t = _env(host)
+    assert env["NCCL_IB_GID_INDEX"] != GIDS[1 - node["rank"]]
+    assert env["VLLM_HOST_IP"] != node["peer"]
+
+
+def test_restart_marker_written(host):
+    assert host.file("/var/lib/dgxspark-ds4/restart-pending-%s" % _node(host)["role"]).exists
+
+
+def test_jumbo_ping_over_the_fabric(host):
+    cmd = host.run("ping -M do -s 8972 -c 3 -W 2 %s" % _node(host)["peer"])
+    assert cmd.rc == 0, cmd.stdout + cmd.stderr
+
+
+@pytest.mark.parametrize("size", [8973])
+def test_oversize_ping_is_refused(host, size):
+    """Proves -M do really forbids fragmentation on this path (the check would catch a 1500 MTU)."""
+    cmd = host.run("ping -M do -s %d -c 1 -W 2 %s" % (size, _node(host)["peer"]))
+    assert cmd.rc != 0 and "message too long" in (cmd.stdout + cmd.stderr)

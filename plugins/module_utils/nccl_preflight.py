@@ -1,0 +1,281 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Glue of the nccl_fabric role: per-node NCCL env from discovery + inventory, jumbo ping
+findings, the all-reduce preflight's docker argv and its verdict.
+
+Pure Python (no Ansible imports).  Discovery itself is fabric_discovery; log parsing is nccl_log.
+
+API:
+  ipv4_from_interface_facts(facts) -> {ifname: [ipv4, ...]}
+  gid_index_by_hca(discovered) -> {hca: index|None}   (RoCE v2 IPv4 GID of each fabric twin)
+  twin_findings(discovered) -> [{'check', 'finding', 'fix'}]
+  build_env(effective, discovered, fabric_env, gid_mode='auto') -> dict (see build_env)
+  render_env_file(built, header) -> str
+  ping_args(peer_ip, mtu, count=3) / ping_finding(rc, stdout, stderr, peer_ip, mtu) -> dict|None
+  docker_argv(...) -> [str]
+  judge(text, rank, threshold_gbps, expected_hcas) -> dict
+  fabric_facts(params, dev_infiniband_present) -> (result, warnings)   (the fabric_facts module body)
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import fabric_discovery, nccl_log
+
+PER_NODE_KEYS = ("VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX")
+GID_MODES = ("auto", "discover", "inventory", "unset")
+IP_HEADER = 28  # IPv4 (20) + ICMP (8) header bytes
+
+
+def ipv4_from_interface_facts(facts):
+    """facts: {ifname: ansible_facts[<ifname with - as _>]} -> {ifname: [primary, secondaries...]}."""
+    out = {}
+    for ifname, fact in (facts or {}).items():
+        if not isinstance(fact, dict):
+            continue
+        ips = []
+        primary = fact.get("ipv4")
+        if isinstance(primary, dict) and primary.get("address"):
+            ips.append(primary["address"])
+        for sec in fact.get("ipv4_secondaries") or []:
+            if isinstance(sec, dict) and sec.get("address") and sec["address"] not in ips:
+                ips.append(sec["address"])
+        if ips:
+            out[fact.get("device") or ifname] = ips
+    return out
+
+
+def gid_index_by_hca(discovered):
+    """RoCE v2 IPv4 GID index of each twin HCA of the fabric port (its own netdev's IPv4)."""
+    nd = discovered.get("netdevs") or {}
+    out = {}
+    for ifname in discovered.get("fabric_twin_ifnames") or []:
+        dev = nd.get(ifname) or {}
+        if dev.get("hca"):
+            out[dev["hca"]] = dev.get("roce_v2_ipv4_gid_index")
+    return out
+
+
+def twin_findings(discovered):
+    """NCCL_IB_GID_INDEX is one value for all HCAs of a node: the twins must agree."""
+    by_hca = gid_index_by_hca(discovered)
+    values = set(v for v in by_hca.values() if v is not None)
+    if len(values) > 1:
+        return [{"check": "gid_index_differs_between_twins",
+                 "finding": "RoCE v2 IPv4 GID index differs between the twins: %s" % ", ".join(
+                     "%s=%s" % (k, by_hca[k]) for k in sorted(by_hca)),
+                 "fix": "set nccl_fabric_gid_index: unset (NCCL picks the RoCE v2 GID per HCA) or give both twins the same address layout"}]
+    return []
+
+
+def _fabric(effective):
+    fab = (effective or {}).get("fabric") or {}
+    return {
+        "ip": fab.get("ip"), "ifname": fab.get("ifname"),
+        "rdma_hcas": list(fab.get("rdma_hcas") or []) or None, "gid_index": fab.get("gid_index"),
+    }
+
+
+def build_env(effective, discovered, fabric_env=None, gid_mode="auto", exact_match=True):
+    """One node's NCCL/Gloo/vLLM network env.
+
+    effective: ds4_effective (reads fabric{ip,ifname,rdma_hcas,gid_index}, env, per_node_env, host,
+    role, profile); discovered: fabric_discovery.discover(); fabric_env: the role's fabric values
+    (NCCL_NET=IB, ...); a profile NCCL_* value for the same key wins (the launch script exports it)
+    and is listed in 'profile_overrides'.  gid_mode: auto (inventory, else discovery), discover
+    (discovery, warning when the inventory differs), inventory (inventory only, else unset), unset.
+    exact_match: prefix NCCL_SOCKET_IFNAME / NCCL_IB_HCA with '=' (NCCL exact match).
+
+    Returns {'env': [[name, value]], 'sources': {name: 'inventory'|'discovery'|'profile'|'role'},
+    'profile_overrides': [{'name', 'role', 'profile'}], 'errors': [str]}.
+    """
+    inv = _fabric(effective)
+    disc = discovered or {}
+    errors = []
+    sources = {}
+    env = []
+    per_node_names = set(PER_NODE_KEYS) | set((effective or {}).get("per_node_env") or [])
+    profile_env = [(k, str(v)) for k, v in ((effective or {}).get("env") or {}).items()
+                   if k.startswith("NCCL_") and k not in per_node_names and v is not None]
+    profile_keys = dict(profile_env)
+    overrides = []
+    for name, value in profile_env:
+        env.append([name, value])
+        sources[name] = "profile"
+    for name, value in (fabric_env or {}).items():
+        if value is None or name in per_node_names:
+            continue
+        value = str(value)
+        if name in profile_keys:
+            if profile_keys[name] != value:
+                overrides.append({"name": name, "role": value, "profile": profile_keys[name]})
+            continue
+        env.append([name, value])
+        sources[name] = "role"
+
+    def pick(key, inv_value, disc_value, var):
+        if inv_value not in (None, "", []):
+            sources[key] = "inventory"
+            return inv_value
+        if disc_value not in (None, "", []):
+            sources[key] = "discovery"
+            return disc_value
+        errors.append("%s: neither the inventory (%s) nor discovery found a value" % (key, var))
+        return None
+
+    ip = pick("VLLM_HOST_IP", inv["ip"], disc.get("fabric_ip"), "ds4_fabric_ip")
+    ifname = pick("NCCL_SOCKET_IFNAME", inv["ifname"], disc.get("fabric_ifname"), "ds4_fabric_ifname")
+    hcas = pick("NCCL_IB_HCA", inv["rdma_hcas"], disc.get("fabric_hcas"), "ds4_rdma_hcas")
+    prefix = "=" if exact_match else ""
+    env.append(["VLLM_HOST_IP", ip])
+    env.append(["NCCL_SOCKET_IFNAME", prefix + ifname if ifname else None])
+    for key in ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"):
+        env.append([key, ifname])
+        sources[key] = sources.get("NCCL_SOCKET_IFNAME")
+    env.append(["NCCL_IB_HCA", prefix + ",".join(hcas) if hcas else None])
+    gid = None
+    if gid_mode not in GID_MODES:
+        errors.append("nccl_fabric_gid_index: %r is not one of %s" % (gid_mode, ", ".join(GID_MODES)))
+    elif gid_mode == "unset":
+        if inv["gid_index"] is not None:
+            errors.append("NCCL_IB_GID_INDEX: nccl_fabric_gid_index is 'unset' but ds4_nccl_ib_gid_index=%s is set (the launch "
+                          "script would export it); remove ds4_nccl_ib_gid_index from host_vars" % inv["gid_index"])
+        sources["NCCL_IB_GID_INDEX"] = "unset"
+    elif gid_mode == "inventory":
+        gid = inv["gid_index"]
+        sources["NCCL_IB_GID_INDEX"] = "inventory" if gid is not None else "unset"
+    elif gid_mode == "discover" and disc.get("fabric_gid_index") is not None:
+        gid = disc.get("fabric_gid_index")
+        sources["NCCL_IB_GID_INDEX"] = "discovery"
+    else:
+        gid = pick("NCCL_IB_GID_INDEX", inv["gid_index"], disc.get("fabric_gid_index"), "ds4_nccl_ib_gid_index")
+    if gid is not None:
+        env.append(["NCCL_IB_GID_INDEX", str(gid)])
+    env = [[k, str(v)] for k, v in env if v is not None]
+    return {"env": env, "sources": sources, "profile_overrides": overrides, "errors": errors}
+
+
+def render_env_file(built, header_lines=None):
+    """docker --env-file text (KEY=value, no quotes): header comments, then built['env']."""
+    lines = ["# %s" % h for h in (header_lines or [])]
+    for name, value in built["env"]:
+        lines.append("%s=%s" % (name, value))
+    return "\n".join(lines) + "\n"
+
+
+def ping_args(peer_ip, mtu, count=3, wait_s=2):
+    """Full-size, don't-fragment ping: proves jumbo frames end to end."""
+    return ["ping", "-M", "do", "-s", str(int(mtu) - IP_HEADER), "-c", str(count), "-W", str(wait_s), str(peer_ip)]
+
+
+def ping_finding(rc, stdout, stderr, peer_ip, mtu, ifname=None):
+    """None when the ping passed, else {'check': 'jumbo_ping', 'finding', 'fix'}."""
+    if rc == 0:
+        return None
+    text = "\n".join(x for x in (stdout or "", stderr or "") if x).strip()
+    size = int(mtu) - IP_HEADER
+    if "message too long" in text or "Frag needed" in text or "frag needed" in text:
+        why = "a %d-byte non-fragmented packet does not fit the path MTU" % int(mtu)
+        fix = "set mtu: %d on the fabric netdev%s of BOTH nodes (netplan) and on any switch in between" % (
+            int(mtu), " (%s)" % ifname if ifname else "")
+    elif "100% packet loss" in text or "0 received" in text:
+        why = "no reply to a %d-byte non-fragmented ping (jumbo frames dropped on the way, or the peer is down)" % int(mtu)
+        fix = "check the peer is up, its fabric IP, and that the MTU is %d on both ends of the cable" % int(mtu)
+    else:
+        why = "ping failed (rc=%s)" % rc
+        fix = "check the fabric route to the peer (ip route get %s) and the peer's fabric IP" % peer_ip
+    return {"check": "jumbo_ping",
+            "finding": "peer %s not reachable over the fabric with ping -M do -s %d: %s. Output: %s" % (
+                peer_ip, size, why, " | ".join(l for l in text.splitlines() if l.strip())[-400:]),
+            "fix": fix}
+
+
+def docker_argv(image, program, rank, world_size, master_addr, master_port, env_file, docker="docker",
+                gpus=True, rdma_devices=True, extra_args=None, program_args=None, name=None, timeout_s=300):
+    """docker run argv of one preflight rank (same network/ipc/ulimits/env file as the service)."""
+    argv = [docker, "run", "--rm", "--network", "host", "--ipc", "host", "--ulimit", "memlock=-1:-1",
+            "--ulimit", "stack=67108864"]
+    if name:
+        argv += ["--name", name]
+    if gpus:
+        argv += ["--gpus", "all"]
+    if rdma_devices:
+        argv += ["--device", "/dev/infiniband"]
+    argv += ["--env-file", env_file, "-e", "NCCL_DEBUG=INFO", "-e", "NCCL_DEBUG_SUBSYS=INIT,NET", "-e", "PYTHONUNBUFFERED=1",
+             "-v", "%s:/ds4_allreduce.py:ro" % program, "--entrypoint", "python3"]
+    argv += list(extra_args or [])
+    argv += [image, "/ds4_allreduce.py", "--rank", str(rank), "--world-size", str(world_size),
+             "--master-addr", str(master_addr), "--master-port", str(master_port), "--timeout-s", str(timeout_s)]
+    argv += list(program_args or [])
+    return argv
+
+
+def judge(text, rank, threshold_gbps=18.0, expected_hcas=2):
+    """Verdict for one rank's output.  Rank 0 prints the rows (busbw judged there); every rank
+    prints NCCL INFO lines (transport and HCAs judged on each)."""
+    summary = nccl_log.summarize(text, threshold_gbps=threshold_gbps, expected_hcas=expected_hcas)
+    rows = nccl_log.parse_rows(text)
+    failures = list(summary["failures"])
+    if rank != 0:
+        failures = [f for f in failures if not f.startswith("busbw") and f != "no all-reduce result rows found"]
+    summary["failures"] = failures
+    summary["ok"] = not failures
+    summary["rows"] = rows
+    summary["rank"] = rank
+    return summary
+
+
+def discovery_checks(discovered, expected_mtu, dev_infiniband_present):
+    """fabric_discovery.checks plus the twin GID check."""
+    return fabric_discovery.checks(discovered, expected_mtu, dev_infiniband_present) + twin_findings(discovered)
+
+
+def fabric_facts(params, dev_infiniband_present):
+    """Body of the fabric_facts module. params: the module's options.  Returns (result dict, [warning str])."""
+    eff = params.get("effective") or {}
+    fab = eff.get("fabric") or {}
+    if params.get("ipv4_by_ifname") is not None:
+        ipv4 = dict((k, list(v) if isinstance(v, (list, tuple)) else [v]) for k, v in params["ipv4_by_ifname"].items())
+    else:
+        ipv4 = ipv4_from_interface_facts(params.get("interface_facts") or {})
+    fabric_ip = params.get("fabric_ip") or fab.get("ip")
+    disc = fabric_discovery.discover(params.get("sysfs_root") or "/sys", ipv4, fabric_ip)
+    inventory = {"ds4_fabric_ifname": fab.get("ifname"), "ds4_rdma_hcas": fab.get("rdma_hcas"),
+                 "ds4_nccl_ib_gid_index": fab.get("gid_index"), "ds4_fabric_ip": fab.get("ip")}
+    disagreements = fabric_discovery.compare(inventory, disc)
+    findings = discovery_checks(disc, params.get("expected_mtu"), dev_infiniband_present)
+    built = build_env(eff, disc, params.get("fabric_env") or {}, params.get("gid_index") or "auto",
+                      params.get("exact_match", True))
+    warnings = []
+    for d in disagreements:
+        used = "inventory"
+        if d["key"] == "ds4_nccl_ib_gid_index" and params.get("gid_index") == "discover":
+            used = "discovery"
+        warnings.append("%s: inventory says %s, discovery found %s on this node; using the %s value" % (
+            d["key"], d["inventory"], d["discovered"], used))
+    for o in built["profile_overrides"]:
+        warnings.append("%s: the profile sets %s, the nccl_fabric role would set %s; the profile value is used" % (
+            o["name"], o["profile"], o["role"]))
+    nd = disc["netdevs"].get(disc.get("fabric_ifname") or "", {})
+    summary = {
+        "ip": disc.get("fabric_ip"), "ifname": disc.get("fabric_ifname"), "is_cx7": disc.get("fabric_is_cx7"),
+        "hcas": disc.get("fabric_hcas"), "twin_ifnames": disc.get("fabric_twin_ifnames"),
+        "gid_index": disc.get("fabric_gid_index"), "gid_index_by_hca": gid_index_by_hca(disc),
+        "mtu": nd.get("mtu"), "operstate": nd.get("operstate"), "speed_mbps": nd.get("speed_mbps"),
+    }
+    header = [
+        "nccl.env for %s (%s), profile %s. Rendered by dgxspark.ds4.nccl_fabric; do not edit." % (
+            eff.get("host", "?"), eff.get("role", "?"), eff.get("profile", "?")),
+        "Per-node values: " + ", ".join("%s=%s" % (k, built["sources"].get(k, "-")) for k in PER_NODE_KEYS),
+        "Discovered: %s on %s, HCAs %s, RoCE v2 IPv4 GID %s (sysfs %s)." % (
+            summary["ip"], summary["ifname"], ",".join(summary["hcas"] or []) or "-", summary["gid_index"],
+            params.get("sysfs_root") or "/sys"),
+    ]
+    result = {
+        "discovered": disc, "fabric": summary, "disagreements": disagreements, "findings": findings,
+        "dev_infiniband_present": bool(dev_infiniband_present), "env": built["env"], "env_sources": built["sources"],
+        "env_file": render_env_file(built, header), "errors": built["errors"],
+        "profile_overrides": built["profile_overrides"],
+    }
+    return result, warnings
