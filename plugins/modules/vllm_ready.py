@@ -105,7 +105,7 @@ notes:
   - Each poll is one shell command over the connection (C(systemctl show), C(docker inspect), a bash C(/dev/tcp) probe,
     C(journalctl --after-cursor)), not a module upload; the module itself runs once on the head to warm up and then when
     the API port listens, for the HTTP checks. Needs root or the C(systemd-journal) group for the journal (use C(become)).
-  - Do not wrap the task in C(until)/C(retries): the instances coordinate through files keyed by the task; it has its own
+  - Do not wrap the task in C(until)/C(retries); the instances coordinate through files keyed by the task, and it has its own
     O(timeout).
 seealso:
   - module: dgxspark.ds4.ds4_doctor

@@ -104,7 +104,7 @@ def test_sigterm_exits_promptly_during_load(sim_factory):
     t0 = time.monotonic()
     sim.proc.send_signal(signal.SIGTERM)
     assert sim.wait_exit(5) == 0
-    assert time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 < 3.0  # seconds, not the 30 s load: generous for a loaded 2-core CI VM
 
 
 def _content(sim, prompt, max_tokens=30):

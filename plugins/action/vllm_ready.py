@@ -1,0 +1,139 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action for dgxspark.ds4.vllm_ready: poll this host's rank with the module every interval, print the
+phases on the controller, coordinate with the other rank's instance through a controller-side directory.
+Logic: plugins/module_utils/readiness.py (ReadyInstance)."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import time
+
+from ansible import constants as C
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness import (
+    PEER_RECHECK, SETTLE_INTERVAL, ReadyInstance, parse_poll, poll_command, state_dir)
+
+display = Display()
+
+_MODULE = "dgxspark.ds4.vllm_ready"
+_ACTION_ONLY = ("interval", "timeout", "state_dir")
+
+
+class ActionModule(ActionBase):
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("role", "unit", "container_name", "api_host", "api_port", "api_key", "served_model_name",
+                             "max_model_len", "thinking", "checks", "cursor", "max_lines", "chat_timeout", "docker_cli",
+                             "interval", "timeout", "state_dir"))
+
+    def _defaults(self, task_vars):
+        args = dict(self._task.args)
+        eff = (task_vars.get("ansible_facts") or {}).get("ds4_effective") or task_vars.get("ds4_effective") or {}
+        eff = self._templar.template(eff) if eff else {}
+        sargs = eff.get("serve_args") or {}
+        api = eff.get("api") or {}
+        role = args.get("role") or eff.get("role")
+        if role not in ("head", "worker"):
+            raise AnsibleActionFail("vllm_ready: role unknown (no ds4_effective fact and no role option); run dgxspark.ds4.config first")
+        args["role"] = role
+        args.setdefault("unit", eff.get("unit_name") or "dgxspark-ds4-%s.service" % role)
+        args.setdefault("container_name", "dgxspark-ds4-%s" % role)
+        if role == "head":
+            args.setdefault("api_host", api.get("host") or "127.0.0.1")
+            args.setdefault("api_port", api.get("port") or 8000)
+            if sargs.get("served-model-name") is not None:
+                args.setdefault("served_model_name", sargs["served-model-name"])
+            if sargs.get("max-model-len") is not None:
+                args.setdefault("max_model_len", int(sargs["max-model-len"]))
+            kw = sargs.get("default-chat-template-kwargs") or {}
+            args.setdefault("thinking", bool(kw.get("thinking") or kw.get("enable_thinking")) if isinstance(kw, dict) else False)
+        else:
+            for k in ("api_host", "api_port", "api_key", "served_model_name", "max_model_len", "thinking"):
+                args.pop(k, None)
+        if role == "head" and not args.get("api_key") and task_vars.get("vllm_service_api_key"):
+            args["api_key"] = self._templar.template(task_vars["vllm_service_api_key"])
+        if not args.get("api_key"):
+            args.pop("api_key", None)
+        return args
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        args = self._defaults(task_vars)
+        interval = float(args.pop("interval", 0.5) or 0.5)
+        timeout = float(args.pop("timeout", 2400) or 2400)
+        sdir_base = args.pop("state_dir", None)
+        role = args["role"]
+        node = task_vars.get("inventory_hostname", role)
+        if self._play_context.check_mode:
+            checks = ["unit %s state, NRestarts and main PID" % args["unit"], "container %s" % args["container_name"],
+                      "journal of %s: startup phases and failure catalogue" % args["unit"]]
+            if role == "head":
+                checks += ["TCP %s:%s (refused = starting)" % (args["api_host"], args["api_port"]), "GET /health = 200",
+                           "GET /v1/models: id %s, max_model_len %s" % (args.get("served_model_name"), args.get("max_model_len")),
+                           "POST /v1/chat/completions: non-empty content%s" % (", reasoning field" if args.get("thinking") else "")]
+            result.update(changed=False, skipped=False, ready=False, would_check=checks,
+                          msg="check mode: nothing polled; every %.1f s for up to %.0f s it would check: %s" % (interval, timeout, "; ".join(checks)))
+            return result
+
+        key = getattr(self._task, "_uuid", None) or "default"
+        sdir = state_dir(key, sdir_base or C.DEFAULT_LOCAL_TMP)
+        inst = ReadyInstance(role, node, sdir, timeout)
+        module_args = dict(args)
+        module_args["checks"] = True
+        cursor = args.get("cursor") or ""
+        polls = 0
+        poll_cost = []
+        decision, message = "continue", ""
+        while True:
+            t0 = time.monotonic()
+            # one shell command per poll (no module upload); the module only once the head's API port listens
+            cmd = poll_command(args["unit"], args.get("container_name"), cursor, args.get("api_host"), args.get("api_port"),
+                               int(args.get("max_lines") or 2000), args.get("docker_cli") or "docker")
+            raw = self._low_level_execute_command(cmd, sudoable=True)
+            if raw.get("rc") not in (0, 1) and not raw.get("stdout"):
+                raise AnsibleActionFail("vllm_ready poll failed on %s: rc=%s %s" % (node, raw.get("rc"), raw.get("stderr")))
+            snap = parse_poll(raw.get("stdout") or "", args["unit"], cursor)
+            cursor = snap.get("cursor") or cursor
+            if role == "head" and (snap.get("api_port") == "open" or polls == 0):
+                # first poll: also runs the module once, so its payload is built before the port opens
+                module_args["cursor"] = cursor
+                res = self._execute_module(module_name=_MODULE, module_args=module_args, task_vars=task_vars)
+                if res.get("failed"):
+                    raise AnsibleActionFail("vllm_ready checks failed to run on %s: %s" % (node, res.get("msg")))
+                snap["lines"] = snap["lines"] + (res.get("lines") or [])
+                snap["http"] = res.get("http")
+                cursor = res.get("cursor") or cursor
+            poll_cost.append(time.monotonic() - t0)
+            polls += 1
+            events, decision, message = inst.step(snap, now=t0)
+            while decision == "wait_peer":  # the other rank is down: wait for its poller's final report, locally
+                time.sleep(PEER_RECHECK)
+                more, decision, message = inst.recheck()
+                events.extend(more)
+            for ev in events:
+                display.display("  [vllm_ready] %s" % ev["message"], color=C.COLOR_VERBOSE)
+            if decision not in ("continue", "settle"):
+                break
+            time.sleep(max(0.0, (SETTLE_INTERVAL if decision == "settle" else interval) - (time.monotonic() - t0)))
+        out = inst.result()
+        out["polls"] = polls
+        out["poll_seconds_mean"] = round(sum(poll_cost) / len(poll_cost), 3) if poll_cost else None
+        result.update(out)
+        result["changed"] = False
+        result["ready"] = decision in ("ready", "done")
+        if decision == "fail":
+            result["failed"] = True
+            lines = out.get("verdicts") or []
+            result["msg"] = "%s: %s%s" % (node, message, ("\n" + "\n".join(lines)) if lines else " (no known cause matched; see lines)")
+        elif role == "head":
+            result["msg"] = "ready after %s s (%s s after 'Application startup complete.')" % (
+                out.get("time_to_ready"), out.get("ready_after_startup_complete"))
+        else:
+            result["msg"] = "worker running; %s" % message
+        return result

@@ -1,0 +1,93 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The vllm_ready module (one poll; HTTP checks) with mocked systemctl/docker/journalctl."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import socket
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.dgxspark.ds4.plugins.modules import vllm_ready as mod
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+CALLS = []
+
+
+def _run_command(self, cmd, **kwargs):
+    CALLS.append(cmd)
+    if cmd[0] == "systemctl":
+        return 0, ("ActiveState=active\nSubState=running\nNRestarts=1\nMainPID=4242\nExecMainStatus=0\nResult=success\n"
+                   "InactiveExitTimestamp=@1795335400\n"), ""
+    if cmd[0] == "docker":
+        return 0, '"c0ffee" true "2026-11-22T08:16:57Z" 0\n', ""
+    if cmd[0] == "journalctl":
+        return 0, ("(APIServer pid=7) INFO 11-22 08:16:58 [kv_cache_utils.py:1087] GPU KV cache size: 611,712 tokens\n"
+                   "-- cursor: s=1;i=2\n"), ""
+    raise AssertionError(cmd)
+
+
+def _exit(self, **kwargs):
+    raise ExitJson(kwargs)
+
+
+def _fail(self, **kwargs):
+    raise FailJson(kwargs)
+
+
+@pytest.fixture(autouse=True)
+def patched(monkeypatch):
+    del CALLS[:]
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", _exit)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail)
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", _run_command)
+
+
+def run(args):
+    with patch_module_args(args):
+        with pytest.raises((ExitJson, FailJson)) as info:
+            mod.main()
+    return info.type, info.value.args[0]
+
+
+def test_one_poll_refused_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))  # bound, not listening, like vLLM while it loads
+    port = s.getsockname()[1]
+    try:
+        kind, res = run({"unit": "dgxspark-ds4-head.service", "container_name": "dgxspark-ds4-head", "api_host": "0.0.0.0",
+                         "api_port": port, "checks": True})
+    finally:
+        s.close()
+    assert kind is ExitJson and res["changed"] is False
+    assert res["status"]["n_restarts"] == 1 and res["status"]["main_pid"] == 4242
+    assert res["status"]["container"]["running"] is True and res["status"]["container"]["id"] == "c0ffee"
+    assert res["lines"] == ["(APIServer pid=7) INFO 11-22 08:16:58 [kv_cache_utils.py:1087] GPU KV cache size: 611,712 tokens"]
+    assert res["cursor"] == "s=1;i=2" and res["api_port"] == "refused" and "http" not in res
+    journal = [c for c in CALLS if c[0] == "journalctl"][0]
+    assert "--since" in journal and "@1795335400" in journal  # the lines of the unit's current run
+
+
+def test_cursor_is_followed():
+    kind, res = run({"unit": "u.service", "cursor": "s=0;i=1"})
+    journal = [c for c in CALLS if c[0] == "journalctl"][0]
+    assert journal[journal.index("--after-cursor") + 1] == "s=0;i=1"
+    assert "api_port" not in res and res["status"]["container"] is None
+
+
+def test_check_mode_polls_nothing():
+    kind, res = run({"unit": "u.service", "_ansible_check_mode": True})
+    assert kind is ExitJson and res["changed"] is False and "would poll" in res["msg"] and CALLS == []
