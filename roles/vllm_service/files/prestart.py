@@ -288,8 +288,8 @@ def memory_gate(cfg):
         info = meminfo(cfg)
         need = int(float(fraction) * info['MemTotal'])
         if info['MemAvailable'] >= need:
-            say('MemAvailable %s >= %.2f x MemTotal %s = %s' % (gib(info['MemAvailable']), float(fraction),
-                                                                 gib(info['MemTotal']), gib(need)))
+            say('MemAvailable %s >= %.2f x MemTotal %s = %s'
+                % (gib(info['MemAvailable']), float(fraction), gib(info['MemTotal']), gib(need)))
             return
         if time.time() >= deadline:
             raise PrestartError('MemAvailable %s (%d bytes) is below gpu_memory_utilization %.2f x MemTotal %s = %s '

@@ -10,7 +10,6 @@ from __future__ import absolute_import, division, print_function
 
 import importlib.machinery
 import importlib.util
-import json
 import os
 import socket
 
