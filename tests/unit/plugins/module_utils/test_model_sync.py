@@ -1,0 +1,195 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""model_sync planning, balancing, space checks and real local rsync copies (resume, repair)."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import model_sync as ms
+
+HAVE_RSYNC = shutil.which('rsync') is not None
+
+
+def write(path, data, mtime=None):
+    os.makedirs(os.path.dirname(str(path)), exist_ok=True)
+    with open(str(path), 'wb') as f:
+        f.write(data)
+    if mtime is not None:
+        os.utime(str(path), (mtime, mtime))
+
+
+@pytest.fixture
+def src(tmp_path):
+    root = tmp_path / 'src'
+    for i in range(1, 4):
+        write(root / ('model-0000%d-of-00003.safetensors' % i), os.urandom(300000 + i), 1700000000 + i)
+    write(root / 'config.json', b'{"a": 1}\n', 1700000100)
+    write(root / 'sub' / 'tokenizer.json', b'{}\n', 1700000200)
+    write(root / '.cache' / 'huggingface' / 'x.lock', b'', 1700000300)
+    return root
+
+
+def test_plan_classifies_missing_shorter_different_identical():
+    src = {'a': (10, 1), 'b': (10, 1), 'c': (10, 1), 'd': (10, 1), 'e': (10, 1)}
+    dst = {'b': (4, 5), 'c': (10, 2), 'd': (10, 1), 'e': (12, 1), 'z': (1, 1)}
+    p = ms.plan(src, dst)
+    assert p['whole'] == ['a', 'c', 'e']
+    assert p['append'] == ['b']
+    assert p['skip'] == ['d']
+    assert p['extra'] == ['z']
+    assert p['bytes_needed'] == 10 + 6 + 0 + 0
+    assert p['bytes_to_send'] == 10 + 10 + 10 + 6
+    assert p['bytes_total'] == 50
+
+
+def test_plan_force_recopies_identical_file():
+    p = ms.plan({'a': (10, 1)}, {'a': (10, 1)}, force=['a'])
+    assert p['whole'] == ['a'] and p['skip'] == [] and p['bytes_needed'] == 0
+
+
+def test_balance_spreads_bytes():
+    sizes = dict(('s%d' % i, 100) for i in range(8))
+    sizes['small'] = 1
+    parts = ms.balance(list(sizes), sizes, 4)
+    assert len(parts) == 4
+    totals = sorted(sum(sizes[n] for n in p) for p in parts)
+    assert totals == [200, 200, 200, 201]
+    assert sorted(n for p in parts for n in p) == sorted(sizes)
+    assert ms.balance(['a'], {'a': 1}, 4) == [['a']]
+
+
+def test_local_listing_excludes_cache_and_locks(src):
+    listing = ms.local_listing(str(src))
+    assert sorted(listing) == ['config.json', 'model-00001-of-00003.safetensors', 'model-00002-of-00003.safetensors',
+                               'model-00003-of-00003.safetensors', 'sub/tokenizer.json']
+    assert listing['config.json'] == (9, 1700000100)
+
+
+def test_parse_remote_listing():
+    text = '1000 4096 /srv\nmodel.safetensors\x0012\x001700000000.5\x00sub/a b\x003\x001700000001.0\x00x.lock\x001\x001.0\x00'
+    free, fs, listing = ms.parse_remote_listing(text)
+    assert free == 4096000 and fs == '/srv'
+    assert listing == {'model.safetensors': (12, 1700000000), 'sub/a b': (3, 1700000001)}
+    with pytest.raises(ms.SyncError):
+        ms.parse_remote_listing('garbage\n')
+
+
+def test_remote_listing_script_runs_in_a_shell(src, tmp_path):
+    out = subprocess.check_output(['sh', '-c', ms.remote_listing_script(str(src))]).decode()
+    free, fs, listing = ms.parse_remote_listing(out)
+    assert free > 0 and fs == str(src)
+    assert listing == ms.local_listing(str(src))
+    # a destination that does not exist yet: free space of the nearest existing parent, empty listing
+    out = subprocess.check_output(['sh', '-c', ms.remote_listing_script(str(tmp_path / 'no' / 'such'))]).decode()
+    free, fs, listing = ms.parse_remote_listing(out)
+    assert fs == str(tmp_path) and listing == {}
+
+
+def test_split_ssh_and_rsync_argv():
+    ssh = ['ssh', '-i', '/k ey', '-o', 'BatchMode=yes', 'root@10.0.0.2']
+    rsh, host = ms.split_ssh(ssh)
+    assert rsh == "ssh -i '/k ey' -o BatchMode=yes" and host == 'root@10.0.0.2'
+    argv = ms.rsync_argv('rsync', '/m', '/d', '/tmp/l', 'append', ssh)
+    assert '--append-verify' in argv and argv[-2:] == ['/m/', 'root@10.0.0.2:/d/']
+    argv = ms.rsync_argv('rsync', '/m', '/d', '/tmp/l', 'whole')
+    assert '--whole-file' in argv and '--ignore-times' in argv and argv[-2:] == ['/m/', '/d/']
+    with pytest.raises(ms.SyncError):
+        ms.split_ssh(['root@x'])
+
+
+def test_parse_bytes_sent():
+    assert ms.parse_bytes_sent('Number of files: 3\nTotal bytes sent: 1,234,567\n') == 1234567
+    assert ms.parse_bytes_sent('') == 0
+
+
+def test_space_check_fails_with_numbers(src, tmp_path, monkeypatch):
+    monkeypatch.setattr(ms, 'free_bytes', lambda path: 1000)
+    with pytest.raises(ms.SyncError) as e:
+        ms.sync(str(src), str(tmp_path / 'dst'), check_mode=True)
+    assert 'not enough disk space on this host (local copy)' in e.value.msg
+    assert 'free 1000 B (1000 bytes)' in e.value.msg
+    assert e.value.fields['bytes_needed'] == sum(s for s, _m in ms.local_listing(str(src)).values())
+
+
+def test_space_counts_what_is_already_there(src, tmp_path, monkeypatch):
+    dst = tmp_path / 'dst'
+    shutil.copytree(str(src), str(dst))
+    os.truncate(str(dst / 'model-00001-of-00003.safetensors'), 1000)
+    monkeypatch.setattr(ms, 'free_bytes', lambda path: 300001 - 1000)
+    r = ms.sync(str(src), str(dst), check_mode=True)
+    assert r['bytes_needed'] == 300001 - 1000 and r['files_resumed'] == ['model-00001-of-00003.safetensors']
+
+
+def test_remote_listing_failure_is_reported(src):
+    def runner(argv):
+        return 255, '', 'Permission denied (publickey).'
+    with pytest.raises(ms.SyncError) as e:
+        ms.sync(str(src), '/d', ssh=['ssh', 'root@h'], runner=runner)
+    assert 'root@h' in e.value.msg and 'Permission denied' in e.value.msg
+
+
+@pytest.mark.skipif(not HAVE_RSYNC, reason='rsync not installed')
+def test_copy_resume_repair_and_noop(src, tmp_path):
+    dst = str(tmp_path / 'dst')
+    r = ms.sync(str(src), dst, streams=2)
+    total = r['bytes_total']
+    assert r['changed'] and r['bytes_copied'] == total and r['streams_used'] == 2
+    assert ms.local_listing(dst) == ms.local_listing(str(src))
+    # second run: nothing to do
+    r = ms.sync(str(src), dst, streams=2)
+    assert not r['changed'] and r['bytes_copied'] == 0 and r['files_skipped'] == 5
+    # interrupted copy: a shard cut short is resumed, only its tail is counted
+    shard = 'model-00002-of-00003.safetensors'
+    os.truncate(os.path.join(dst, shard), 1000)
+    r = ms.sync(str(src), dst, streams=2)
+    assert r['files_resumed'] == [shard] and r['bytes_copied'] == 300002 - 1000
+    with open(os.path.join(dst, shard), 'rb') as a, open(str(src / shard), 'rb') as b:
+        assert a.read() == b.read()
+    # corrupted prefix under a short file: append-verify detects it and resends the whole file
+    with open(os.path.join(dst, shard), 'r+b') as f:
+        f.truncate(5000)
+        f.seek(10)
+        f.write(b'XXXX')
+    ms.sync(str(src), dst)
+    with open(os.path.join(dst, shard), 'rb') as a, open(str(src / shard), 'rb') as b:
+        assert a.read() == b.read()
+    # same size and mtime but corrupt: only `force` re-copies it
+    path = os.path.join(dst, shard)
+    st = os.stat(path)
+    with open(path, 'r+b') as f:
+        f.seek(100)
+        f.write(b'YYYY')
+    os.utime(path, (st.st_atime, st.st_mtime))
+    assert not ms.sync(str(src), dst)['changed']
+    r = ms.sync(str(src), dst, force=[shard])
+    assert r['files_copied'] == [shard] and r['bytes_copied'] == 300002
+    with open(path, 'rb') as a, open(str(src / shard), 'rb') as b:
+        assert a.read() == b.read()
+    # files only on the destination are reported, never deleted
+    write(os.path.join(dst, 'mine.txt'), b'keep')
+    r = ms.sync(str(src), dst)
+    assert r['extra'] == ['mine.txt'] and os.path.exists(os.path.join(dst, 'mine.txt'))
+
+
+def test_same_dir_refused(src):
+    with pytest.raises(ms.SyncError):
+        ms.sync(str(src), str(src))
+
+
+def test_missing_src_refused(tmp_path):
+    with pytest.raises(ms.SyncError) as e:
+        ms.sync(str(tmp_path / 'nope'), str(tmp_path / 'd'))
+    assert 'not a directory' in e.value.msg
+
+
+def test_human():
+    assert ms.human(512) == '512 B'
+    assert ms.human(1536) == '1.5 KiB'
+    assert ms.human(149 * 1024 ** 3) == '149.0 GiB'
