@@ -7,6 +7,8 @@ jumbo-frame ping over ds4-fabric (MTU 9000)."""
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import json
+
 import pytest
 
 GIDS = {0: "3", 1: "5"}  # tests/fixtures/sysfs: node_a (rank 0) GID 3, node_b (rank 1) GID 5
@@ -53,8 +55,12 @@ def test_env_files_differ_between_nodes(host):
     assert env["VLLM_HOST_IP"] != node["peer"]
 
 
-def test_restart_marker_written(host):
-    assert host.file("/var/lib/dgxspark-ds4/restart-pending-%s" % _node(host)["role"]).exists
+def test_nccl_env_reaches_the_running_rank(host):
+    """nccl_fabric's restart marker was consumed by vllm_service, and the rank runs with this node's GID."""
+    node = _node(host)
+    assert not host.file("/var/lib/dgxspark-ds4/restart-pending-%s" % node["role"]).exists
+    running = json.loads(host.check_output("docker inspect -f '{{json .Config.Env}}' dgxspark-ds4-%s" % node["role"]))
+    assert "NCCL_IB_GID_INDEX=%s" % node["gid"] in running
 
 
 def test_jumbo_ping_over_the_fabric(host):
