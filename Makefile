@@ -89,6 +89,7 @@ build: venv
 node-image:
 	bash tests/harness/build-node-image.sh
 	bash tests/harness/build-sim-image.sh
+	bash tests/harness/build-test-images.sh
 
 # Every scenario (molecule/<name>/molecule.yml), one after the other; `make molecule SCENARIOS=default`.
 molecule: venv collection-link node-image

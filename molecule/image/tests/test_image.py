@@ -1,0 +1,103 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Scenario `image`: peer access, transfer, ID gate, derived images, mxfp4 count, evidence."""
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import json
+
+import pytest
+
+testinfra_hosts = ['spark1', 'spark2']
+
+MXFP4 = '/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/quantization/mxfp4.py'
+EVIDENCE = {'unpatched': '/var/lib/dgxspark-ds4/image.json', 'double': '/var/lib/dgxspark-ds4/image-double.json'}
+
+
+def _evidence(host, name):
+    return json.loads(host.file(EVIDENCE[name]).content_string)
+
+
+def _image_id(host, ref):
+    return host.check_output("docker image inspect -f '{{.Id}}' %s" % ref)
+
+
+def _read_in_image(host, image, path):
+    return host.check_output(
+        'cid=$(docker create --entrypoint /none %s) && docker cp "$cid:%s" - | tar -xOf -; docker rm -f "$cid" >/dev/null'
+        % (image, path))
+
+
+@pytest.mark.parametrize('name', ['unpatched', 'double'])
+def test_same_derived_image_on_both_nodes(host, name):
+    ev = _evidence(host, name)
+    assert ev['derived'] is True
+    assert ev['ref'].startswith('dgxspark-ds4/vllm:') and ev['ref'].endswith(ev['inputs_hash'][:16])
+    assert ev['base_ref'] == 'ds4-test/vllm:%s' % name
+    assert _image_id(host, ev['ref']) == ev['id']
+    labels = json.loads(host.check_output("docker image inspect -f '{{json .Config.Labels}}' %s" % ev['ref']))
+    assert labels['org.dgxspark.ds4.derived.inputs-hash'] == ev['inputs_hash']
+    assert labels['org.dgxspark.ds4.derived.base-id'] == ev['base_id']
+
+
+@pytest.mark.parametrize('name', ['unpatched', 'double'])
+def test_mxfp4_exactly_two_blocks_in_derived_image(host, name):
+    ev = _evidence(host, name)
+    text = _read_in_image(host, ev['ref'], MXFP4)
+    assert sum(1 for line in text.splitlines() if 'empty_cache()' in line and not line.strip().startswith('#')) == 2
+    assert ev['mxfp4']['blocks'] == 2 and ev['mxfp4']['status'] == 'patched'
+    assert ev['mxfp4']['status_in_base'] == {'unpatched': 'unpatched', 'double': 'double-patched'}[name]
+
+
+def test_deepgemm_installed_only_where_missing(host):
+    unp, dbl = _evidence(host, 'unpatched'), _evidence(host, 'double')
+    assert unp['deepgemm']['in_base'] is False and unp['deepgemm']['installed_by_role'] is True
+    assert dbl['deepgemm']['in_base'] is True and dbl['deepgemm']['installed_by_role'] is False
+    out = host.check_output("docker run --rm --network none --entrypoint python3 %s -c "
+                            "'import deep_gemm; print(deep_gemm.__version__)'" % unp['ref'])
+    assert out == unp['deepgemm']['ref']
+
+
+def test_build_metadata_and_labels_reported(host):
+    ev = _evidence(host, 'unpatched')
+    assert ev['build_metadata_path'] == '/workspace/build-metadata.yaml'
+    assert ev['build_metadata']['vllm_commit'] == '48cebd4ad65d0b8263474dff1eb6ef83cb4fcc23'
+    assert ev['build_metadata']['build_args']['vllm_prs'] == '41834'
+    assert ev['base_labels']['org.dgxspark.ds4.test-variant'] == 'unpatched'
+
+
+def test_planted_image_was_replaced_on_worker(host):
+    if host.backend.get_hostname() != 'spark2':
+        pytest.skip('worker only')
+    planted = host.file('/var/lib/ds4-test/impostor-planted').content_string.strip()
+    ev = _evidence(host, 'unpatched')
+    assert planted != ev['id']
+    assert _image_id(host, ev['ref']) == ev['id']
+
+
+def test_peer_key_restricted_and_host_key_pinned(host):
+    if host.backend.get_hostname() == 'spark1':
+        key = host.file('/etc/dgxspark-ds4/peer/id_ed25519')
+        assert key.mode == 0o600 and key.user == 'root'
+        assert host.file('/etc/dgxspark-ds4/peer').mode == 0o700
+        known = host.file('/etc/dgxspark-ds4/peer/known_hosts').content_string
+        assert '10.77.0.12 ssh-ed25519 ' in known
+    else:
+        auth = host.file('/root/.ssh/authorized_keys').content_string
+        line = [x for x in auth.splitlines() if 'dgxspark-ds4-peer@spark1' in x]
+        assert len(line) == 1
+        assert line[0].startswith('from="10.77.0.11",no-pty,no-agent-forwarding,no-X11-forwarding,no-port-forwarding,no-user-rc ')
+        assert host.service('ssh').is_running
+
+
+def test_head_logs_in_with_pinned_key(host):
+    if host.backend.get_hostname() != 'spark1':
+        pytest.skip('head only')
+    worker = host.get_host('ansible://spark2', ansible_inventory=host.backend.ansible_inventory)
+    worker_key = worker.file('/etc/ssh/ssh_host_ed25519_key.pub').content_string.split()[:2]
+    known = host.file('/etc/dgxspark-ds4/peer/known_hosts').content_string
+    assert '10.77.0.12 %s %s' % tuple(worker_key) in known
+    out = host.check_output('ssh -i /etc/dgxspark-ds4/peer/id_ed25519 -o BatchMode=yes -o StrictHostKeyChecking=yes '
+                            '-o UserKnownHostsFile=/etc/dgxspark-ds4/peer/known_hosts root@10.77.0.12 hostname')
+    assert out == 'spark2'

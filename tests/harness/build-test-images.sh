@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Build the small inner test images of the Molecule scenario `image` (role dgxspark.ds4.container_image).
+# No registry, no network: a root filesystem is cut out of the node image `ds4-node:bookworm` (busybox-static
+# for /bin/sh, Debian's python3.11 with its stdlib and libraries, about 30 MB) and `docker import`ed, then
+# variants are built FROM it with the legacy builder (COPY only):
+#   ds4-test/vllm:unpatched  mxfp4.py = tests/fixtures/mxfp4/unpatched.py.txt, no DeepGEMM, build-metadata.yaml
+#   ds4-test/vllm:double     mxfp4.py = double_patched.py.txt, a deep_gemm package (fixture), build-metadata.yaml
+#   ds4-test/vllm:impostor   different content (planted on the worker under the effective tag by the scenario)
+# Output (not in .cache/images/inner itself, so the shared prepare does not load them on every node):
+#   .cache/images/inner/image-test/ds4-test-vllm.tar   (unpatched + double; the head loads it: source=load)
+#   .cache/images/inner/image-test/ds4-test-impostor.tar
+# Cached by a content hash of the fixtures, this script and the node image ID (rebuilt when they change or
+# DS4_FORCE_BUILD=1). Env: DS4_NODE_IMAGE (default ds4-node:bookworm), DS4_CACHE_DIR (default <repo>/.cache).
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BASE="${DS4_NODE_IMAGE:-ds4-node:bookworm}"
+OUT_DIR="${DS4_CACHE_DIR:-${REPO_ROOT}/.cache}/images/inner/image-test"
+FIX="${REPO_ROOT}/tests/fixtures/mxfp4"
+SELF="${REPO_ROOT}/tests/harness/$(basename "${BASH_SOURCE[0]}")"
+MXFP4=/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/quantization/mxfp4.py
+LABEL="org.dgxspark.ds4.test-image-key"
+
+start=$(date +%s.%N)
+elapsed() { awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
+log() { echo "build-test-images: $*" >&2; }
+
+docker image inspect "$BASE" >/dev/null 2>&1 || { log "base image ${BASE} missing: run tests/harness/build-node-image.sh first"; exit 1; }
+base_id=$(docker image inspect -f '{{.Id}}' "$BASE")
+key=$( { sha256sum "$FIX"/unpatched.py.txt "$FIX"/double_patched.py.txt "$SELF" | cut -d' ' -f1; echo "$base_id"; } | sha256sum | cut -c1-16)
+if [[ "${DS4_FORCE_BUILD:-0}" != 1 && -s "$OUT_DIR/ds4-test-vllm.tar" && -s "$OUT_DIR/ds4-test-impostor.tar" \
+      && "$(cat "$OUT_DIR/key" 2>/dev/null)" == "$key" ]]; then
+  log "test images (key ${key}) up to date, nothing to do ($(elapsed) s)"
+  exit 0
+fi
+
+work=$(mktemp -d /var/tmp/ds4-test-images.XXXXXX)
+trap 'rm -rf --one-file-system "$work"' EXIT
+
+# 1. Minimal rootfs from the node image: busybox (sh, tar), python3.11 + stdlib (no test suite) + its libraries.
+docker run --rm --network none "$BASE" sh -c '
+  set -e
+  libs=$(ldd /usr/bin/python3.11 | awk "/=>/ {print \$3} /ld-linux/ {print \$1}")
+  tar -ch --exclude=/usr/lib/python3.11/test --exclude=/usr/lib/python3.11/idlelib \
+    --exclude=/usr/lib/python3.11/ensurepip --exclude=/usr/lib/python3.11/lib2to3 --exclude="*/__pycache__" \
+    /bin/busybox /usr/bin/python3.11 /usr/lib/python3.11 $libs 2>/dev/null' >"$work/rootfs.tar"
+mkdir -p "$work/rootfs"
+tar -C "$work/rootfs" -xf "$work/rootfs.tar"
+rm -f "$work/rootfs.tar"
+for app in sh ls cat mkdir rm cp mv echo tar grep test true false; do ln -sf /bin/busybox "$work/rootfs/bin/$app"; done
+mkdir -p "$work/rootfs/usr/local/bin" "$work/rootfs/tmp" "$work/rootfs/etc"
+ln -sf python3.11 "$work/rootfs/usr/bin/python3"
+[[ -e "$work/rootfs/lib64/ld-linux-x86-64.so.2" || -e "$work/rootfs/lib/ld-linux-aarch64.so.1" ]] || log "warning: no dynamic loader copied"
+tar -C "$work/rootfs" --numeric-owner -c . | docker import -c 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
+  -c 'CMD ["/bin/sh"]' -c "LABEL ${LABEL}=${key}" - ds4-test/rootfs:base >/dev/null
+docker run --rm --network none ds4-test/rootfs:base python3 -c 'import sys; print(sys.version)' >/dev/null
+
+# 2. Variants (legacy builder, COPY only, no network).
+variant() {  # name mxfp4-fixture with-deepgemm
+  local name=$1 fixture=$2 deepgemm=$3 ctx="$work/ctx-$1"
+  mkdir -p "$ctx"
+  cp "$FIX/$fixture" "$ctx/mxfp4.py"
+  cat >"$ctx/build-metadata.yaml" <<META
+# Test fixture in the shape of seed 000's /workspace/build-metadata.yaml
+build_date: "2026-05-27T21:40:38Z"
+vllm_commit: 48cebd4ad65d0b8263474dff1eb6ef83cb4fcc23
+build_args:
+  vllm_ref: main
+  vllm_prs: "41834"
+variant: ${name}
+META
+  {
+    echo "FROM ds4-test/rootfs:base"
+    echo "COPY mxfp4.py ${MXFP4}"
+    echo "COPY build-metadata.yaml /workspace/build-metadata.yaml"
+    if [[ "$deepgemm" == yes ]]; then
+      mkdir -p "$ctx/deep_gemm"; echo "__version__ = 'fixture'" >"$ctx/deep_gemm/__init__.py"
+      echo "COPY deep_gemm /usr/local/lib/python3.11/dist-packages/deep_gemm"
+    fi
+    echo "LABEL org.opencontainers.image.title=\"ds4 test image (${name})\" org.dgxspark.ds4.test-variant=${name} ${LABEL}=${key}"
+  } >"$ctx/Dockerfile"
+  DOCKER_BUILDKIT=0 docker build --network none -q -t "ds4-test/vllm:${name}" "$ctx" >/dev/null
+}
+variant unpatched unpatched.py.txt no
+variant double double_patched.py.txt yes
+# The impostor: a different image (busybox only) that the scenario plants on the worker under the effective tag.
+mkdir -p "$work/impostor/bin"
+cp "$work/rootfs/bin/busybox" "$work/impostor/bin/"; ln -sf busybox "$work/impostor/bin/sh"
+echo impostor >"$work/impostor/IMPOSTOR"
+tar -C "$work/impostor" --numeric-owner -c . | docker import -c 'CMD ["/bin/sh"]' - ds4-test/vllm:impostor >/dev/null
+
+mkdir -p "$OUT_DIR"
+docker save -o "$OUT_DIR/ds4-test-vllm.tar.tmp" ds4-test/vllm:unpatched ds4-test/vllm:double
+docker save -o "$OUT_DIR/ds4-test-impostor.tar.tmp" ds4-test/vllm:impostor
+mv -f "$OUT_DIR/ds4-test-vllm.tar.tmp" "$OUT_DIR/ds4-test-vllm.tar"
+mv -f "$OUT_DIR/ds4-test-impostor.tar.tmp" "$OUT_DIR/ds4-test-impostor.tar"
+echo "$key" >"$OUT_DIR/key"
+log "built ds4-test/vllm:{unpatched,double,impostor} -> ${OUT_DIR} ($(du -sh "$OUT_DIR" | cut -f1)) in $(elapsed) s"
