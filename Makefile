@@ -1,6 +1,7 @@
 # dgxspark.ds4 — developer entry points. `make test` is the test command CI runs.
 SHELL := /bin/bash
-PY ?= $(or $(shell command -v python3.12 || ls -d /root/.pyenv/versions/3.12.*/bin/python3.12 2>/dev/null | tail -n 1),python3.12)
+# A Python >= 3.12 that really runs (a pyenv shim on PATH may not): tests/harness/find-python.sh.
+PY ?= $(or $(shell bash tests/harness/find-python.sh 2>/dev/null),python3.12)
 VENV ?= .venv
 BIN := $(VENV)/bin
 COLL_LINK := .collections/ansible_collections/dgxspark/ds4
@@ -66,7 +67,7 @@ lint: venv collection-link
 # ansible-test wants the collection at .../ansible_collections/<ns>/<name>: copy what git
 # tracks plus untracked files git does not ignore into a temp tree and run it there.
 # Its pip bootstrap script cannot be downloaded here: tests/harness/get_pip_shim.py stands in.
-GET_PIP_VERSION = $(shell sed -n "s/^ *pip='\([0-9.]*\)',/\1/p" $(VENV)/lib/python3.12/site-packages/ansible_test/_internal/python_requirements.py 2>/dev/null)
+GET_PIP_VERSION = $(shell sed -n "s/^ *pip='\([0-9.]*\)',/\1/p" $(VENV)/lib/python3.*/site-packages/ansible_test/_internal/python_requirements.py 2>/dev/null)
 GET_PIP_CACHE = $(HOME)/.ansible/test/cache/get_pip_$(subst .,_,$(GET_PIP_VERSION)).py
 sanity: venv
 	@test -n "$(GET_PIP_VERSION)" || { echo "sanity: cannot read ansible-test's pip version"; exit 1; }
@@ -76,7 +77,7 @@ sanity: venv
 	git ls-files -co --exclude-standard -z | while IFS= read -r -d '' f; do \
 	  if [ -e "$$f" ] || [ -L "$$f" ]; then printf '%s\0' "$$f"; fi; done \
 	  | tar --null -T - -cf - | tar -xf - -C "$$dest"; \
-	cd "$$dest" && $(CURDIR)/$(BIN)/ansible-test sanity --venv --python 3.12 --color no
+	cd "$$dest" && $(CURDIR)/$(BIN)/ansible-test sanity --venv --python $$($(CURDIR)/$(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])') --color no
 
 changelog-lint: venv
 	$(BIN)/antsibull-changelog lint

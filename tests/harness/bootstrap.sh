@@ -54,16 +54,8 @@ fi
 log "dockerd answers"
 
 # 3. controller venv (Python 3.12) and collection link
-py=$(command -v python3.12 || true)
-if [[ -z "$py" ]]; then
-  for cand in /root/.pyenv/versions/3.12.*/bin/python3.12; do
-    [[ -x "$cand" ]] && py="$cand"
-  done
-fi
-if [[ -z "$py" ]]; then
-  log "no Python 3.12 found (command -v python3.12, /root/.pyenv/versions/3.12.*): install python3.12 and rerun"
-  exit 1
-fi
+py=$(bash "$REPO_ROOT/tests/harness/find-python.sh") || exit 1
+log "controller Python: $py ($("$py" -V 2>&1))"
 make --no-print-directory venv PY="$py"
 make --no-print-directory collection-link
 log "ready: $("$REPO_ROOT/.venv/bin/ansible" --version | head -n 1)"
