@@ -93,10 +93,13 @@ node-image:
 	bash tests/harness/build-test-images.sh
 
 # Every scenario (molecule/<name>/molecule.yml), one after the other; `make molecule SCENARIOS=default`.
+# Scenarios share container names (spark1/spark2) and the ds4-fabric network: a lock file keeps
+# two checkouts on one Docker engine from running scenarios at the same time.
+MOLECULE_LOCK ?= /tmp/ds4-molecule.lock
 molecule: venv collection-link node-image
 	@set -euo pipefail; mkdir -p .cache/images/inner; \
 	for s in $(SCENARIOS); do \
 	  t=$$(date +%s.%N); echo "--- molecule test -s $$s"; \
-	  $(BIN)/molecule --base-config .config/molecule/config.yml test -s "$$s"; \
+	  flock $(MOLECULE_LOCK) $(BIN)/molecule --base-config .config/molecule/config.yml test -s "$$s"; \
 	  awk -v s="$$t" -v e="$$(date +%s.%N)" -v n="$$s" 'BEGIN { printf "TIMING molecule:%-7s %7.1f s\n", n, e - s }'; \
 	done

@@ -27,6 +27,19 @@ def log(msg, level='INFO', src='api_server.py:1', proc=None):
     _write(sys.stdout, '(%s pid=%d) %s %s [%s] %s' % (proc or PROC['name'], os.getpid(), level, stamp, src, msg))
 
 
+def unlocked(msg, level='INFO', src='api_server.py:1', uvicorn_style=False):
+    """Write one line straight to fd 1, bypassing the lock: for signal handlers, which run in the
+    main thread and would deadlock if that thread was inside _write when the signal came."""
+    if uvicorn_style:
+        line = '(%s pid=%d) INFO:     %s' % (PROC['name'], os.getpid(), msg)
+    else:
+        line = '(%s pid=%d) %s %s [%s] %s' % (PROC['name'], os.getpid(), level, time.strftime('%m-%d %H:%M:%S'), src, msg)
+    try:
+        os.write(1, (line + '\n').encode())
+    except OSError:
+        pass
+
+
 def uvicorn(msg):
     _write(sys.stdout, '(%s pid=%d) INFO:     %s' % (PROC['name'], os.getpid(), msg))
 

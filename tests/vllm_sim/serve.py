@@ -240,9 +240,9 @@ def _mem_available_gib():
 
 def _install_signals():
     def on_term(signum, _frame):
-        logs.uvicorn('Shutting down')
-        logs.log('Received signal %d; exiting.' % signum, src='launcher.py:120')
-        sys.stdout.flush()
+        # No logs.log here: the main thread may hold the log lock when the signal lands.
+        logs.unlocked('Shutting down', uvicorn_style=True)
+        logs.unlocked('Received signal %d; exiting.' % signum, src='launcher.py:120')
         os._exit(0)  # pylint: disable=protected-access
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
