@@ -19,7 +19,10 @@ SUITE=bookworm
 PACKAGES=(systemd systemd-sysv dbus python3 procps iproute2 iputils-ping sudo docker.io
           busybox-static nftables kmod ca-certificates
           # node-to-node transfers (image stream, model sync) and the community.docker modules
-          openssh-server openssh-client rsync python3-requests)
+          openssh-server openssh-client rsync python3-requests
+          # roles api_proxy (nginx from apt, as on DGX OS) and firewall (nft, already above);
+          # curl for the security scenario's client container
+          nginx curl)
 
 start=$(date +%s.%N)
 elapsed() { awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
