@@ -1,0 +1,236 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rendered config set of one rank kept as a rollback target (switch.yml / rollback.yml, issue #10).
+
+Pure Python (no Ansible imports).  A set is a list of {'name': key, 'path': live absolute path}
+(launch script, nccl.env, secrets env, prestart json, the unit file, the deployment evidence).
+The stored copy lives in one directory (default /etc/dgxspark-ds4/previous/, 0700) as
+<store>/<name> plus <store>/manifest.json {saved_utc, label, files: {name: {path, sha256, mode, present}}}.
+
+  live_state(files) -> {name: {path, present, sha256, mode}}
+  read_manifest(store) -> dict | None
+  plan_save(files, store) -> (changed, diff_lines)
+  save(files, store, label) -> manifest            copy live -> store (replacing the stored set)
+  plan_swap(store) -> (changed, diff_lines)
+  swap(store, label) -> manifest                   live <-> store for every file (rollback; again = redo)
+
+Copies are written to a temporary name and renamed (a crash never leaves half a file).
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import time
+
+MANIFEST = "manifest.json"
+
+
+class ConfigSetError(Exception):
+    pass
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 16), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _check_files(files):
+    names = set()
+    for f in files:
+        name, path = f.get("name"), f.get("path")
+        if not name or "/" in name or name in (MANIFEST, ".", ".."):
+            raise ConfigSetError("bad file key %r (a plain name other than %s)" % (name, MANIFEST))
+        if not path or not os.path.isabs(path):
+            raise ConfigSetError("%s: path %r must be absolute" % (name, path))
+        if name in names:
+            raise ConfigSetError("file key %r given twice" % name)
+        names.add(name)
+
+
+def live_state(files):
+    _check_files(files)
+    out = {}
+    for f in files:
+        p = f["path"]
+        if os.path.isfile(p):
+            out[f["name"]] = {"path": p, "present": True, "sha256": _sha256(p), "mode": stat.S_IMODE(os.stat(p).st_mode)}
+        else:
+            out[f["name"]] = {"path": p, "present": False, "sha256": None, "mode": None}
+    return out
+
+
+def read_manifest(store):
+    path = os.path.join(store, MANIFEST)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def _copy_atomic(src, dst, mode):
+    tmp = "%s.ds4tmp-%d" % (dst, os.getpid())
+    shutil.copyfile(src, tmp)
+    os.chmod(tmp, mode)
+    os.replace(tmp, dst)
+
+
+def _write_manifest(store, manifest):
+    tmp = os.path.join(store, MANIFEST + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(manifest, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, os.path.join(store, MANIFEST))
+
+
+def plan_save(files, store):
+    live = live_state(files)
+    old = (read_manifest(store) or {}).get("files") or {}
+    diff = []
+    for name, st in sorted(live.items()):
+        prev = old.get(name) or {}
+        if st["present"] != bool(prev.get("present")) or st["sha256"] != prev.get("sha256") or st["path"] != prev.get("path"):
+            diff.append("%s: stored %s -> %s" % (name, (prev.get("sha256") or "absent")[:12], (st["sha256"] or "absent")[:12]))
+    for name in sorted(set(old) - set(live)):
+        diff.append("%s: dropped from the stored set" % name)
+    return bool(diff), diff
+
+
+def save(files, store, label=None):
+    """Copy the live set into the store (replacing what was stored).  At least one live file must exist."""
+    live = live_state(files)
+    if not any(v["present"] for v in live.values()):
+        raise ConfigSetError("nothing to keep: none of %s exists" % ", ".join(v["path"] for v in live.values()))
+    if not os.path.isdir(store):
+        os.makedirs(store, 0o700)
+    os.chmod(store, 0o700)
+    for name, st in live.items():
+        dst = os.path.join(store, name)
+        if st["present"]:
+            _copy_atomic(st["path"], dst, st["mode"])
+        elif os.path.exists(dst):
+            os.remove(dst)
+    manifest = {"saved_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "label": label, "files": live}
+    _write_manifest(store, manifest)
+    return manifest
+
+
+def plan_swap(store):
+    manifest = read_manifest(store)
+    if not manifest:
+        raise ConfigSetError("no rollback target in %s (switch.yml keeps one when it changes the profile)" % store)
+    files = [{"name": n, "path": v["path"]} for n, v in sorted(manifest["files"].items())]
+    live = live_state(files)
+    diff = []
+    for name, st in sorted(manifest["files"].items()):
+        cur = live[name]
+        if cur["sha256"] != st.get("sha256"):
+            diff.append("%s (%s): live %s -> %s" % (name, st["path"], (cur["sha256"] or "absent")[:12],
+                                                    (st.get("sha256") or "absent")[:12]))
+    return bool(diff), diff
+
+
+def swap(store, label=None):
+    """Exchange live and stored files (rollback).  The replaced live set becomes the stored set, so a
+    second swap returns to it.  Stored files are verified against the manifest before anything moves."""
+    manifest = read_manifest(store)
+    if not manifest:
+        raise ConfigSetError("no rollback target in %s (switch.yml keeps one when it changes the profile)" % store)
+    stored = manifest["files"]
+    for name, st in stored.items():
+        p = os.path.join(store, name)
+        if st.get("present"):
+            if not os.path.isfile(p):
+                raise ConfigSetError("stored %s is missing (%s): the rollback target is incomplete" % (name, p))
+            if _sha256(p) != st["sha256"]:
+                raise ConfigSetError("stored %s (%s) does not match its manifest checksum" % (name, p))
+    files = [{"name": n, "path": v["path"]} for n, v in sorted(stored.items())]
+    live = live_state(files)
+    staging = os.path.join(store, ".swap")
+    if os.path.isdir(staging):
+        shutil.rmtree(staging)
+    os.makedirs(staging, 0o700)
+    # 1. live -> staging, 2. store -> live, 3. staging -> store
+    for name, cur in live.items():
+        if cur["present"]:
+            _copy_atomic(cur["path"], os.path.join(staging, name), cur["mode"])
+    for name, st in stored.items():
+        if st.get("present"):
+            d = os.path.dirname(st["path"])
+            if not os.path.isdir(d):
+                os.makedirs(d, 0o755)
+            _copy_atomic(os.path.join(store, name), st["path"], st.get("mode") or 0o644)
+        elif os.path.isfile(st["path"]):
+            os.remove(st["path"])
+    for name, cur in live.items():
+        dst = os.path.join(store, name)
+        if cur["present"]:
+            os.replace(os.path.join(staging, name), dst)
+        elif os.path.exists(dst):
+            os.remove(dst)
+    shutil.rmtree(staging)
+    new_manifest = {"saved_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "label": label,
+                    "files": live, "swapped_from": {"saved_utc": manifest.get("saved_utc"), "label": manifest.get("label")}}
+    _write_manifest(store, new_manifest)
+    return {"restored": {"label": manifest.get("label"), "saved_utc": manifest.get("saved_utc"), "files": stored},
+            "stored": new_manifest}
+
+
+def launch_facts(script_text):
+    """What readiness needs from a launch script rendered by launch_render (the restored set's own values,
+    not the inventory's): served_model_name, max_model_len, thinking, api_port, max_num_seqs.  Reads the
+    `exec <entrypoint> ...` command (backslash continuations joined, shell words split)."""
+    import shlex  # pylint: disable=import-outside-toplevel
+    text = (script_text or "").replace("\\\n", " ")
+    cmd = None
+    for line in text.splitlines():
+        if line.strip().startswith("exec "):
+            cmd = line.strip()[5:]
+    facts = {"served_model_name": None, "max_model_len": None, "thinking": False, "api_port": None,
+             "max_num_seqs": None, "headless": False}
+    if cmd is None:
+        return facts
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        return facts
+    args = {}
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.startswith("--"):
+            key, _sep, val = w[2:].partition("=")
+            key = key.replace("_", "-")
+            if not _sep:
+                if i + 1 < len(words) and not words[i + 1].startswith("--"):
+                    val = words[i + 1]
+                    i += 1
+                else:
+                    val = True
+            args[key] = val
+        i += 1
+    facts["served_model_name"] = args.get("served-model-name")
+    for key, name in (("max-model-len", "max_model_len"), ("port", "api_port"), ("max-num-seqs", "max_num_seqs")):
+        try:
+            facts[name] = int(args[key]) if key in args else None
+        except (TypeError, ValueError):
+            facts[name] = None
+    kw = args.get("default-chat-template-kwargs")
+    if isinstance(kw, str):
+        try:
+            kw = json.loads(kw)
+        except ValueError:
+            kw = {}
+    if isinstance(kw, dict):
+        facts["thinking"] = bool(kw.get("thinking") or kw.get("enable_thinking"))
+    facts["headless"] = "headless" in args
+    return facts

@@ -1,0 +1,160 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""status.yml logic (issue #10 item 1): one row per rank from systemctl show, docker inspect, the
+deployment evidence file and (head) the endpoint and /metrics; rows rendered as one short table.
+
+Pure Python (no Ansible imports).
+
+  parse_systemctl_show(text) -> {Key: value}
+  parse_docker_inspect(text) -> {exists, running, status, started_at, image_id, image_ref, restart_count}
+  parse_iso8601(text) -> epoch seconds | None;  human_duration(seconds) -> '2d03h' / '1h02m' / '4m05s'
+  metrics_summary(text) -> {kv_cache_usage_perc, requests_running, requests_waiting, ...}
+  build_row(node, role, unit, container, deployed, endpoint, now) -> row
+  format_table(rows) -> [line, ...]
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import calendar
+import json
+import re
+import time
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_stats
+
+UNIT_PROPS = ("ActiveState", "SubState", "Result", "NRestarts", "MainPID", "ExecMainStatus", "ActiveEnterTimestamp",
+              "LoadState", "UnitFileState")
+COLUMNS = (("node", "node"), ("role", "role"), ("unit", "unit"), ("container", "container"), ("image", "image"),
+           ("profile", "profile"), ("uptime", "uptime"), ("endpoint", "endpoint"), ("kv", "KV used"),
+           ("reqs", "running/waiting"))
+
+
+def parse_systemctl_show(text):
+    out = {}
+    for line in (text or "").splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+_ISO = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:?\d{2})?$")
+
+
+def parse_iso8601(text):
+    """Docker's StartedAt ('2026-11-22T19:46:01.123456789Z') -> epoch seconds; None for zero/invalid."""
+    if not text or text.startswith("0001-"):
+        return None
+    m = _ISO.match(text.strip())
+    if not m:
+        return None
+    y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
+    frac = float("0." + m.group(7)) if m.group(7) else 0.0
+    epoch = calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0)) + frac
+    tz = m.group(8)
+    if tz and tz != "Z":
+        sign = 1 if tz[0] == "+" else -1
+        digits = tz[1:].replace(":", "")
+        epoch -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+    return epoch
+
+
+def human_duration(seconds):
+    if seconds is None:
+        return "-"
+    s = int(max(0, seconds))
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    if d:
+        return "%dd%02dh" % (d, h)
+    if h:
+        return "%dh%02dm" % (h, m)
+    return "%dm%02ds" % (m, s)
+
+
+def parse_docker_inspect(text):
+    """`docker inspect <container>` output (a JSON list) -> summary; exists False when it is absent."""
+    try:
+        data = json.loads(text or "[]")
+    except ValueError:
+        data = []
+    if not data:
+        return {"exists": False, "running": False, "status": "absent", "started_at": None, "image_id": None,
+                "image_ref": None, "restart_count": None}
+    c = data[0]
+    st = c.get("State") or {}
+    return {"exists": True, "running": bool(st.get("Running")), "status": st.get("Status") or "?",
+            "started_at": st.get("StartedAt"), "image_id": c.get("Image"),
+            "image_ref": (c.get("Config") or {}).get("Image"), "restart_count": c.get("RestartCount")}
+
+
+def metrics_summary(text):
+    samples = bench_stats.parse_prometheus(text or "")
+    return {
+        "kv_cache_usage_perc": bench_stats.metric_sum(samples, "vllm:kv_cache_usage_perc"),
+        "requests_running": bench_stats.metric_sum(samples, "vllm:num_requests_running"),
+        "requests_waiting": bench_stats.metric_sum(samples, "vllm:num_requests_waiting"),
+        "generation_tokens_total": bench_stats.metric_sum(samples, "vllm:generation_tokens_total"),
+        "vllm_series": sum(1 for s in samples if s["name"].startswith("vllm:")),
+    }
+
+
+def _short_id(image_id):
+    if not image_id:
+        return "-"
+    return image_id.split(":", 1)[-1][:12]
+
+
+def build_row(node, role, unit, container, deployed=None, endpoint=None, now=None):
+    """unit: parse_systemctl_show dict; container: parse_docker_inspect dict; deployed: the
+    deployed-<role>.json mapping or None; endpoint (head): {health, model, answer, seconds, error, metrics}."""
+    now = time.time() if now is None else now
+    deployed = deployed or {}
+    started = parse_iso8601(container.get("started_at")) if container.get("running") else None
+    row = {
+        "node": node, "role": role,
+        "unit": "%s/%s" % (unit.get("ActiveState", "?"), unit.get("SubState", "?")),
+        "unit_restarts": unit.get("NRestarts"),
+        "container": container.get("status", "?"),
+        "image": _short_id(container.get("image_id") or deployed.get("image_id")),
+        "image_id": container.get("image_id") or deployed.get("image_id"),
+        "image_ref": deployed.get("image_ref") or container.get("image_ref"),
+        "profile": deployed.get("profile") or "-",
+        "uptime_s": (now - started) if started else None,
+        "uptime": human_duration(now - started) if started else "-",
+        "endpoint": "-", "kv": "-", "reqs": "-",
+    }
+    if unit.get("NRestarts") not in (None, "", "0"):
+        row["unit"] += " (%s restarts)" % unit["NRestarts"]
+    if endpoint is not None:
+        if endpoint.get("error"):
+            row["endpoint"] = "down: %s" % endpoint["error"][:40]
+        elif endpoint.get("health") != 200:
+            row["endpoint"] = "/health %s" % endpoint.get("health")
+        else:
+            ans = endpoint.get("answer")
+            row["endpoint"] = "ok %s" % endpoint.get("model", "?")
+            if ans is not None:
+                row["endpoint"] += " %r %.1fs" % (ans[:12], endpoint.get("seconds") or 0.0)
+        m = endpoint.get("metrics") or {}
+        if m.get("kv_cache_usage_perc") is not None:
+            row["kv"] = "%.1f%%" % (100.0 * m["kv_cache_usage_perc"])
+        if m.get("requests_running") is not None:
+            row["reqs"] = "%d/%d" % (m["requests_running"], m.get("requests_waiting") or 0)
+        row["metrics"] = m
+    row["healthy"] = (unit.get("ActiveState") == "active" and bool(container.get("running"))
+                      and (endpoint is None or (not endpoint.get("error") and endpoint.get("health") == 200)))
+    return row
+
+
+def format_table(rows):
+    cols = [(k, title) for k, title in COLUMNS]
+    widths = [max([len(title)] + [len(str(r.get(k, "-"))) for r in rows]) for k, title in cols]
+    fmt = "  ".join("%%-%ds" % w for w in widths)
+    lines = [fmt % tuple(t for _k, t in cols), fmt % tuple("-" * w for w in widths)]
+    for r in sorted(rows, key=lambda x: (x.get("role") != "head", x.get("node"))):
+        lines.append(fmt % tuple(str(r.get(k, "-")) for k, _t in cols))
+    return [ln.rstrip() for ln in lines]

@@ -1,0 +1,226 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Smoke checks for validate.yml (issue #10 item 2; seed 003's gates: direct prompts clean, concurrent
+prompts clean; garble = CJK drift, loops, leaked template/tool tokens, empty replies).
+
+Pure Python (no Ansible imports).  Garble detection is garble.check_reply's (not re-implemented here).
+
+A failure is {'request': name, 'check': name, 'excerpt': str, 'detail': str}.
+
+  check_deterministic(name, response, expected) -> [failure]
+  check_tool_call(name, response, tool) -> [failure]
+  check_reasoning(name, response) -> [failure]
+  check_garble(name, response, **thresholds) -> [failure]
+  run_validate(base_url, model, ...) -> {'ok', 'failures', 'requests', 'summary'}
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import json
+import re
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import garble
+from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
+
+DETERMINISTIC_PROMPT = "What is 2+2? Answer with one word."
+DETERMINISTIC_EXPECTED = ("four", "4")
+TOOL = {"type": "function", "function": {
+    "name": "get_weather",
+    "description": "Get the current weather for a city.",
+    "parameters": {"type": "object",
+                   "properties": {"city": {"type": "string", "description": "City name"},
+                                  "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                   "required": ["city"]}}}
+TOOL_PROMPT = "What is the weather in Paris right now? Use the tool."
+# English prompts for the concurrent garble gate (seed 003: "five longer English prompts").
+GARBLE_PROMPTS = (
+    "Explain in a short paragraph why the sky is blue.",
+    "Describe how a bicycle gear system works, in plain English.",
+    "Give three practical tips for writing clear technical documentation.",
+    "Summarize the water cycle for a ten-year-old.",
+    "Explain what a hash table is and when to use one.",
+    "Write a short paragraph about the history of the printing press.",
+)
+DEFAULT_LEVELS = (1, 2, 4, 6)   # seed 003: 2/4/6 concurrent direct prompts (+1)
+EXCERPT = 80
+
+
+def _excerpt(text, width=EXCERPT):
+    text = "" if text is None else str(text)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= width else text[:width] + "..."
+
+
+def _failure(request, check, excerpt, detail):
+    return {"request": request, "check": check, "excerpt": _excerpt(excerpt), "detail": detail}
+
+
+def _message(response):
+    """(message dict, finish_reason, error) from a non-streamed chat completion response."""
+    if not isinstance(response, dict):
+        return None, None, "not a JSON object: %s" % _excerpt(response)
+    choices = response.get("choices") or []
+    if not choices:
+        return None, None, "no choices in the response"
+    ch = choices[0]
+    return ch.get("message") or {}, ch.get("finish_reason"), None
+
+
+def _http_failure(name, status, response):
+    if status == 200:
+        return []
+    return [_failure(name, "http", response if not isinstance(response, dict) else json.dumps(response),
+                     "HTTP %s" % status if status else "no HTTP answer")]
+
+
+def normalise_answer(text):
+    return re.sub(r"[^\w]+", " ", (text or "").lower()).strip()
+
+
+def check_deterministic(name, response, expected=DETERMINISTIC_EXPECTED):
+    msg, _finish, err = _message(response)
+    if err:
+        return [_failure(name, "deterministic_answer", "", err)]
+    content = msg.get("content") or ""
+    got = normalise_answer(content)
+    wanted = [normalise_answer(e) for e in expected]
+    if got in wanted:
+        return []
+    return [_failure(name, "deterministic_answer", content, "expected %s at temperature 0, got %r"
+                     % (" or ".join(repr(e) for e in expected), content[:40]))]
+
+
+def check_tool_call(name, response, tool=None):
+    tool = tool or TOOL
+    fn = tool["function"]
+    msg, finish, err = _message(response)
+    if err:
+        return [_failure(name, "tool_call", "", err)]
+    calls = msg.get("tool_calls") or []
+    if not calls:
+        return [_failure(name, "tool_call", msg.get("content") or "",
+                         "no tool call in the reply (finish_reason %s); the content is shown" % finish)]
+    out = []
+    call = calls[0]
+    f = call.get("function") or {}
+    if f.get("name") != fn["name"]:
+        out.append(_failure(name, "tool_call_name", f.get("name"), "called %r, expected %r" % (f.get("name"), fn["name"])))
+    raw = f.get("arguments")
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError as exc:
+        return out + [_failure(name, "tool_call_arguments", raw, "arguments are not valid JSON: %s" % exc)]
+    if not isinstance(args, dict):
+        return out + [_failure(name, "tool_call_arguments", raw, "arguments are not a JSON object")]
+    props = (fn.get("parameters") or {}).get("properties") or {}
+    missing = [k for k in (fn.get("parameters") or {}).get("required") or [] if k not in args]
+    if missing:
+        out.append(_failure(name, "tool_call_arguments", raw, "required argument(s) missing: %s" % ", ".join(missing)))
+    unknown = [k for k in args if props and k not in props]
+    if unknown:
+        out.append(_failure(name, "tool_call_arguments", raw, "argument(s) not in the schema: %s" % ", ".join(unknown)))
+    for k, schema in props.items():
+        if k in args and schema.get("enum") and args[k] not in schema["enum"]:
+            out.append(_failure(name, "tool_call_arguments", raw, "%s=%r not in %s" % (k, args[k], schema["enum"])))
+    if finish != "tool_calls":
+        out.append(_failure(name, "tool_call_finish", finish, "finish_reason %r, expected 'tool_calls'" % finish))
+    for leak in garble.leaked_tokens(msg.get("content") or ""):
+        out.append(_failure(name, leak["check"], leak["excerpt"], leak["detail"]))
+    return out
+
+
+def check_reasoning(name, response):
+    msg, _finish, err = _message(response)
+    if err:
+        return [_failure(name, "reasoning_field", "", err)]
+    reasoning = msg.get("reasoning") or msg.get("reasoning_content")
+    if reasoning and str(reasoning).strip():
+        return []
+    content = msg.get("content") or ""
+    hint = " (a '</think>' in the content: no --reasoning-parser)" if "</think>" in content else ""
+    return [_failure(name, "reasoning_field", content, "thinking is on but the reply has no reasoning field%s" % hint)]
+
+
+def check_garble(name, response, **thresholds):
+    msg, _finish, err = _message(response)
+    if err:
+        return [_failure(name, "garble", "", err)]
+    out = []
+    for f in garble.check_reply(msg.get("content"), **thresholds):
+        out.append(_failure(name, f["check"], f["excerpt"], f["detail"]))
+    reasoning = msg.get("reasoning") or msg.get("reasoning_content")
+    if reasoning:
+        for f in garble.check_reply(reasoning, **thresholds):
+            if f["check"] != "empty_reply":
+                out.append(_failure(name, "reasoning:" + f["check"], f["excerpt"], f["detail"]))
+    return out
+
+
+def _body(model, prompt, max_tokens, thinking, **extra):
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": int(max_tokens),
+            "temperature": 0.0}
+    if thinking is not None:
+        body["chat_template_kwargs"] = {"thinking": bool(thinking), "enable_thinking": bool(thinking)}
+    body.update(extra)
+    return body
+
+
+def run_validate(base_url, model, api_key=None, thinking=False, levels=DEFAULT_LEVELS, tool_choice="auto",
+                 max_tokens=200, deterministic_max_tokens=None, timeout=300.0, prompts=GARBLE_PROMPTS,
+                 thresholds=None, tools_check=True):
+    """Deterministic prompt (+ reasoning when thinking is on), tool call, then N concurrent prompts per level."""
+    thresholds = thresholds or {}
+    failures = []
+    requests = []
+
+    def record(name, status, response, seconds, fails):
+        msg = _message(response)[0] if status == 200 else None
+        requests.append({"request": name, "status": status, "seconds": round(seconds, 3),
+                         "content": _excerpt((msg or {}).get("content") or "", 120),
+                         "failures": len(fails)})
+        failures.extend(fails)
+
+    # 1. deterministic answer at temperature 0 (thinking as deployed: the reasoning field is checked too)
+    name = "deterministic"
+    det_tokens = deterministic_max_tokens or (1024 if thinking else 32)
+    status, resp, secs = vllm_client.post_json(base_url, "/v1/chat/completions",
+                                               _body(model, DETERMINISTIC_PROMPT, det_tokens, thinking), api_key, timeout)
+    fails = _http_failure(name, status, resp)
+    if not fails:
+        fails = check_deterministic(name, resp) + check_garble(name, resp, **thresholds)
+        if thinking:
+            fails += check_reasoning(name, resp)
+    record(name, status, resp, secs, fails)
+
+    # 2. tool call with valid JSON arguments
+    if tools_check:
+        name = "tool_call"
+        body = _body(model, TOOL_PROMPT, 512 if thinking else 128, thinking, tools=[TOOL], tool_choice=tool_choice)
+        status, resp, secs = vllm_client.post_json(base_url, "/v1/chat/completions", body, api_key, timeout)
+        fails = _http_failure(name, status, resp) or check_tool_call(name, resp)
+        record(name, status, resp, secs, fails)
+
+    # 3. concurrent English prompts, thinking off (the reply budget goes to content), garble checks
+    for n in levels:
+        n = int(n)
+        args = []
+        for i in range(n):
+            prompt = prompts[i % len(prompts)]
+            args.append(("c%d-r%d" % (n, i + 1), _body(model, prompt, max_tokens, False)))
+        results = vllm_client.run_concurrent(
+            lambda nm, b: (nm,) + vllm_client.post_json(base_url, "/v1/chat/completions", b, api_key, timeout), args)
+        for (nm, _b), res in zip(args, results):
+            if isinstance(res, dict):  # the thread raised
+                record(nm, None, res.get("error"), 0.0, [_failure(nm, "http", res.get("error"), "request failed")])
+                continue
+            _nm, status, resp, secs = res
+            fails = _http_failure(nm, status, resp) or check_garble(nm, resp, **thresholds)
+            record(nm, status, resp, secs, fails)
+
+    return {"ok": not failures, "failures": failures, "requests": requests,
+            "summary": "%d request(s), %d failure(s)%s" % (
+                len(requests), len(failures),
+                (": " + "; ".join("%s %s: %s" % (f["request"], f["check"], f["excerpt"]) for f in failures[:10]))
+                if failures else "")}

@@ -1,0 +1,240 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Minimal OpenAI-compatible client for validate.yml and bench.yml (issue #10).
+
+Pure Python standard library (urllib, threading); no Ansible imports.
+
+  get(base_url, path, api_key=None, timeout=10) -> (status, text)
+  post_json(base_url, path, body, api_key=None, timeout=120) -> (status, obj_or_text, seconds)
+  stream_chat(base_url, body, api_key=None, timeout=600, clock=time.monotonic) -> record
+  run_concurrent(fn, args_list) -> [result, ...]   all calls released together (barrier)
+
+A stream record is what bench_stats.summarize_level expects (vllm-ops.md section 4.5):
+  t_start (request sent), t_first / t_last (first / last chunk that carries generated text:
+  content, reasoning or tool-call arguments), completion_tokens / prompt_tokens (from the final
+  `usage` chunk, requested with stream_options.include_usage; never from counting chunks), error
+  (None or a short text), plus content, reasoning, tool_calls, finish_reason, text_chunks, status.
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import json
+import socket
+import threading
+import time
+
+try:  # Python 3
+    from urllib.request import Request, urlopen
+    from urllib.error import HTTPError, URLError
+except ImportError:  # pragma: no cover  (Python 2 is not supported by the collection)
+    from urllib2 import Request, urlopen, HTTPError, URLError  # type: ignore
+
+USER_AGENT = "dgxspark.ds4-ops/1"
+
+
+def _headers(api_key, json_body=False):
+    h = {"User-Agent": USER_AGENT}
+    if json_body:
+        h["Content-Type"] = "application/json"
+    if api_key:
+        h["Authorization"] = "Bearer %s" % api_key
+    return h
+
+
+def _url(base_url, path):
+    return base_url.rstrip("/") + path
+
+
+def _error_text(exc):
+    body = ""
+    try:
+        body = exc.read().decode("utf-8", "replace")
+    except Exception:  # pylint: disable=broad-except
+        pass
+    try:
+        obj = json.loads(body)
+        err = obj.get("error")
+        if isinstance(err, dict):
+            body = err.get("message") or body
+        elif err:
+            body = str(err)
+    except ValueError:
+        pass
+    return "HTTP %s: %s" % (exc.code, body[:300])
+
+
+def get(base_url, path, api_key=None, timeout=10.0):
+    """GET; returns (status, text).  Connection errors raise (URLError / OSError)."""
+    req = Request(_url(base_url, path), headers=_headers(api_key))
+    try:
+        resp = urlopen(req, timeout=timeout)
+    except HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", "replace")
+    with resp:
+        return resp.status, resp.read().decode("utf-8", "replace")
+
+
+def post_json(base_url, path, body, api_key=None, timeout=120.0):
+    """POST a JSON body; returns (status, parsed JSON or text, seconds).  HTTP errors do not raise;
+    connection errors and timeouts return status None and the error text."""
+    data = json.dumps(body).encode("utf-8")
+    req = Request(_url(base_url, path), data=data, headers=_headers(api_key, True))
+    t0 = time.monotonic()
+    try:
+        resp = urlopen(req, timeout=timeout)
+        with resp:
+            raw = resp.read().decode("utf-8", "replace")
+            status = resp.status
+    except HTTPError as exc:
+        return exc.code, _error_text(exc), time.monotonic() - t0
+    except (URLError, socket.timeout, OSError) as exc:
+        return None, "%s: %s" % (type(exc).__name__, getattr(exc, "reason", exc)), time.monotonic() - t0
+    try:
+        return status, json.loads(raw), time.monotonic() - t0
+    except ValueError:
+        return status, raw, time.monotonic() - t0
+
+
+def _merge_tool_calls(acc, deltas):
+    for d in deltas or []:
+        idx = d.get("index", 0)
+        cur = acc.setdefault(idx, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+        if d.get("id"):
+            cur["id"] = d["id"]
+        fn = d.get("function") or {}
+        if fn.get("name"):
+            cur["function"]["name"] += fn["name"]
+        if fn.get("arguments"):
+            cur["function"]["arguments"] += fn["arguments"]
+
+
+def parse_sse_line(line):
+    """One SSE line -> ('data', obj) | ('done', None) | (None, None)."""
+    line = line.strip()
+    if not line.startswith("data:"):
+        return None, None
+    payload = line[5:].strip()
+    if payload == "[DONE]":
+        return "done", None
+    try:
+        return "data", json.loads(payload)
+    except ValueError:
+        return None, None
+
+
+def new_record():
+    return {"t_start": None, "t_first": None, "t_last": None, "t_end": None, "completion_tokens": None,
+            "prompt_tokens": None, "reasoning_tokens": None, "error": None, "status": None, "content": "",
+            "reasoning": "", "tool_calls": [], "finish_reason": None, "text_chunks": 0}
+
+
+def consume_event(rec, obj, now, tools):
+    """Fold one parsed chunk into the record (pure; used by stream_chat and the unit tests)."""
+    usage = obj.get("usage")
+    if usage:
+        rec["completion_tokens"] = usage.get("completion_tokens")
+        rec["prompt_tokens"] = usage.get("prompt_tokens")
+        details = usage.get("completion_tokens_details") or {}
+        rec["reasoning_tokens"] = details.get("reasoning_tokens")
+    for choice in obj.get("choices") or []:
+        delta = choice.get("delta")
+        if delta is None:  # /v1/completions stream
+            delta = {"content": choice.get("text")}
+        text = False
+        if delta.get("content"):
+            rec["content"] += delta["content"]
+            text = True
+        reasoning = delta.get("reasoning") or delta.get("reasoning_content")
+        if reasoning:
+            rec["reasoning"] += reasoning
+            text = True
+        if delta.get("tool_calls"):
+            _merge_tool_calls(tools, delta["tool_calls"])
+            text = True
+        if text:
+            rec["text_chunks"] += 1
+            if rec["t_first"] is None:
+                rec["t_first"] = now
+            rec["t_last"] = now
+        if choice.get("finish_reason"):
+            rec["finish_reason"] = choice["finish_reason"]
+
+
+def stream_chat(base_url, body, api_key=None, timeout=600.0, clock=time.monotonic, path="/v1/chat/completions"):
+    """Send one streamed request and time its chunks (see the module docstring)."""
+    body = dict(body)
+    body["stream"] = True
+    opts = dict(body.get("stream_options") or {})
+    opts["include_usage"] = True
+    body["stream_options"] = opts
+    rec = new_record()
+    tools = {}
+    req = Request(_url(base_url, path), data=json.dumps(body).encode("utf-8"), headers=_headers(api_key, True))
+    rec["t_start"] = clock()
+    try:
+        resp = urlopen(req, timeout=timeout)
+    except HTTPError as exc:
+        rec["status"] = exc.code
+        rec["error"] = _error_text(exc)
+        rec["t_end"] = clock()
+        return rec
+    except (URLError, socket.timeout, OSError) as exc:
+        rec["error"] = "%s: %s" % (type(exc).__name__, getattr(exc, "reason", exc))
+        rec["t_end"] = clock()
+        return rec
+    rec["status"] = resp.status
+    done = False
+    try:
+        with resp:
+            while True:
+                raw = resp.readline()
+                if not raw:
+                    break
+                now = clock()
+                kind, obj = parse_sse_line(raw.decode("utf-8", "replace"))
+                if kind == "done":
+                    done = True
+                    break
+                if kind == "data":
+                    if obj.get("error"):
+                        err = obj["error"]
+                        rec["error"] = "stream error: %s" % (err.get("message") if isinstance(err, dict) else err)
+                        break
+                    consume_event(rec, obj, now, tools)
+    except (socket.timeout, OSError, ValueError) as exc:
+        rec["error"] = "stream interrupted: %s: %s" % (type(exc).__name__, exc)
+    rec["t_end"] = clock()
+    rec["tool_calls"] = [tools[k] for k in sorted(tools)]
+    if rec["error"] is None:
+        if not done:
+            rec["error"] = "stream ended without [DONE]"
+        elif rec["completion_tokens"] is None:
+            rec["error"] = "no usage chunk (stream_options.include_usage ignored by the server)"
+    return rec
+
+
+def run_concurrent(fn, args_list, start_timeout=30.0):
+    """Run fn(*args) for every args tuple in its own thread, all released at once; results in order.
+    An exception in fn becomes {'error': 'ExcType: text'}."""
+    n = len(args_list)
+    results = [None] * n
+    if n == 0:
+        return results
+    barrier = threading.Barrier(n)
+
+    def worker(i, args):
+        try:
+            barrier.wait(start_timeout)
+            results[i] = fn(*args)
+        except Exception as exc:  # pylint: disable=broad-except
+            results[i] = {"error": "%s: %s" % (type(exc).__name__, exc)}
+
+    threads = [threading.Thread(target=worker, args=(i, a)) for i, a in enumerate(args_list)]
+    for t in threads:
+        t.daemon = True
+        t.start()
+    for t in threads:
+        t.join()
+    return results

@@ -1,0 +1,126 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: bench_report
+short_description: Write a vllm_bench report as JSON, markdown and a PNG plot with the seed reference
+version_added: 0.1.0
+description:
+  - Writes C(<dest>/<name>.json) (the full report), C(<dest>/<name>.md) (method header and table) and
+    C(<dest>/<name>.png) (decode tok/s against concurrency, measured aggregate and per-stream curves, the profile's
+    seed reference figures beside them).
+  - Meant for the controller (C(delegate_to: localhost)), where C(matplotlib) is installed from C(requirements.txt).
+author:
+  - dgxspark.ds4 contributors (@dgxspark)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+options:
+  report:
+    description: The C(report) returned by M(dgxspark.ds4.vllm_bench).
+    type: dict
+    required: true
+  dest:
+    description: Directory for the files (created 0755 when missing).
+    type: path
+    required: true
+  name:
+    description: Base name of the files.
+    type: str
+    required: true
+  plot:
+    description: Draw the PNG (needs matplotlib).
+    type: bool
+    default: true
+requirements:
+  - matplotlib (for O(plot=true))
+'''
+
+EXAMPLES = r'''
+- name: Write the bench report on the controller
+  dgxspark.ds4.bench_report:
+    report: "{{ ds4_bench['report'] }}"
+    dest: "{{ playbook_dir }}/../bench"
+    name: "bench-throughput-20261122T101500Z"
+  delegate_to: localhost
+'''
+
+RETURN = r'''
+files:
+  description: Paths written (or that would be written).
+  returned: always
+  type: list
+  elements: str
+markdown:
+  description: The markdown text.
+  returned: always
+  type: str
+'''
+
+import json
+import os
+import tempfile
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_plot, bench_sweep
+
+try:
+    import matplotlib  # noqa: F401  pylint: disable=unused-import
+    HAS_MPL = True
+    MPL_ERR = None
+except ImportError:
+    HAS_MPL = False
+    MPL_ERR = traceback.format_exc()
+
+
+def _write(module, path, data):
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix='.ds4-')
+    with os.fdopen(fd, 'w') as f:
+        f.write(data)
+    os.chmod(tmp, 0o644)
+    module.atomic_move(tmp, path)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            report=dict(type='dict', required=True),
+            dest=dict(type='path', required=True),
+            name=dict(type='str', required=True),
+            plot=dict(type='bool', default=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if '/' in p['name'] or p['name'] in ('', '.', '..'):
+        module.fail_json(msg='name must be a plain file name, got %r' % p['name'])
+    if p['plot'] and not HAS_MPL:
+        module.fail_json(msg=missing_required_lib('matplotlib'), exception=MPL_ERR)
+    base = os.path.join(p['dest'], p['name'])
+    files = [base + '.json', base + '.md'] + ([base + '.png'] if p['plot'] else [])
+    md = bench_sweep.markdown_report(p['report'])
+    if module.check_mode:
+        module.exit_json(changed=True, files=files, markdown=md)
+    if not os.path.isdir(p['dest']):
+        os.makedirs(p['dest'], 0o755)
+    _write(module, base + '.json', json.dumps(p['report'], indent=2, sort_keys=True) + '\n')
+    _write(module, base + '.md', md)
+    if p['plot']:
+        bench_plot.render_plot(p['report'], base + '.png')
+    module.exit_json(changed=True, files=files, markdown=md, msg='wrote %s' % ', '.join(files))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,165 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: vllm_status
+short_description: One status row for this rank (unit, container, image, profile, uptime; head - endpoint and /metrics)
+version_added: 0.1.0
+description:
+  - Reads C(systemctl show) of the unit, C(docker inspect) of the container and the deployment evidence file
+    (C(/var/lib/dgxspark-ds4/deployed-<role>.json): profile, image).
+  - On the head also C(GET /health), C(GET /v1/models), a short chat completion (the endpoint answer, thinking off)
+    and C(/metrics) (KV cache usage, running and waiting requests).
+  - The rows of both ranks become one table with the C(dgxspark.ds4.status_table) filter.
+author:
+  - dgxspark.ds4 contributors (@dgxspark)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Reads only; runs the same in check mode.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+options:
+  node:
+    description: Node name shown in the row (the inventory name).
+    type: str
+    default: ''
+  role:
+    description: V(head) or V(worker).
+    type: str
+    required: true
+    choices: [head, worker]
+  unit:
+    description: systemd unit of this rank.
+    type: str
+    required: true
+  container:
+    description: Container name of this rank.
+    type: str
+    required: true
+  evidence:
+    description: Deployment evidence file written by the vllm_service role.
+    type: path
+  url:
+    description: Base URL of the endpoint (head only), for example V(http://127.0.0.1:8000).
+    type: str
+  api_key:
+    description: Bearer key for C(/v1) requests.
+    type: str
+  chat:
+    description: Send a short chat completion (head only).
+    type: bool
+    default: true
+  timeout:
+    description: Seconds per HTTP request.
+    type: float
+    default: 30
+  docker_cli:
+    description: Docker client.
+    type: str
+    default: docker
+'''
+
+EXAMPLES = r'''
+- name: Status of this rank
+  dgxspark.ds4.vllm_status:
+    role: head
+    unit: dgxspark-ds4-head.service
+    container: dgxspark-ds4-head
+    evidence: /var/lib/dgxspark-ds4/deployed-head.json
+    url: http://127.0.0.1:8000
+  register: ds4_status
+'''
+
+RETURN = r'''
+row:
+  description: Node, role, unit state, container state, image (short ID, full ID, ref), profile, uptime, endpoint answer,
+    KV cache usage and running/waiting requests, healthy.
+  returned: always
+  type: dict
+'''
+
+import json
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.ds4.plugins.module_utils import ops_status, vllm_client
+
+PROMPT = 'Reply with exactly: OK'
+
+
+def _endpoint(url, api_key, chat, timeout):
+    out = {}
+    try:
+        out['health'] = vllm_client.get(url, '/health', timeout=timeout)[0]
+        st, text = vllm_client.get(url, '/v1/models', api_key=api_key, timeout=timeout)
+        if st == 200:
+            out['model'] = (json.loads(text).get('data') or [{}])[0].get('id')
+        else:
+            out['model'] = 'HTTP %s' % st
+        if chat and out['health'] == 200 and st == 200:
+            body = {'model': out['model'], 'messages': [{'role': 'user', 'content': PROMPT}], 'max_tokens': 16,
+                    'temperature': 0, 'chat_template_kwargs': {'thinking': False, 'enable_thinking': False}}
+            st, resp, secs = vllm_client.post_json(url, '/v1/chat/completions', body, api_key, timeout)
+            if st == 200 and isinstance(resp, dict):
+                out['answer'] = ((resp.get('choices') or [{}])[0].get('message') or {}).get('content') or ''
+                out['seconds'] = secs
+            else:
+                out['error'] = 'chat %s: %s' % (st, str(resp)[:80])
+        st, text = vllm_client.get(url, '/metrics', timeout=timeout)
+        if st == 200:
+            out['metrics'] = ops_status.metrics_summary(text)
+    except Exception as exc:  # pylint: disable=broad-except
+        out['error'] = '%s: %s' % (type(exc).__name__, getattr(exc, 'reason', exc))
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            node=dict(type='str', default=''),
+            role=dict(type='str', required=True, choices=['head', 'worker']),
+            unit=dict(type='str', required=True),
+            container=dict(type='str', required=True),
+            evidence=dict(type='path'),
+            url=dict(type='str'),
+            api_key=dict(type='str', no_log=True),
+            chat=dict(type='bool', default=True),
+            timeout=dict(type='float', default=30.0),
+            docker_cli=dict(type='str', default='docker'),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    systemctl = module.get_bin_path('systemctl') or 'systemctl'
+    _rc, out, _err = module.run_command([systemctl, 'show', '-p', ','.join(ops_status.UNIT_PROPS), p['unit']])
+    unit = ops_status.parse_systemctl_show(out)
+    docker = module.get_bin_path(p['docker_cli']) or p['docker_cli']
+    rc, out, _err = module.run_command([docker, 'inspect', p['container']])
+    container = ops_status.parse_docker_inspect(out if rc == 0 else '[]')
+    deployed = None
+    if p['evidence']:
+        try:
+            with open(p['evidence']) as f:
+                deployed = json.load(f)
+        except (IOError, OSError, ValueError):
+            deployed = None
+    endpoint = None
+    if p['role'] == 'head' and p['url']:
+        endpoint = _endpoint(p['url'], p['api_key'], p['chat'], p['timeout'])
+    row = ops_status.build_row(p['node'], p['role'], unit, container, deployed, endpoint, time.time())
+    module.exit_json(changed=False, row=row, msg='%s %s, container %s, endpoint %s' % (p['role'], row['unit'], row['container'],
+                                                                                  row['endpoint']))
+
+
+if __name__ == '__main__':
+    main()
