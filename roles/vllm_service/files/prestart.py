@@ -13,7 +13,9 @@ Steps, in order (seed 000 "required cleanup sequence before any cold restart"):
      container that is no longer running -- never a broad pattern such as `pkill python`;
   3. check the ports this rank binds (head: master port + API port) are free, naming the owner;
   4. clear vLLM's /dev/shm segments (psm_*, sem.mp-*) only when no vLLM container runs;
-  5. head only: wait (bounded) until every worker host answers over the fabric;
+  5. head only: wait (bounded) until every worker host answers over the fabric, then make sure
+     every worker rank is a fresh one (pairguard.py: a worker that was paired with the previous
+     head, or is down, is restarted first -- the pair restarts worker first);
   6. sync + drop the page cache (skippable on test hosts that share a kernel), then wait
      (bounded) until MemAvailable >= fraction x MemTotal.
 """
@@ -30,6 +32,10 @@ import socket
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# pairguard.py is installed next to this file.
+import pairguard  # noqa: E402  pylint: disable=wrong-import-position
 
 TAG = 'dgxspark-ds4 prestart'
 CID_RE = re.compile(r'(?:docker[-/]|/docker/)([0-9a-f]{64})')
@@ -246,6 +252,15 @@ def wait_for_peers(cfg):
         time.sleep(float(cfg.get('peer_poll_s', 5)))
 
 
+def fresh_workers(cfg):
+    if not cfg.get('pair_state_file'):
+        return
+    try:
+        pairguard.ensure_fresh_workers(cfg)
+    except pairguard.GuardError as exc:
+        raise PrestartError(str(exc))
+
+
 # ------------------------------------------------------------------ 6. memory
 
 def meminfo(cfg):
@@ -307,6 +322,7 @@ STEPS = (
     ('ports', check_ports),
     ('shared memory', clear_shm),
     ('workers', wait_for_peers),
+    ('worker ranks', fresh_workers),
     ('page cache', drop_caches),
     ('memory', memory_gate),
 )

@@ -1,0 +1,97 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Helpers shared by the Molecule verify tests that act on the converged pair (test code only).
+
+They run from the controller (the CI machine): ansible-playbook against the Molecule inventory,
+`docker exec` into the node containers, HTTP to the head's fabric address.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+INVENTORY = os.environ.get('MOLECULE_INVENTORY_FILE', '')
+PROJECT = os.environ.get('MOLECULE_PROJECT_DIRECTORY', os.getcwd())
+SCENARIO_DIR = os.environ.get('MOLECULE_SCENARIO_DIRECTORY', '')
+HEAD_URL = 'http://10.77.0.11:8000'
+BASE_OVERRIDES = {
+    'image': {'ref': 'ds4-vllm-sim:test'},
+    'model': {'revision': '0123456789abcdef0123456789abcdef01234567'},
+}
+
+
+def run_playbook(name, *extra_vars, **kwargs):
+    """ansible-playbook playbooks/<name> against the Molecule inventory; (rc, output)."""
+    cmd = [shutil.which('ansible-playbook') or 'ansible-playbook', '-i', os.path.dirname(INVENTORY),
+           os.path.join(PROJECT, 'playbooks', name)]
+    for path in kwargs.get('var_files', ()):
+        cmd += ['-e', '@' + path]
+    for ev in extra_vars:
+        cmd += ['-e', json.dumps(ev)]
+    env = dict(os.environ)
+    env.setdefault('ANSIBLE_COLLECTIONS_PATH', os.path.join(PROJECT, '.collections'))
+    env['ANSIBLE_NOCOLOR'] = '1'
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          env=env, cwd=PROJECT, timeout=kwargs.get('timeout', 900), check=False)
+    return proc.returncode, proc.stdout
+
+
+def node(name, *argv, **kwargs):
+    proc = subprocess.run(['docker', 'exec', name] + list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, check=kwargs.get('check', True))
+    return proc.stdout.strip()
+
+
+def started_at(name, role):
+    """Container StartedAt as (seconds-part, nanoseconds) so Docker's trimmed fractions compare right."""
+    raw = node(name, 'docker', 'inspect', '-f', '{{.State.StartedAt}}', 'dgxspark-ds4-%s' % role)
+    stamp, _dot, frac = raw.rstrip('Z').partition('.')
+    return stamp, int((frac + '000000000')[:9])
+
+
+def unit_show(name, unit, *props):
+    out = node(name, 'systemctl', 'show', unit, *['-p%s' % p for p in props])
+    return dict(line.split('=', 1) for line in out.splitlines() if '=' in line)
+
+
+def request(path, body=None, timeout=10.0, url=HEAD_URL):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=data, headers={'Content-Type': 'application/json'})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return resp.status, resp.read()
+
+
+def chat(prompt='What is 2+2? Answer with one word.', timeout=30.0):
+    status, body = request('/v1/chat/completions', {
+        'model': 'deepseek-v4-flash', 'max_tokens': 16, 'temperature': 0,
+        'messages': [{'role': 'user', 'content': prompt}]}, timeout=timeout)
+    assert status == 200
+    return json.loads(body)['choices'][0]['message']['content']
+
+
+def wait_until(what, predicate, timeout, interval=1.0):
+    """Poll predicate() until truthy; returns its value or raises with the last exception/value."""
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        try:
+            value = predicate()
+            if value:
+                return value
+            last = value
+        except (AssertionError, urllib.error.URLError, ConnectionError, OSError, ValueError, KeyError,
+                subprocess.CalledProcessError) as exc:
+            last = exc
+        time.sleep(interval)
+    raise AssertionError('%s: not within %.0f s (last: %r)' % (what, timeout, last))
+
+
+def wait_serving(timeout=180.0):
+    """Both ranks up and a real completion answered through the head."""
+    return wait_until('the pair serves a chat completion', lambda: chat(timeout=10.0), timeout, interval=2.0)

@@ -1,0 +1,223 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests for roles/vllm_service/files/pairguard.py (both ranks live and die together).
+
+A fake systemd (local head unit, the worker unit behind an ssh prefix) records every command,
+so the tests show which rank is restarted, in which order, and when the guard gives up.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+
+import pytest
+
+FILES = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'vllm_service', 'files')
+
+
+def load(name):
+    path = os.path.abspath(os.path.join(FILES, name))
+    loader = importlib.machinery.SourceFileLoader('ds4_' + name[:-3], path)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+pairguard = load('pairguard.py')
+prestart = load('prestart.py')
+
+SSH = ['ssh', '-i', '/etc/dgxspark-ds4/peer/id_ed25519', 'root@10.77.0.12']
+HEAD = 'dgxspark-ds4-head.service'
+WORKER = 'dgxspark-ds4-worker.service'
+
+
+class FakeSystemd(object):
+    """Units by (where, name): where is 'local' or the ssh target."""
+
+    def __init__(self, head='active', worker='active', worker_inv='w1', fail_restart=False, restart_to='active'):
+        self.units = {('local', HEAD): {'ActiveState': head, 'SubState': 'running', 'InvocationID': 'h1'},
+                      (SSH[-1], WORKER): {'ActiveState': worker, 'SubState': 'running', 'InvocationID': worker_inv}}
+        self.calls = []
+        self.n = 1
+        self.fail_restart = fail_restart
+        self.restart_to = restart_to
+        self.unreachable = False
+
+    def __call__(self, argv, timeout=30):
+        where = 'local'
+        if argv[:len(SSH)] == SSH:
+            where = SSH[-1]
+            argv = argv[len(SSH):]
+            if self.unreachable:
+                return 255, '', 'ssh: connect to host 10.77.0.12 port 22: No route to host'
+        self.calls.append((where, argv[1], argv[-1]))
+        unit = self.units[(where, argv[-1])]
+        if argv[1] == 'show':
+            return 0, ''.join('%s=%s\n' % kv for kv in sorted(unit.items())), ''
+        if argv[1] == 'restart':
+            if self.fail_restart:
+                return 1, '', 'Job for %s failed.' % argv[-1]
+            self.n += 1
+            unit.update({'ActiveState': self.restart_to, 'InvocationID': 'new%d' % self.n})
+        if argv[1] == 'stop':
+            unit['ActiveState'] = 'inactive'
+        return 0, '', ''
+
+    def actions(self):
+        return [c for c in self.calls if c[1] != 'show']
+
+
+def cfg(tmp_path, record=None):
+    path = str(tmp_path / 'pair-head.json')
+    if record is not None:
+        with open(path, 'w') as fh:
+            json.dump({'workers': record}, fh)
+    return {'head_unit': HEAD, 'pair_state_file': path, 'peer_wait_s': 5, 'max_restarts': 2, 'window_s': 600,
+            'unreachable_polls': 3,
+            'peers': [{'name': 'spark2', 'addr': '10.77.0.12', 'unit': WORKER, 'ssh': SSH}]}
+
+
+def recorded(c):
+    with open(c['pair_state_file']) as fh:
+        return json.load(fh)['workers']
+
+
+def test_fresh_worker_is_kept_and_recorded(tmp_path):
+    c = cfg(tmp_path, record={'spark2': 'old-w'})
+    fake = FakeSystemd(worker_inv='w1')
+    assert pairguard.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None) == {'spark2': 'w1'}
+    assert fake.actions() == []
+    assert recorded(c) == {'spark2': 'w1'}
+
+
+def test_first_deploy_without_record_keeps_running_worker(tmp_path):
+    c = cfg(tmp_path)
+    fake = FakeSystemd(worker_inv='w1')
+    pairguard.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None)
+    assert fake.actions() == []
+    assert recorded(c) == {'spark2': 'w1'}
+
+
+def test_worker_paired_with_previous_head_is_restarted_first(tmp_path, capsys):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    fake = FakeSystemd(worker_inv='w1')
+    pairguard.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None)
+    assert fake.actions() == [('root@10.77.0.12', 'reset-failed', WORKER), ('root@10.77.0.12', 'restart', WORKER)]
+    assert recorded(c) == {'spark2': 'new2'}
+    assert 'paired with the previous head' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize('state,sub', [('failed', 'failed'), ('inactive', 'dead'), ('activating', 'auto-restart')])
+def test_worker_not_running_is_started_before_the_head(tmp_path, state, sub):
+    c = cfg(tmp_path, record={'spark2': 'w0'})
+    fake = FakeSystemd(worker=state, worker_inv='w1')
+    fake.units[(SSH[-1], WORKER)]['SubState'] = sub
+    pairguard.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None)
+    assert ('root@10.77.0.12', 'restart', WORKER) in fake.actions()
+    assert recorded(c) == {'spark2': 'new2'}
+
+
+def test_fresh_worker_still_starting_is_waited_for_not_restarted(tmp_path):
+    c = cfg(tmp_path, record={'spark2': 'w0'})
+    fake = FakeSystemd(worker='activating', worker_inv='w1')
+    fake.units[(SSH[-1], WORKER)]['SubState'] = 'start-pre'
+    ticks = []
+
+    def sleep(_s):
+        ticks.append(1)
+        if len(ticks) == 2:
+            fake.units[(SSH[-1], WORKER)].update({'ActiveState': 'active', 'SubState': 'running'})
+    pairguard.ensure_fresh_workers(c, runner=fake, sleep=sleep, clock=lambda: 0.0)
+    assert fake.actions() == []
+    assert recorded(c) == {'spark2': 'w1'}
+
+
+def test_worker_that_fails_to_restart_stops_the_head_start(tmp_path):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    fake = FakeSystemd(worker_inv='w1', restart_to='failed')
+    with pytest.raises(pairguard.GuardError, match=r'worker spark2: dgxspark-ds4-worker.service is failed/running after the restart'):
+        pairguard.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None)
+    assert recorded(c) == {'spark2': 'w1'}
+
+
+def test_prestart_step_turns_guard_errors_into_prestart_failures(tmp_path):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    c['peers'][0]['ssh'] = ['false']
+    with pytest.raises(prestart.PrestartError, match='cannot read dgxspark-ds4-worker.service on false'):
+        prestart.fresh_workers(c)
+
+
+def test_prestart_step_skipped_without_pair_state(tmp_path):
+    assert prestart.fresh_workers({'peers': [{'name': 'x', 'ssh': ['false'], 'unit': WORKER}]}) is None
+
+
+def test_watch_does_nothing_while_the_pair_matches_the_record(tmp_path):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    fake = FakeSystemd(worker_inv='w1')
+    watch = pairguard.Watch(c, runner=fake, clock=lambda: 100.0)
+    assert [watch.step() for _ in range(5)] == [None] * 5
+    assert fake.actions() == []
+
+
+def test_watch_restarts_the_head_when_the_worker_restarted_on_its_own(tmp_path, capsys):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    fake = FakeSystemd(worker_inv='w2')
+    watch = pairguard.Watch(c, runner=fake, clock=lambda: 100.0)
+    assert watch.step() == 'restart'
+    assert fake.actions() == [('local', 'restart', HEAD)]
+    assert 'restarted on its own' in capsys.readouterr().out
+
+
+def test_watch_restarts_the_head_when_the_worker_is_down(tmp_path):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    fake = FakeSystemd(worker='failed', worker_inv='w1')
+    assert pairguard.Watch(c, runner=fake, clock=lambda: 1.0).step() == 'restart'
+
+
+def test_watch_leaves_a_stopped_head_alone(tmp_path):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    fake = FakeSystemd(head='inactive', worker='failed')
+    assert pairguard.Watch(c, runner=fake, clock=lambda: 1.0).step() is None
+    assert fake.actions() == []
+
+
+def test_watch_stops_the_worker_once_when_the_head_failed_for_good(tmp_path, capsys):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    fake = FakeSystemd(head='failed', worker='active', worker_inv='w1')
+    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    assert watch.step() == 'stop'
+    assert fake.actions() == [('root@10.77.0.12', 'stop', WORKER)]
+    assert 'the pair lives and dies together' in capsys.readouterr().out
+    assert [watch.step() for _ in range(3)] == [None] * 3
+    assert len(fake.actions()) == 1
+
+
+def test_watch_tolerates_short_ssh_outages_then_acts(tmp_path):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    fake = FakeSystemd(worker_inv='w1')
+    fake.unreachable = True
+    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    assert [watch.step() for _ in range(3)] == [None, None, 'restart']
+
+
+def test_watch_rate_limit_stops_the_head_instead_of_a_storm(tmp_path, capsys):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    fake = FakeSystemd(worker_inv='w9')
+    now = [0.0]
+    watch = pairguard.Watch(c, runner=fake, clock=lambda: now[0])
+    results = []
+    for _ in range(3):
+        fake.units[('local', HEAD)]['ActiveState'] = 'active'
+        results.append(watch.step())
+        now[0] += 10
+    assert results == ['restart', 'restart', 'stop']
+    assert fake.actions()[-2:] == [('local', 'stop', HEAD), ('root@10.77.0.12', 'stop', WORKER)]
+    assert 'instead of feeding a crash loop' in capsys.readouterr().out
+    # outside the window the guard acts again
+    now[0] += 1000
+    fake.units[('local', HEAD)]['ActiveState'] = 'active'
+    assert watch.step() == 'restart'
