@@ -12,46 +12,19 @@ The pair is restored to the scenario's own configuration at the end.
 
 from __future__ import absolute_import, division, print_function
 
-import json
 import os
-import shutil
-import subprocess
+import sys
 
 import pytest
 
-INVENTORY = os.environ.get('MOLECULE_INVENTORY_FILE', '')
-PROJECT = os.environ.get('MOLECULE_PROJECT_DIRECTORY', os.getcwd())
-SITE = os.path.join(PROJECT, 'playbooks', 'site.yml')
-BASE_OVERRIDES = {
-    'image': {'ref': 'ds4-vllm-sim:test'},
-    'model': {'revision': '0123456789abcdef0123456789abcdef01234567'},
-}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
+from ds4_drill import BASE_OVERRIDES, INVENTORY, node, run_playbook, started_at  # noqa: E402  pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.skipif(not INVENTORY, reason='runs inside molecule verify only')
 
 
 def run_site(*extra_vars):
-    cmd = [shutil.which('ansible-playbook') or 'ansible-playbook', '-i', os.path.dirname(INVENTORY), SITE]
-    for ev in extra_vars:
-        cmd += ['-e', json.dumps(ev)]
-    env = dict(os.environ)
-    env.setdefault('ANSIBLE_COLLECTIONS_PATH', os.path.join(PROJECT, '.collections'))
-    env['ANSIBLE_NOCOLOR'] = '1'
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          env=env, cwd=PROJECT, timeout=900, check=False)
-    return proc.returncode, proc.stdout
-
-
-def node(name, *argv):
-    return subprocess.run(['docker', 'exec', name] + list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, check=True).stdout.strip()
-
-
-def started_at(name, role):
-    """Container StartedAt as (seconds-part, nanoseconds) so Docker's trimmed fractions compare right."""
-    raw = node(name, 'docker', 'inspect', '-f', '{{.State.StartedAt}}', 'dgxspark-ds4-%s' % role)
-    stamp, _dot, frac = raw.rstrip('Z').partition('.')
-    return stamp, int((frac + '000000000')[:9])
+    return run_playbook('site.yml', *extra_vars)
 
 
 def test_bad_hardening_value_refused_before_any_change():
