@@ -20,7 +20,7 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils.ds4_config import (
 HOST_KEYS = (
     'ds4_node_rank', 'ds4_fabric_ip', 'ds4_fabric_prefix', 'ds4_fabric_ifname', 'ds4_rdma_hcas',
     'ds4_nccl_ib_gid_index', 'ds4_node_memory_gib', 'ds4_ack_unsafe_gpu_memory_utilization',
-    'ds4_profile', 'ds4_profile_config', 'ds4_site_overrides',
+    'ds4_profile', 'ds4_profile_config', 'ds4_site_overrides', 'ds4_api_allowed_networks', 'ds4_api_upstream_port',
 )
 
 

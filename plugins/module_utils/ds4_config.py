@@ -22,6 +22,7 @@ import ipaddress
 import json
 import re
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils.api_exposure import plan_exposure
 from ansible_collections.dgxspark.ds4.plugins.module_utils.launch_render import (
     build_argv,
     render_env_file,
@@ -415,12 +416,13 @@ def check_merged(merged, errors, warnings):
         errors.append(_msg('ds4_profile_config.api.port', api.get('port'), 'must be an integer 1-65535', 'e.g. 8000'))
     if not isinstance(api.get('host'), str) or not api.get('host'):
         errors.append(_msg('ds4_profile_config.api.host', api.get('host'), 'required (the address vLLM binds)',
-                           'e.g. 127.0.0.1 (local only) or 0.0.0.0'))
+                           'set 127.0.0.1; expose the API with ds4_api_allowed_networks'))
     else:
         try:
             ipaddress.ip_address(api['host'])
         except ValueError:
-            errors.append(_msg('ds4_profile_config.api.host', api['host'], 'must be an IP address', 'e.g. 127.0.0.1 or 0.0.0.0'))
+            errors.append(_msg('ds4_profile_config.api.host', api['host'], 'must be an IP address',
+                               'set 127.0.0.1; expose the API with ds4_api_allowed_networks'))
     mport = merged.get('master_port')
     if not _port_ok(mport) or mport < 1024:
         errors.append(_msg('ds4_profile_config.master_port', mport, 'must be an integer 1024-65535 (the TCPStore port)',
@@ -650,7 +652,7 @@ def validate_all(inputs):
     if site is None:
         site = {}
     # Shared settings must not differ per host (host_vars overriding group_vars on one node).
-    for var in ('ds4_profile', 'ds4_profile_config', 'ds4_site_overrides'):
+    for var in ('ds4_profile', 'ds4_profile_config', 'ds4_site_overrides', 'ds4_api_allowed_networks', 'ds4_api_upstream_port'):
         seen = {}
         for h in spark:
             seen.setdefault(json.dumps(hostvars.get(h, {}).get(var), sort_keys=True, default=str), []).append(h)
@@ -660,6 +662,13 @@ def validate_all(inputs):
     merged, overrides = merge_layers(base, profile, site, errors)
     if merged is not None:
         check_merged(merged, errors, warnings)
+        # API exposure (issue 11): vLLM binds loopback; ds4_api_allowed_networks puts a proxy in front.
+        first = hostvars.get(spark[0], {}) if spark else {}
+        plan, perrors, pwarnings = plan_exposure(merged['api'], first.get('ds4_api_allowed_networks'),
+                                                 first.get('ds4_api_upstream_port'), merged.get('master_port'))
+        errors.extend(perrors)
+        warnings.extend(pwarnings)
+        merged['api_plan'] = plan
     base_args = dict((normalize_flag(k), v) for k, v in (base.get('serve_args') or {}).items())
     nodes = validate_inventory(spark, hostvars, errors, tp=int(base_args.get('tensor-parallel-size', 2)),
                                pp=int(base_args.get('pipeline-parallel-size', 1)))
@@ -723,7 +732,7 @@ def compute_effective(inputs, host):
                    'gid_index': node['gid_index'], 'network': str(node['network'])},
         'node_memory_gib': node['memory_gib'],
         'gpu_memory_utilization_cap': util_cap(node['memory_gib']),
-        'api': dict(merged['api']),
+        'api': dict(merged['api_plan']),
         'image': dict(merged['image']),
         'model': dict(merged['model']),
         'entrypoint': list(merged['entrypoint']),

@@ -104,7 +104,12 @@ def render_launch_script(eff):
         lines.append('export %s=%s' % (name, _q(eff['env'][name])))
     lines.append('')
     if eff['node_rank'] == 0:
-        lines.append('# Head: serves the API on %s:%s; start it after the worker.' % (eff['api']['host'], eff['api']['port']))
+        api = eff['api']
+        if api.get('proxied'):
+            lines.append('# Head: vLLM on %s:%s (loopback), behind the API proxy on port %s for %s; start it after the worker.'
+                         % (api['host'], api['port'], api.get('public_port'), ', '.join(api.get('allowed_networks') or [])))
+        else:
+            lines.append('# Head: serves the API on %s:%s; start it after the worker.' % (api['host'], api['port']))
     else:
         lines.append('# Worker: --headless (no API server, no TCPStore bind); start it before the head.')
     groups = build_argv_groups(eff)

@@ -20,7 +20,7 @@ export NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1
 # Worker: --headless (no API server, no TCPStore bind); start it before the head.
 exec vllm serve \
   /models/DeepSeek-V4-Flash \
-  --host 0.0.0.0 \
+  --host 127.0.0.1 \
   --port 8000 \
   --tensor-parallel-size 2 \
   --pipeline-parallel-size 1 \

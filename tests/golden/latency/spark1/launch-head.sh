@@ -27,10 +27,10 @@ export GLOO_SOCKET_IFNAME=enp1s0f1np1
 export TP_SOCKET_IFNAME=enp1s0f1np1
 export NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1
 
-# Head: serves the API on 0.0.0.0:8000; start it after the worker.
+# Head: serves the API on 127.0.0.1:8000; start it after the worker.
 exec vllm serve \
   /models/DeepSeek-V4-Flash \
-  --host 0.0.0.0 \
+  --host 127.0.0.1 \
   --port 8000 \
   --tensor-parallel-size 2 \
   --pipeline-parallel-size 1 \

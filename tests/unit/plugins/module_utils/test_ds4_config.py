@@ -111,11 +111,11 @@ def test_site_cannot_touch_base_flag_env_or_container(inputs):
 
 
 def test_site_override_recorded_and_rendered(inputs):
-    site(inputs, {'serve_args': {'max-num-seqs': 6, 'enable-chunked-prefill': None}, 'api': {'host': '127.0.0.1'}})
+    site(inputs, {'serve_args': {'max-num-seqs': 6, 'enable-chunked-prefill': None}, 'api': {'port': 8100}})
     eff = c.compute_effective(inputs, 'spark1')
     assert {'key': 'serve_args.max-num-seqs', 'profile': 8, 'site': 6} in eff['overrides']
     assert {'key': 'serve_args.enable-chunked-prefill', 'profile': True, 'site': None} in eff['overrides']
-    assert {'key': 'api.host', 'profile': '0.0.0.0', 'site': '127.0.0.1'} in eff['overrides']
+    assert {'key': 'api.port', 'profile': 8000, 'site': 8100} in eff['overrides']
     assert eff['argv'][eff['argv'].index('--max-num-seqs') + 1] == '6'
     assert '--enable-chunked-prefill' not in eff['argv']
     assert '#   serve_args.max-num-seqs: 8 -> 6' in eff['launch_script']
@@ -227,7 +227,8 @@ def test_nvfp4_with_dspark_image_ok():
     inp = regen.inputs_for('dspark-nvfp4-1m')
     eff = c.compute_effective(inp, 'spark1')
     assert eff['serve_args']['kv-cache-dtype'] == 'nvfp4_ds_mla'
-    assert eff['api'] == {'host': '127.0.0.1', 'port': 8888}
+    assert eff['api'] == {'host': '127.0.0.1', 'port': 8888, 'public_port': 8888, 'exposure': 'loopback',
+                          'allowed_networks': [], 'proxied': False}
 
 
 def test_master_port_equal_api_port(inputs):
@@ -382,3 +383,43 @@ def test_util_cap():
     assert c.util_cap(96) == 0.78
     assert c.util_cap(128) == 0.90
     assert c.util_cap(112) == 0.78
+
+
+# Issue 11: API exposure -- vLLM binds loopback; ds4_api_allowed_networks puts a proxy in front.
+def test_api_host_beyond_loopback_refused(inputs):
+    site(inputs, {'api': {'host': '0.0.0.0'}})
+    err = refused(inputs, 'api.host', '0.0.0.0', 'ds4_api_allowed_networks')
+    assert '/invocations' in err
+
+
+def test_default_exposure_is_loopback(inputs):
+    eff = c.compute_effective(inputs, 'spark1')
+    assert eff['api']['exposure'] == 'loopback' and not eff['api']['proxied']
+    assert eff['argv'][eff['argv'].index('--host') + 1] == '127.0.0.1'
+    assert eff['argv'][eff['argv'].index('--port') + 1] == '8000'
+
+
+def test_networks_move_vllm_behind_the_proxy(inputs):
+    set_everywhere(inputs, 'ds4_api_allowed_networks', ['192.168.1.7/24', '10.0.0.5/32'])
+    eff = c.compute_effective(inputs, 'spark1')
+    assert eff['api'] == {'host': '127.0.0.1', 'port': 8001, 'public_port': 8000, 'exposure': 'networks',
+                          'allowed_networks': ['192.168.1.0/24', '10.0.0.5/32'], 'proxied': True}
+    assert eff['argv'][eff['argv'].index('--port') + 1] == '8001'
+    assert 'behind the API proxy on port 8000' in eff['launch_script']
+    set_everywhere(inputs, 'ds4_api_upstream_port', 18000)
+    assert c.compute_effective(inputs, 'spark1')['api']['port'] == 18000
+
+
+def test_exposure_inputs_refused_with_fix(inputs):
+    set_everywhere(inputs, 'ds4_api_allowed_networks', ['lan'])
+    refused(inputs, 'ds4_api_allowed_networks', "'lan'")
+    set_everywhere(inputs, 'ds4_api_allowed_networks', ['10.0.0.0/8'])
+    set_everywhere(inputs, 'ds4_api_upstream_port', 29501)
+    refused(inputs, 'ds4_api_upstream_port', 'master_port')
+    set_everywhere(inputs, 'ds4_api_upstream_port', 8000)
+    refused(inputs, 'ds4_api_upstream_port', 'equals api.port')
+
+
+def test_exposure_must_match_on_both_nodes(inputs):
+    inputs['hostvars']['spark2']['ds4_api_allowed_networks'] = ['10.0.0.0/8']
+    refused(inputs, 'ds4_api_allowed_networks', 'differs between hosts')

@@ -1,0 +1,320 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""API exposure of the head: one choice per deployment, and the reverse proxy that implements it.
+
+Pure Python (no Ansible imports), unit-tested with plain pytest.
+
+vLLM's --api-key guards only /v1, /v2, /inference and /cohere; /invocations (full inference),
+/tokenize, /pause, /metrics and others stay open (vllm-ops 1.5, 6). So vLLM itself always binds
+loopback. The choice:
+
+- loopback (default, ds4_api_allowed_networks empty): vLLM on 127.0.0.1:<api.port>; nothing else.
+- networks (a list of CIDRs): vLLM moves to 127.0.0.1:<upstream port>; an nginx on the head listens
+  on <api.port>, forwards ONLY an allowlist of exact paths, and requires one of the API keys
+  (ds4_api_keys) on every path marked auth; the firewall opens <api.port> only to those networks.
+
+Entry points:
+  plan_exposure(api, allowed_networks, upstream_port, master_port) -> (plan, errors, warnings)
+  check_api_keys(keys) -> [errors]  (messages never contain a key)
+  render_proxy_conf(spec) -> nginx.conf text (no secrets; includes the keys file)
+  render_proxy_keys(keys, upstream_key) -> text of the 0600 keys include
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import ipaddress
+import re
+
+# Paths forwarded by default: OpenAI-compatible inference + model list need a key; /health does
+# not (load balancers probe it; it says only "engine not errored").
+DEFAULT_ENDPOINTS = (
+    {'path': '/v1/models', 'auth': True, 'methods': ['GET']},
+    {'path': '/v1/chat/completions', 'auth': True, 'methods': ['POST']},
+    {'path': '/v1/completions', 'auth': True, 'methods': ['POST']},
+    {'path': '/health', 'auth': False, 'methods': ['GET']},
+)
+
+# vLLM paths outside --api-key's guard (vllm-ops 1.5, vLLM docs/usage/security.md). The proxy
+# refuses to forward them without a key, whatever the endpoint list says.
+UNGUARDED_PATHS = (
+    '/invocations', '/generative_scoring', '/pooling', '/classify', '/score', '/rerank', '/pause', '/resume',
+    '/is_paused', '/scale_elastic_ep', '/is_scaling_elastic_ep', '/init_weight_transfer_engine', '/update_weights',
+    '/get_world_size', '/abort_requests', '/tokenize', '/detokenize', '/metrics', '/tokenizer_info',
+    '/collective_rpc', '/sleep', '/wake_up', '/reset_prefix_cache', '/start_profile', '/stop_profile',
+)
+# Unauthenticated on purpose only: nothing but liveness.
+OPEN_OK_PATHS = ('/health', '/ping', '/version')
+
+KEY_RE = re.compile(r'^[A-Za-z0-9._~+/=-]{16,256}$')
+PATH_RE = re.compile(r'^/[A-Za-z0-9._~/-]*$')
+METHODS = ('GET', 'POST', 'HEAD', 'OPTIONS')
+LOOPBACK_V4 = ipaddress.ip_network('127.0.0.0/8')
+
+
+class ExposureError(Exception):
+    """Raised by the renderers with every error at once."""
+
+    def __init__(self, errors):
+        self.errors = list(errors)
+        super(ExposureError, self).__init__('\n'.join(self.errors))
+
+
+def _port_ok(port):
+    return isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535
+
+
+def is_loopback(host):
+    try:
+        return ipaddress.ip_address(str(host)).is_loopback
+    except ValueError:
+        return False
+
+
+def normalize_networks(networks, errors, var='ds4_api_allowed_networks'):
+    """List of CIDR strings -> list of normalized network strings (host bits cleared)."""
+    if networks is None:
+        return []
+    if isinstance(networks, str) or not isinstance(networks, (list, tuple)):
+        errors.append('%s = %r: must be a list of CIDRs (e.g. [192.168.1.0/24]); [] keeps the API on loopback only.'
+                      % (var, networks))
+        return []
+    out = []
+    for item in networks:
+        try:
+            net = ipaddress.ip_network(str(item).strip(), strict=False)
+        except ValueError:
+            errors.append('%s entry %r: not an IPv4/IPv6 network. Fix: write it as a CIDR, e.g. 192.168.1.0/24 or 10.0.0.5/32.'
+                          % (var, item))
+            continue
+        if net.is_loopback:
+            errors.append('%s entry %r: a loopback network; loopback always reaches the API. Fix: remove it.' % (var, item))
+            continue
+        if str(net) not in out:
+            out.append(str(net))
+    return out
+
+
+def plan_exposure(api, allowed_networks, upstream_port, master_port):
+    """Decide how the head serves the API.
+
+    api: the merged profile/site api section {host, port}; allowed_networks: ds4_api_allowed_networks;
+    upstream_port: ds4_api_upstream_port (None = port + 1); master_port: the TCPStore port.
+    Returns (plan, errors, warnings); plan is the effective `api` mapping:
+      host/port: what vLLM binds; public_port: what clients use; exposure: loopback|networks;
+      allowed_networks; proxied.
+    """
+    errors = []
+    warnings = []
+    api = dict(api or {})
+    host = api.get('host')
+    port = api.get('port')
+    if host is not None and not is_loopback(host):
+        errors.append('ds4_profile_config.api.host = %r: vLLM must bind loopback (127.0.0.1). Bound beyond it, its '
+                      'unguarded paths (/invocations = full inference, /tokenize, /pause, /metrics; --api-key guards '
+                      'only /v1, /v2, /inference, /cohere: vllm-ops 1.5, 6) are open to the network. Fix: set api.host '
+                      '127.0.0.1 and list the client networks in ds4_api_allowed_networks (an nginx on the head then '
+                      'forwards only allowlisted paths and checks ds4_api_keys).' % (host,))
+    nets = normalize_networks(allowed_networks, errors)
+    for n in nets:
+        if ipaddress.ip_network(n).prefixlen == 0:
+            warnings.append('ds4_api_allowed_networks contains %s: every address may try API keys against the proxy.' % n)
+    plan = {'host': '127.0.0.1', 'port': port, 'public_port': port, 'exposure': 'networks' if nets else 'loopback',
+            'allowed_networks': nets, 'proxied': bool(nets)}
+    if nets:
+        up = upstream_port
+        if up is None and _port_ok(port):
+            up = port + 1
+        if not _port_ok(up):
+            errors.append('ds4_api_upstream_port = %r: must be an integer 1-65535 (vLLM\'s loopback port behind the '
+                          'proxy). Fix: e.g. 8001.' % (upstream_port,))
+        elif up == port:
+            errors.append('ds4_api_upstream_port = %r equals api.port: the proxy listens on api.port and vLLM on the '
+                          'upstream port. Fix: pick another port, e.g. %d.' % (up, port + 1))
+        elif up == master_port:
+            errors.append('ds4_api_upstream_port = %r equals master_port (the TCPStore of the rendezvous). Fix: pick '
+                          'another port.' % (up,))
+        plan['port'] = up
+    elif upstream_port is not None and not _port_ok(upstream_port):
+        errors.append('ds4_api_upstream_port = %r: must be an integer 1-65535 or null.' % (upstream_port,))
+    return plan, errors, warnings
+
+
+def check_api_keys(keys, var='ds4_api_keys'):
+    """Errors for a key list; never quotes a key (only its position and length)."""
+    errors = []
+    if keys is None:
+        return ['%s is not set: an exposed API needs at least one key. Fix: put the keys in a vaulted '
+                'group_vars file (ansible-vault encrypt_string).' % var]
+    if isinstance(keys, str) or not isinstance(keys, (list, tuple)):
+        return ['%s must be a list of keys (a list even for one key), got a %s.' % (var, type(keys).__name__)]
+    if not keys:
+        errors.append('%s is empty: an exposed API needs at least one key. Fix: put the keys in a vaulted group_vars '
+                      'file (ansible-vault encrypt_string), or empty ds4_api_allowed_networks (loopback only).' % var)
+    seen = set()
+    for i, k in enumerate(keys):
+        if not isinstance(k, str) or not KEY_RE.match(k):
+            length = len(k) if isinstance(k, str) else 0
+            errors.append('%s[%d] (length %d) is not a valid key: 16-256 characters from A-Z a-z 0-9 . _ ~ + / = -. '
+                          'Fix: generate one, e.g. `openssl rand -base64 32`.' % (var, i, length))
+        elif k in seen:
+            errors.append('%s[%d] repeats an earlier key. Fix: list each key once.' % (var, i))
+        else:
+            seen.add(k)
+    return errors
+
+
+def check_endpoints(endpoints):
+    """Errors for the proxy's endpoint allowlist."""
+    errors = []
+    if not isinstance(endpoints, (list, tuple)) or not endpoints:
+        return ['api_proxy_endpoints must be a non-empty list of {path, auth, methods}.']
+    paths = set()
+    for i, ep in enumerate(endpoints):
+        if not isinstance(ep, dict):
+            errors.append('api_proxy_endpoints[%d] = %r: must be a mapping {path, auth, methods}.' % (i, ep))
+            continue
+        path = ep.get('path')
+        if not isinstance(path, str) or not PATH_RE.match(path) or '//' in path or '/../' in path + '/':
+            errors.append('api_proxy_endpoints[%d].path = %r: must be an absolute URL path (letters, digits, . _ ~ - /).'
+                          % (i, path))
+            continue
+        if path in paths:
+            errors.append('api_proxy_endpoints[%d].path %s is listed twice.' % (i, path))
+        paths.add(path)
+        auth = ep.get('auth', True)
+        if not isinstance(auth, bool):
+            errors.append('api_proxy_endpoints[%d].auth = %r: must be true or false.' % (i, auth))
+        elif not auth and path.rstrip('/') not in OPEN_OK_PATHS:
+            errors.append('api_proxy_endpoints[%d]: %s without auth; only %s may be open (everything else is inference '
+                          'or control). Fix: set auth: true.' % (i, path, ', '.join(OPEN_OK_PATHS)))
+        methods = ep.get('methods', ['GET', 'POST'])
+        if not isinstance(methods, (list, tuple)) or not methods or any(m not in METHODS for m in methods):
+            errors.append('api_proxy_endpoints[%d].methods = %r: a non-empty list of %s.' % (i, methods, ', '.join(METHODS)))
+        for bad in UNGUARDED_PATHS:
+            if path == bad or path.startswith(bad + '/'):
+                errors.append('api_proxy_endpoints[%d].path %s is one of vLLM\'s control/unguarded paths (vllm-ops 1.5); '
+                              'it is never forwarded. Fix: remove it.' % (i, path))
+    return errors
+
+
+def _listen_words(addr, port):
+    a = str(addr)
+    if a.startswith('['):
+        return '%s:%d' % (a, port)
+    try:
+        ip = ipaddress.ip_address(a)
+    except ValueError:
+        raise ExposureError(['api_proxy_listen_addresses entry %r: must be an IP address (0.0.0.0, [::], 10.0.0.5)' % a])
+    return ('[%s]:%d' % (ip, port)) if ip.version == 6 else ('%s:%d' % (ip, port))
+
+
+def render_proxy_conf(spec):
+    """nginx.conf for the API proxy. spec keys:
+    listen (list of addresses), public_port, upstream_host, upstream_port, endpoints, keys_path,
+    pid_path, user, worker_processes, client_max_body_size, read_timeout_s, access_log, error_log.
+    No secret is in this text: keys live in keys_path (0600)."""
+    errors = check_endpoints(spec.get('endpoints'))
+    port = spec.get('public_port')
+    up = spec.get('upstream_port')
+    if not _port_ok(port):
+        errors.append('public_port = %r: must be a port' % (port,))
+    if not _port_ok(up):
+        errors.append('upstream_port = %r: must be a port' % (up,))
+    if not is_loopback(spec.get('upstream_host', '127.0.0.1')):
+        errors.append('upstream_host = %r: vLLM behind the proxy must be on loopback' % (spec.get('upstream_host'),))
+    listen = spec.get('listen') or ['0.0.0.0']
+    if errors:
+        raise ExposureError(errors)
+    listen_lines = ['        listen %s;' % _listen_words(a, port) for a in listen]
+    upstream = '%s:%d' % (spec.get('upstream_host', '127.0.0.1'), up)
+    lines = [
+        '# dgxspark.ds4 API proxy (role dgxspark.ds4.api_proxy); rendered by Ansible, do not edit.',
+        '# Forwards only the allowlisted paths below to vLLM on %s; every other path is 404.' % upstream,
+        '# API keys are in %s (0600, root), never here.' % spec['keys_path'],
+        'user %s;' % spec.get('user', 'www-data'),
+        'worker_processes %s;' % spec.get('worker_processes', 2),
+        'pid %s;' % spec.get('pid_path', '/run/dgxspark-ds4-proxy.pid'),
+        'error_log %s;' % spec.get('error_log', 'stderr warn'),
+        '',
+        'events {',
+        '    worker_connections 1024;',
+        '}',
+        '',
+        'http {',
+        '    server_tokens off;',
+        '    default_type application/json;',
+        '    # The default combined format has no Authorization header: keys never reach the log.',
+        '    access_log %s;' % spec.get('access_log', 'syslog:server=unix:/dev/log,tag=dgxspark_ds4_proxy,nohostname combined'),
+        '    client_max_body_size %s;' % spec.get('client_max_body_size', '64m'),
+        '    # $ds4_key_ok (1 = a listed key) and $ds4_upstream_authorization come from the keys file.',
+        '    include %s;' % spec['keys_path'],
+        '',
+        '    upstream ds4_vllm {',
+        '        server %s;' % upstream,
+        '        keepalive 16;',
+        '    }',
+        '',
+        '    server {',
+    ] + listen_lines + [
+        '        server_name _;',
+        '        proxy_http_version 1.1;',
+        '        proxy_set_header Connection "";',
+        '        proxy_set_header Host $host;',
+        '        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
+        '        # The client key is checked here and never forwarded; vLLM gets its own key (or none).',
+        '        proxy_set_header Authorization $ds4_upstream_authorization;',
+        '        # Streamed completions (SSE) pass through unbuffered; long generations may take minutes.',
+        '        proxy_buffering off;',
+        '        proxy_request_buffering off;',
+        '        proxy_read_timeout %ss;' % spec.get('read_timeout_s', 3600),
+        '        proxy_send_timeout %ss;' % spec.get('read_timeout_s', 3600),
+        '',
+    ]
+    for ep in spec['endpoints']:
+        methods = ' '.join(ep.get('methods', ['GET', 'POST']))
+        lines.append('        location = %s {' % ep['path'])
+        lines.append('            limit_except %s { deny all; }' % methods)
+        if ep.get('auth', True):
+            lines.append('            if ($ds4_key_ok = 0) {')
+            lines.append('                add_header WWW-Authenticate \'Bearer realm="dgxspark-ds4"\' always;')
+            lines.append('                return 401 \'{"error": "Unauthorized"}\\n\';')
+            lines.append('            }')
+        lines.append('            proxy_pass http://ds4_vllm;')
+        lines.append('        }')
+    lines += [
+        '',
+        '        # Everything else (/invocations, /tokenize, /metrics, /pause, ...) is not forwarded.',
+        '        location / {',
+        '            return 404 \'{"error": "Not Found"}\\n\';',
+        '        }',
+        '    }',
+        '}',
+    ]
+    return '\n'.join(lines) + '\n'
+
+
+def _nginx_regex_literal(key):
+    # Keys are [A-Za-z0-9._~+/=-] (check_api_keys); escape the regex metacharacters among them.
+    return re.sub(r'([.+])', r'\\\1', key)
+
+
+def render_proxy_keys(keys, upstream_key=''):
+    """The 0600 include: a map from the Authorization header to 1 for a listed key (exact,
+    case-sensitive regex match), and the Authorization header sent to vLLM."""
+    errors = check_api_keys(keys)
+    if upstream_key and not KEY_RE.match(upstream_key):
+        errors.append('vllm_service_api_key is not valid for the proxy: 16-256 characters from A-Z a-z 0-9 . _ ~ + / = -.')
+    if errors:
+        raise ExposureError(errors)
+    lines = ['# dgxspark.ds4 API proxy keys: 0600 root, read by the nginx master (root). Do not edit.',
+             'map $http_authorization $ds4_key_ok {',
+             '    default 0;']
+    for k in keys:
+        lines.append('    "~^Bearer %s$" 1;' % _nginx_regex_literal(k))
+    lines.append('}')
+    lines.append('map $ds4_key_ok $ds4_upstream_authorization {')
+    lines.append('    default "%s";' % (('Bearer ' + upstream_key) if upstream_key else ''))
+    lines.append('}')
+    return '\n'.join(lines) + '\n'

@@ -1,0 +1,195 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The collection's own nftables table, rendered from structured input.
+
+Pure Python (no Ansible imports), unit-tested with plain pytest.
+
+The file is one atomic `nft -f` transaction that touches ONLY `table <family> <name>`:
+
+    table inet dgxspark_ds4          # create it if missing (no-op otherwise)
+    delete table inet dgxspark_ds4   # drop our previous version
+    table inet dgxspark_ds4 { ... }  # the new one
+
+so loading it never flushes anything else (a user's tables and Docker's chains stay). The
+table carries a comment with the sha256 of its own body: the module compares it with the live
+table to decide whether a load is needed (idempotent, and a table deleted by hand is restored).
+
+Policy (vllm-ops 2.2, 6): the chain's policy is accept (the host's other services are not our
+business); it rejects, for new TCP connections from anywhere but loopback:
+  - api_port from outside allowed_networks (none = loopback only);
+  - upstream_port (vLLM behind the proxy) from anything but loopback;
+  - master_port (TCPStore, listens on all interfaces) from outside the fabric addresses;
+  - the ephemeral range on this node's fabric address (ZMQ MessageQueue, Gloo, NCCL sockets) from
+    outside the fabric addresses.
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import hashlib
+import ipaddress
+import re
+
+NAME_RE = re.compile(r'^[A-Za-z][A-Za-z0-9_]{0,31}$')
+FAMILIES = ('inet',)
+COMMENT_PREFIX = 'dgxspark.ds4 sha256:'
+
+
+class RulesetError(Exception):
+    def __init__(self, errors):
+        self.errors = list(errors)
+        super(RulesetError, self).__init__('\n'.join(self.errors))
+
+
+def _port_ok(p):
+    return isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= 65535
+
+
+def _range(value, errors, var):
+    if value in (None, '', False):
+        return None
+    m = re.match(r'^\s*(\d+)\s*[-:]\s*(\d+)\s*$', str(value))
+    if not m:
+        errors.append('%s = %r: must be "low-high", e.g. 32768-60999' % (var, value))
+        return None
+    lo, hi = int(m.group(1)), int(m.group(2))
+    if not (1 <= lo <= hi <= 65535):
+        errors.append('%s = %r: need 1 <= low <= high <= 65535' % (var, value))
+        return None
+    return lo, hi
+
+
+def _nets(values, errors, var):
+    v4, v6 = [], []
+    for item in values or []:
+        try:
+            net = ipaddress.ip_network(str(item), strict=False)
+        except ValueError:
+            errors.append('%s entry %r: not an IP network' % (var, item))
+            continue
+        (v4 if net.version == 4 else v6).append(str(net))
+    return sorted(set(v4), key=lambda n: ipaddress.ip_network(n)), sorted(set(v6), key=lambda n: ipaddress.ip_network(n))
+
+
+def _addrs(values, errors, var):
+    out = []
+    for item in values or []:
+        try:
+            ip = ipaddress.ip_address(str(item))
+        except ValueError:
+            errors.append('%s entry %r: not an IP address' % (var, item))
+            continue
+        if ip.version != 4:
+            errors.append('%s entry %r: fabric addresses are IPv4' % (var, item))
+            continue
+        if str(ip) not in out:
+            out.append(str(ip))
+    return sorted(out, key=ipaddress.ip_address)
+
+
+def validate(spec):
+    """Errors for a spec; see render_ruleset."""
+    errors = []
+    if not NAME_RE.match(str(spec.get('table', ''))):
+        errors.append('table = %r: letters, digits and _ (max 32), starting with a letter' % (spec.get('table'),))
+    if spec.get('family', 'inet') not in FAMILIES:
+        errors.append('family = %r: only inet (IPv4 + IPv6 in one table)' % (spec.get('family'),))
+    for key in ('api_port', 'master_port'):
+        if not _port_ok(spec.get(key)):
+            errors.append('%s = %r: must be an integer port' % (key, spec.get(key)))
+    if spec.get('upstream_port') is not None and not _port_ok(spec.get('upstream_port')):
+        errors.append('upstream_port = %r: must be an integer port or null' % (spec.get('upstream_port'),))
+    _nets(spec.get('allowed_networks'), errors, 'allowed_networks')
+    fab = _addrs(spec.get('fabric_addresses'), errors, 'fabric_addresses')
+    if not fab:
+        errors.append('fabric_addresses is empty: the master port and inter-node ports would be closed to the peer')
+    self_addr = _addrs([spec['self_address']] if spec.get('self_address') else [], errors, 'self_address')
+    if self_addr and self_addr[0] not in fab:
+        errors.append('self_address %s is not among fabric_addresses %s' % (self_addr[0], fab))
+    _range(spec.get('ephemeral_ports'), errors, 'ephemeral_ports')
+    return errors
+
+
+def _body(spec):
+    errors = []
+    table = spec['table']
+    api = spec['api_port']
+    up = spec.get('upstream_port')
+    master = spec['master_port']
+    v4, v6 = _nets(spec.get('allowed_networks'), errors, 'allowed_networks')
+    fab = _addrs(spec.get('fabric_addresses'), errors, 'fabric_addresses')
+    eph = _range(spec.get('ephemeral_ports'), errors, 'ephemeral_ports')
+    self_addr = spec.get('self_address')
+    lines = []
+    if v4:
+        lines += ['    set api_clients_v4 {', '        type ipv4_addr', '        flags interval',
+                  '        elements = { %s }' % ', '.join(v4), '    }', '']
+    if v6:
+        lines += ['    set api_clients_v6 {', '        type ipv6_addr', '        flags interval',
+                  '        elements = { %s }' % ', '.join(v6), '    }', '']
+    lines += ['    set fabric_v4 {', '        type ipv4_addr', '        elements = { %s }' % ', '.join(fab), '    }', '']
+    lines += [
+        '    chain input {',
+        '        type filter hook input priority filter; policy accept;',
+        '        iif "lo" accept',
+        '        ct state established,related accept',
+        '        # API port %d: %s' % (api, ('allowed networks ' + ', '.join(v4 + v6)) if (v4 or v6) else 'loopback only'),
+    ]
+    if v4:
+        lines.append('        tcp dport %d ip saddr @api_clients_v4 accept' % api)
+    if v6:
+        lines.append('        tcp dport %d ip6 saddr @api_clients_v6 accept' % api)
+    lines.append('        tcp dport %d reject with tcp reset' % api)
+    if up is not None and up != api:
+        lines.append('        # vLLM behind the proxy (port %d): loopback only' % up)
+        lines.append('        tcp dport %d reject with tcp reset' % up)
+    lines += [
+        '        # master port %d (TCPStore, all interfaces): the fabric addresses only' % master,
+        '        tcp dport %d ip saddr @fabric_v4 accept' % master,
+        '        tcp dport %d reject with tcp reset' % master,
+    ]
+    if eph and self_addr:
+        lines += [
+            '        # ephemeral inter-node ports on this node\'s fabric address (ZMQ, Gloo, NCCL sockets)',
+            '        ip daddr %s tcp dport %d-%d ip saddr @fabric_v4 accept' % (self_addr, eph[0], eph[1]),
+            '        ip daddr %s tcp dport %d-%d reject with tcp reset' % (self_addr, eph[0], eph[1]),
+        ]
+    lines += ['    }']
+    return '\n'.join(lines) + '\n', table
+
+
+def ruleset_digest(spec):
+    """sha256 of the table body (what the live table's comment must carry)."""
+    body, _t = _body(spec)
+    return hashlib.sha256(body.encode('utf-8')).hexdigest()
+
+
+def render_ruleset(spec):
+    """spec: table, family (inet), api_port, upstream_port (or None), master_port, allowed_networks,
+    fabric_addresses (both nodes), self_address (this node's fabric IP), ephemeral_ports ("lo-hi" or None).
+    Returns the text of the file loaded with `nft -f`."""
+    errors = validate(spec)
+    if errors:
+        raise RulesetError(errors)
+    body, table = _body(spec)
+    digest = hashlib.sha256(body.encode('utf-8')).hexdigest()
+    fam = spec.get('family', 'inet')
+    head = [
+        '#!/usr/sbin/nft -f',
+        '# dgxspark.ds4 host firewall (role dgxspark.ds4.firewall); rendered by Ansible, do not edit.',
+        '# Touches only table %s %s: create-if-missing, delete, redefine -- one atomic transaction.' % (fam, table),
+        '# Nothing else is flushed. Loaded at boot by dgxspark-ds4-firewall.service.',
+        'table %s %s' % (fam, table),
+        'delete table %s %s' % (fam, table),
+        'table %s %s {' % (fam, table),
+        '    comment "%s%s"' % (COMMENT_PREFIX, digest),
+        '',
+    ]
+    return '\n'.join(head) + '\n' + body + '}\n'
+
+
+def live_digest(listing):
+    """The sha256 in the comment of `nft list table ...` output, or None."""
+    m = re.search(r'comment\s+"%s([0-9a-f]{64})"' % re.escape(COMMENT_PREFIX), listing or '')
+    return m.group(1) if m else None
