@@ -1,0 +1,268 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""validate and bench (issue #10) against the vLLM simulator: a head + headless worker pair on 127.0.0.1.
+
+  * bench_sweep measures the simulator's configured per-stream rate (VLLM_SIM_TOKENS_PER_S) and aggregate
+    cap (VLLM_SIM_AGG_TOKENS_PER_S) within 2 %, and spec-decode per-position acceptance from /metrics deltas;
+  * smoke_checks passes clean replies and catches every planted garble mode (VLLM_SIM_GARBLE), naming
+    request, check and excerpt;
+  * playbooks/validate.yml and playbooks/bench.yml run end to end with ansible-playbook (local connection,
+    the balanced profile's inventory) and bench writes its JSON, markdown and PNG.
+Run with -s to see the measured figures.
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+_LINK_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".collections")
+if os.path.isdir(_LINK_ROOT) and _LINK_ROOT not in sys.path:
+    sys.path.insert(0, _LINK_ROOT)
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_sweep, smoke_checks
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+VLLM = os.path.join(REPO, "tests", "vllm_sim", "bin", "vllm")
+BIN = os.path.dirname(sys.executable)
+MODEL = "deepseek-v4-flash"
+ENV = {"PYTHONUNBUFFERED": "1", "VLLM_SIM_PYTHON": sys.executable, "VLLM_SIM_STATS_INTERVAL_S": "0",
+       "VLLM_SIM_RENDEZVOUS_TIMEOUT_S": "20", "VLLM_SIM_ORPHAN_EXIT_S": "-1", "VLLM_SIM_TIME_SCALE": "0.05"}
+# the balanced profile's serving flags that the checks depend on (thinking, reasoning parser, tools, MTP 2)
+SERVE = ["--served-model-name", MODEL, "--max-model-len", "131072", "--max-num-seqs", "16",
+         "--reasoning-parser", "deepseek_v4", "--default-chat-template-kwargs", '{"thinking": true}',
+         "--enable-auto-tool-choice", "--tool-call-parser", "deepseek_v4",
+         "--speculative-config", '{"method": "deepseek_mtp", "num_speculative_tokens": 2}']
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Pair(object):
+    """Head (API on 127.0.0.1:<port>) + headless worker, as two simulator processes."""
+
+    def __init__(self, head_env=None, extra=None):
+        mport, self.port = _free_port(), _free_port()
+        dist = ["--tensor-parallel-size", "2", "--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", str(mport)]
+        env = dict(os.environ)
+        env.pop("VLLM_API_KEY", None)
+        env.update(ENV)
+        henv = dict(env)
+        henv.update(head_env or {})
+        args = SERVE + (extra or [])
+        self.procs = [
+            subprocess.Popen([VLLM, "serve", "/models/ds4"] + args + dist + ["--node-rank", "1", "--headless"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+            subprocess.Popen([VLLM, "serve", "/models/ds4"] + args + dist + ["--node-rank", "0", "--host", "127.0.0.1",
+                                                                          "--port", str(self.port)], env=henv,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        self.url = "http://127.0.0.1:%d" % self.port
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.5).close()
+                return
+            except OSError:
+                if any(p.poll() is not None for p in self.procs):
+                    break
+                time.sleep(0.1)
+        self.stop()
+        raise AssertionError("simulator pair did not start")
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+@pytest.fixture
+def pair_factory():
+    started = []
+
+    def make(**kw):
+        pr = Pair(**kw)
+        started.append(pr)
+        return pr
+    yield make
+    for pr in started:
+        pr.stop()
+
+
+def _within(measured, expected, tol=0.02):
+    return measured is not None and abs(measured / float(expected) - 1.0) <= tol
+
+
+# ------------------------------------------------------------------------------------------ bench
+PER_STREAM = 200.0
+AGG_CAP = 600.0
+
+
+def test_bench_measures_simulator_rates_within_2_percent(pair_factory):
+    pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": str(PER_STREAM), "VLLM_SIM_AGG_TOKENS_PER_S": str(AGG_CAP)})
+    report = bench_sweep.run_sweep(pair.url, MODEL, levels=[1, 2, 4, 8], max_tokens=128, profile="throughput", pause_s=0.1)
+    assert report["errors"] == 0, report["levels"]
+    print("\nbench vs simulator (per-stream %.0f tok/s, aggregate cap %.0f tok/s, 128 output tokens):" % (PER_STREAM, AGG_CAP))
+    rows = []
+    for lv in report["levels"]:
+        c = lv["concurrency"]
+        exp_agg = min(c * PER_STREAM, AGG_CAP)
+        exp_stream = exp_agg / c
+        rows.append((c, lv["aggregate_tps"], exp_agg, lv["per_stream_tps_mean"], exp_stream))
+        print("  c%-2d aggregate %7.2f (expected %5.0f, %+.2f%%)  per-stream %7.2f (expected %5.1f, %+.2f%%)  "
+              "TTFT p50 %.3f s  spec/pos %s" % (
+                  c, lv["aggregate_tps"], exp_agg, 100 * (lv["aggregate_tps"] / exp_agg - 1), lv["per_stream_tps_mean"],
+                  exp_stream, 100 * (lv["per_stream_tps_mean"] / exp_stream - 1), lv["ttft_p50_s"],
+                  ["%.3f" % p["rate"] for p in lv["spec_decode"]["per_position"]]))
+    for c, agg, exp_agg, stream, exp_stream in rows:
+        assert _within(agg, exp_agg), (c, agg, exp_agg)
+        assert _within(stream, exp_stream), (c, stream, exp_stream)
+    for lv in report["levels"]:
+        # token counts: the server's generation counter agrees with the streamed usage
+        assert lv["server_generation_tokens"] == lv["client_completion_tokens"] == 128 * lv["concurrency"]
+        assert lv["ok_requests"] == lv["concurrency"] and lv["short_streams"] == 0
+        # simulator acceptance per position 0.91, 0.81 (counters are whole numbers: small rounding)
+        rates = [p["rate"] for p in lv["spec_decode"]["per_position"]]
+        assert len(rates) == 2 and abs(rates[0] - 0.91) < 0.04 and abs(rates[1] - 0.81) < 0.04, rates
+        assert 0 < lv["ttft_p50_s"] < 0.5
+    md = bench_sweep.markdown_report(report)
+    assert sum(1 for ln in md.splitlines() if ln.startswith("|")) == 1 + 1 + 4  # header, rule, 4 levels
+    assert "seed 000" in md and "Method" in md
+
+
+def test_bench_skips_levels_above_max_num_seqs(pair_factory):
+    pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": "400"})
+    report = bench_sweep.run_sweep(pair.url, MODEL, levels=[1, 2, 4], max_tokens=32, profile="balanced", max_num_seqs=2,
+                                   pause_s=0)
+    assert [lv["concurrency"] for lv in report["levels"]] == [1, 2]
+    assert report["skipped"] == [{"concurrency": 4, "reason": "above max-num-seqs 2 (requests would queue)"}]
+    assert "| 4 | skipped |" in bench_sweep.markdown_report(report)
+
+
+def test_bench_reports_http_errors(pair_factory):
+    pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": "400"})
+    report = bench_sweep.run_sweep(pair.url, "no-such-model", levels=[2], max_tokens=16, pause_s=0)
+    lv = report["levels"][0]
+    assert report["errors"] == 2 and lv["ok_requests"] == 0 and lv["aggregate_tps"] is None
+    assert "HTTP 404" in lv["error_messages"][0] and "does not exist" in lv["error_messages"][0]
+
+
+# ------------------------------------------------------------------------------------------ validate
+def test_validate_passes_clean_replies(pair_factory):
+    pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": "2000"})
+    res = smoke_checks.run_validate(pair.url, MODEL, thinking=True, levels=[1, 2, 4, 6], max_tokens=64)
+    assert res["ok"], res["failures"]
+    names = [r["request"] for r in res["requests"]]
+    assert names[:2] == ["deterministic", "tool_call"] and len(names) == 2 + 1 + 2 + 4 + 6
+    assert all(r["status"] == 200 for r in res["requests"])
+
+
+EXPECTED_CHECK = {"cjk": "unexpected_script", "repeat": "token_loop", "leak": "leaked_token", "empty": "empty_reply"}
+
+
+@pytest.mark.parametrize("mode", sorted(EXPECTED_CHECK))
+def test_validate_catches_planted_garble(pair_factory, mode):
+    pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": "2000", "VLLM_SIM_GARBLE": mode})
+    res = smoke_checks.run_validate(pair.url, MODEL, thinking=True, levels=[1, 2], max_tokens=64)
+    assert not res["ok"]
+    by_request = {}
+    for f in res["failures"]:
+        assert set(f) == {"request", "check", "excerpt", "detail"}
+        by_request.setdefault(f["request"], set()).add(f["check"])
+    print("\n%s: %s" % (mode, "; ".join("%s %s %r" % (f["request"], f["check"], f["excerpt"]) for f in res["failures"][:4])))
+    # every concurrent reply is garbled and each one is named with the expected check
+    for name in ("c1-r1", "c2-r1", "c2-r2"):
+        assert EXPECTED_CHECK[mode] in by_request.get(name, set()), (name, by_request)
+    # the deterministic answer is wrong too (garble or nothing instead of "Four"), and the tool call is missing
+    assert "deterministic_answer" in by_request["deterministic"] or "empty_reply" in by_request["deterministic"]
+    assert "tool_call" in by_request["tool_call"]
+
+
+def test_validate_names_only_the_garbled_concurrent_requests(pair_factory):
+    pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": "400", "VLLM_SIM_GARBLE_MIN_CONCURRENCY": "3"})
+    res = smoke_checks.run_validate(pair.url, MODEL, thinking=True, levels=[1, 2, 4, 6], max_tokens=48)
+    assert not res["ok"]
+    bad = set(f["request"] for f in res["failures"])
+    assert bad and all(b.startswith(("c4-", "c6-")) for b in bad), bad
+    assert set(f["check"] for f in res["failures"]) == {"unexpected_script"}
+
+
+# ------------------------------------------------------------------------------------------ playbooks
+def _inventory(tmp_path):
+    inv = tmp_path / "inventory"
+    (inv / "group_vars" / "spark").mkdir(parents=True, exist_ok=True)
+    shutil.copy(os.path.join(REPO, "inventories", "balanced", "group_vars", "spark", "profile.yml"),
+                str(inv / "group_vars" / "spark" / "profile.yml"))
+    hosts = {}
+    for name, rank, ip in (("spark1", 0, "192.168.100.10"), ("spark2", 1, "192.168.100.11")):
+        hosts[name] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ds4_node_rank": rank,
+                       "ds4_fabric_ip": ip, "ds4_fabric_prefix": 24, "ds4_fabric_ifname": "enp1s0f1np1",
+                       "ds4_rdma_hcas": ["rocep1s0f1", "roceP2p1s0f1"]}
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": hosts}}))
+    return str(inv)
+
+
+def _playbook(tmp_path, name, extra):
+    env = dict(os.environ)
+    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
+               PATH=BIN + os.pathsep + env.get("PATH", ""))
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", _inventory(tmp_path),
+                           os.path.join(REPO, "playbooks", name), "-e", json.dumps(extra)],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=300, check=False)
+    return proc.returncode, proc.stdout
+
+
+def test_bench_playbook_writes_table_json_and_plot(pair_factory, tmp_path):
+    pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": "300", "VLLM_SIM_AGG_TOKENS_PER_S": "900"})
+    out_dir = tmp_path / "bench"
+    rc, out = _playbook(tmp_path, "bench.yml", {"ds4_endpoint_url": pair.url, "ds4_bench_levels": [1, 2, 4, 8, 16],
+                                                "ds4_bench_max_tokens": 96, "ds4_bench_dir": str(out_dir)})
+    assert rc == 0, out
+    files = sorted(os.listdir(str(out_dir)))
+    assert [f.rsplit(".", 1)[1] for f in files] == ["json", "md", "png"], files
+    assert all(f.startswith("bench-balanced-") for f in files)
+    report = json.loads((out_dir / files[0]).read_text())
+    # balanced: --max-num-seqs 8 from ds4_effective caps the sweep; c16 is skipped, as in seed 000
+    assert [lv["concurrency"] for lv in report["levels"]] == [1, 2, 4, 8]
+    assert report["skipped"][0]["concurrency"] == 16
+    assert report["settings"]["thinking"] is False and report["model"] == MODEL
+    for lv in report["levels"]:
+        assert _within(lv["aggregate_tps"], min(300.0 * lv["concurrency"], 900.0)), lv["aggregate_tps"]
+    png = (out_dir / files[2]).read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000
+    md = (out_dir / files[1]).read_text()
+    assert "seed 000" in md and "| 8 | 8 / 8 |" in md
+    assert "| 1 | 1 / 1 |" in out  # the table is shown in the playbook output
+
+
+def test_validate_playbook_passes_then_fails_on_garble(pair_factory, tmp_path):
+    pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": "2000"})
+    rc, out = _playbook(tmp_path, "validate.yml", {"ds4_endpoint_url": pair.url, "ds4_validate_levels": [1, 2]})
+    assert rc == 0, out
+    assert "0 failure(s)" in out
+    bad = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": "2000", "VLLM_SIM_GARBLE": "leak"})
+    rc, out = _playbook(tmp_path, "validate.yml", {"ds4_endpoint_url": bad.url, "ds4_validate_levels": [2]})
+    assert rc != 0, out
+    assert "validate failed" in out and "c2-r2: leaked_token" in out, out
