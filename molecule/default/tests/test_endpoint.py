@@ -3,7 +3,8 @@
 """The deployed pair answers from the controller, and the idempotence run restarted nothing.
 
 The endpoint is the vLLM simulator (tests/vllm_sim, a stand-in) launched by the real units
-with the balanced profile's rendered launch scripts; the head listens on its fabric address.
+with the balanced profile's rendered launch scripts; vLLM listens on 127.0.0.1 and the api_proxy
+role's nginx serves the head's fabric address to the controller (allowed network, API key).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,11 +22,15 @@ RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY) if INVENTORY el
 testinfra_hosts = RUNNER.get_hosts('spark') if RUNNER else []
 
 HEAD_URL = 'http://10.77.0.11:8000'
+# The test deployment opens the API to the controller (10.77.0.1/32) through the api_proxy role,
+# which requires one of ds4_api_keys (molecule/resources/inventory/group_vars/spark/test.yml).
+API_KEY = 'ds4-molecule-controller-key-0000'
 
 
 def _request(path, body=None, timeout=10.0):
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(HEAD_URL + path, data=data, headers={'Content-Type': 'application/json'})
+    req = urllib.request.Request(HEAD_URL + path, data=data, headers={'Content-Type': 'application/json',
+                                                                      'Authorization': 'Bearer ' + API_KEY})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return resp.status, resp.read()
 

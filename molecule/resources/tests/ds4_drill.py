@@ -20,6 +20,9 @@ INVENTORY = os.environ.get('MOLECULE_INVENTORY_FILE', '')
 PROJECT = os.environ.get('MOLECULE_PROJECT_DIRECTORY', os.getcwd())
 SCENARIO_DIR = os.environ.get('MOLECULE_SCENARIO_DIRECTORY', '')
 HEAD_URL = 'http://10.77.0.11:8000'
+# The test deployment opens the API to the controller (10.77.0.1/32) through the api_proxy role,
+# which requires one of ds4_api_keys (molecule/resources/inventory/group_vars/spark/test.yml).
+API_KEY = 'ds4-molecule-controller-key-0000'
 BASE_OVERRIDES = {
     'image': {'ref': 'ds4-vllm-sim:test'},
     'model': {'revision': '0123456789abcdef0123456789abcdef01234567'},
@@ -60,9 +63,12 @@ def unit_show(name, unit, *props):
     return dict(line.split('=', 1) for line in out.splitlines() if '=' in line)
 
 
-def request(path, body=None, timeout=10.0, url=HEAD_URL):
+def request(path, body=None, timeout=10.0, url=HEAD_URL, key=API_KEY):
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url + path, data=data, headers={'Content-Type': 'application/json'})
+    headers = {'Content-Type': 'application/json'}
+    if key:
+        headers['Authorization'] = 'Bearer ' + key
+    req = urllib.request.Request(url + path, data=data, headers=headers)
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return resp.status, resp.read()
 

@@ -1,0 +1,249 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Issue 11 on the converged pair, seen from a third container on ds4-fabric.
+
+spark1 (head, 10.77.0.11) and spark2 (worker, 10.77.0.12) run site.yml with the API open to
+10.77.0.1/32 (the controller) and 10.77.0.20/32 (`client`), two client keys, vLLM's own key and a
+fake HF token (inventory/hosts.yml). Every check can fail: each asserts an observed status, a
+connection outcome, a file's mode or the absence of a test secret in real output.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
+import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
+
+pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
+
+KEY_A = 'ds4SecClientKeyA-7f3e9c1d2b4a6e8f'
+KEY_B = 'ds4SecClientKeyB-0a9b8c7d6e5f4a3b'
+UPSTREAM = 'ds4SecUpstreamKey-5c4b3a2918f7e6d5'
+HF = 'hf_ds4SecFakeHubToken9d8c7b6a5f4e'
+SECRETS = (KEY_A, KEY_B, UPSTREAM, HF)
+HEAD = '10.77.0.11'
+
+# One TCP connect from a container: "open", "refused" or "timeout".
+PROBE = ('import socket, sys\n'
+         's = socket.socket()\ns.settimeout(3)\n'
+         'try:\n    s.connect((sys.argv[1], int(sys.argv[2])))\n    print("open")\n'
+         'except ConnectionRefusedError:\n    print("refused")\n'
+         'except OSError as e:\n    print("timeout" if "timed out" in str(e) else "error %s" % e)\n')
+
+
+def tcp(frm, host, port):
+    return d.node(frm, 'python3', '-c', PROBE, host, str(port))
+
+
+def curl(frm, path, key=None, method='GET', body=None, port=8000, host=HEAD):
+    """(status, body) of one HTTP request from a container; status 0 = no HTTP answer."""
+    argv = ['curl', '-sS', '-o', '/tmp/ds4-body', '-w', '%{http_code}', '--max-time', '20', '-X', method]
+    if key:
+        argv += ['-H', 'Authorization: Bearer ' + key]
+    if body is not None:
+        argv += ['-H', 'Content-Type: application/json', '-d', json.dumps(body)]
+    out = d.node(frm, *(argv + ['http://%s:%d%s' % (host, port, path)]), check=False)
+    m = re.search(r'(\d{3})$', out)
+    status = int(m.group(1)) if m else 0
+    return status, d.node(frm, 'cat', '/tmp/ds4-body', check=False) if status else out
+
+
+def chat_body():
+    return {'model': 'deepseek-v4-flash', 'max_tokens': 16, 'temperature': 0,
+            'messages': [{'role': 'user', 'content': 'What is 2+2? Answer with one word.'}]}
+
+
+def test_vllm_binds_loopback_and_the_proxy_fronts_it():
+    listening = d.node('spark1', 'ss', '-Hltn')
+    assert re.search(r'127\.0\.0\.1:8001\s', listening), listening   # vLLM (simulator) behind the proxy
+    assert re.search(r'0\.0\.0\.0:8000\s', listening), listening     # nginx
+    args = json.loads(d.node('spark1', 'docker', 'inspect', '-f', '{{json .Args}}', 'dgxspark-ds4-head'))
+    assert args == [] or '--api-key' not in args
+    script = d.node('spark1', 'cat', '/etc/dgxspark-ds4/launch-head.sh')
+    assert '--host 127.0.0.1' in script and '--port 8001' in script
+    assert d.node('spark1', 'systemctl', 'is-active', 'dgxspark-ds4-proxy.service') == 'active'
+    assert d.node('spark2', 'systemctl', 'is-active', 'dgxspark-ds4-proxy.service', check=False) != 'active'
+
+
+def test_allowed_client_gets_the_api_with_either_key():
+    for key in (KEY_A, KEY_B):
+        status, body = curl('client', '/v1/models', key)
+        assert status == 200, body
+        assert json.loads(body)['data'][0]['id'] == 'deepseek-v4-flash'
+    status, body = curl('client', '/v1/chat/completions', KEY_B, 'POST', chat_body())
+    assert status == 200, body
+    assert json.loads(body)['choices'][0]['message']['content'].strip() == 'Four'
+    assert curl('client', '/health')[0] == 200
+
+
+def test_requests_without_a_valid_key_get_401():
+    for key in (None, 'wrong-key-0000000000000000', KEY_A.upper(), KEY_A + 'x', UPSTREAM):
+        status, body = curl('client', '/v1/models', key)
+        assert status == 401, (key, status, body)
+        status, _b = curl('client', '/v1/chat/completions', key, 'POST', chat_body())
+        assert status == 401, key
+
+
+def test_unguarded_paths_not_reachable_from_an_allowed_client():
+    # vLLM does not guard these with --api-key (vllm-ops 1.5); the proxy must not forward them, key or not.
+    for path, method in (('/metrics', 'GET'), ('/tokenize', 'POST'), ('/invocations', 'POST'), ('/pause', 'POST'),
+                         ('/version', 'GET'), ('/v1/../metrics', 'GET'), ('/v1/models/../../tokenize', 'POST')):
+        status, body = curl('client', path, KEY_A, method, {'prompt': 'hi', 'model': 'deepseek-v4-flash'})
+        assert status == 404, (path, status, body)
+    # ... and vLLM's own port is not reachable from the network (loopback bind + firewall reject).
+    assert tcp('client', HEAD, 8001) == 'refused'
+    # The simulator itself does serve /metrics unauthenticated: proof the proxy is what hides it.
+    assert 'vllm:' in d.node('spark1', 'curl', '-sS', 'http://127.0.0.1:8001/metrics')
+
+
+def test_api_refused_from_a_host_not_allowed():
+    # spark2 (10.77.0.12) is not in ds4_api_allowed_networks: the firewall rejects it.
+    assert tcp('spark2', HEAD, 8000) == 'refused'
+    assert tcp('client', HEAD, 8000) == 'open'
+
+
+def test_master_port_only_between_the_fabric_addresses():
+    assert tcp('spark2', HEAD, 29501) == 'open'      # the TCPStore of the running pair
+    assert tcp('client', HEAD, 29501) == 'refused'
+
+
+def test_ephemeral_inter_node_ports_only_between_the_fabric_addresses():
+    d.node('spark1', 'sh', '-c', 'nohup python3 -c "import socket,time; s=socket.socket(); '
+           's.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\'10.77.0.11\', 45123)); s.listen(8); '
+           'time.sleep(120)" >/dev/null 2>&1 &')
+    d.wait_until('test listener on 10.77.0.11:45123', lambda: ':B053 ' in d.node('spark1', 'cat', '/proc/net/tcp'), 20)
+    assert tcp('spark2', HEAD, 45123) == 'open'
+    assert tcp('client', HEAD, 45123) == 'refused'
+
+
+def test_firewall_table_file_unit_and_user_table_kept():
+    for name in ('spark1', 'spark2'):
+        tables = d.node(name, 'nft', 'list', 'tables')
+        assert 'table inet dgxspark_ds4' in tables and 'table inet ds4_user_table' in tables, tables
+        user = d.node(name, 'nft', 'list', 'table', 'inet', 'ds4_user_table')
+        assert 'tcp dport 4444' in user and 'user rule: keep me' in user
+        assert d.node(name, 'stat', '-c', '%a %U', '/etc/dgxspark-ds4/nftables.conf') == '644 root'
+        assert d.node(name, 'systemctl', 'is-enabled', 'dgxspark-ds4-firewall.service') == 'enabled'
+    own = d.node('spark1', 'nft', 'list', 'table', 'inet', 'dgxspark_ds4')
+    assert '10.77.0.20' in own and '10.77.0.1' in own and 'dgxspark.ds4 sha256:' in own
+
+
+def test_boot_unit_reloads_the_same_table():
+    # What a reboot does: the unit loads the file; the digest in the live table stays the one the role wrote.
+    before = d.node('spark1', 'nft', 'list', 'table', 'inet', 'dgxspark_ds4')
+    d.node('spark1', 'nft', 'delete', 'table', 'inet', 'dgxspark_ds4')
+    d.node('spark1', 'systemctl', 'restart', 'dgxspark-ds4-firewall.service')
+    after = d.node('spark1', 'nft', 'list', 'table', 'inet', 'dgxspark_ds4')
+    digest = re.compile(r'sha256:[0-9a-f]{64}')
+    assert digest.search(before).group(0) == digest.search(after).group(0)
+    assert tcp('spark2', HEAD, 8000) == 'refused'
+    assert 'table inet ds4_user_table' in d.node('spark1', 'nft', 'list', 'tables')
+
+
+def test_secrets_only_in_0600_root_files():
+    allowed = {'spark1': {'/etc/dgxspark-ds4/secrets-head.env', '/etc/dgxspark-ds4/proxy/keys.conf'},
+               'spark2': {'/etc/dgxspark-ds4/secrets-worker.env'}}
+    for name in ('spark1', 'spark2'):
+        for secret in SECRETS:
+            hits = d.node(name, 'grep', '-rlF', secret, '/etc', '/var/lib/dgxspark-ds4', '/usr/local/libexec',
+                          '/var/tmp', '/root', check=False)
+            files = set(h for h in hits.splitlines() if h.startswith('/') and not h.startswith('/etc/ds4-test'))
+            assert files <= allowed[name], (name, secret[:6], files)
+            for f in files:
+                assert d.node(name, 'stat', '-c', '%a %U %G', f) == '600 root root', f
+    assert KEY_A in d.node('spark1', 'cat', '/etc/dgxspark-ds4/proxy/keys.conf')  # the check above is not vacuous
+
+
+def test_no_secret_in_argv_or_logs():
+    for name in ('spark1', 'spark2'):
+        cmdlines = d.node(name, 'sh', '-c', 'cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " "')
+        journal = d.node(name, 'journalctl', '--no-pager', '-o', 'cat')
+        role = 'head' if name == 'spark1' else 'worker'
+        container_log = d.node(name, 'docker', 'logs', 'dgxspark-ds4-%s' % role, check=False)
+        inspect_args = d.node(name, 'docker', 'inspect', '-f', '{{json .Args}} {{json .Config.Cmd}}',
+                              'dgxspark-ds4-%s' % role)
+        for secret in SECRETS:
+            assert secret not in cmdlines, (name, 'argv')
+            assert secret not in journal, (name, 'journal')
+            assert secret not in container_log, (name, 'container log')
+            assert secret not in inspect_args, (name, 'docker inspect args')
+        assert 'Application startup complete' in container_log or role == 'worker'
+
+
+def test_containers_not_privileged():
+    for name, role in (('spark1', 'head'), ('spark2', 'worker')):
+        hc = json.loads(d.node(name, 'docker', 'inspect', '-f', '{{json .HostConfig}}', 'dgxspark-ds4-%s' % role))
+        assert hc['Privileged'] is False
+        assert {u['Name'] for u in hc['Ulimits'] or []} >= {'memlock', 'stack'}
+        unit = d.node(name, 'cat', '/etc/systemd/system/dgxspark-ds4-%s.service' % role)
+        assert '--privileged' not in unit
+
+
+def test_verbose_run_leaks_no_secret_and_changes_nothing():
+    rc, out = _run_v('site.yml')
+    assert rc == 0, out[-3000:]
+    for secret in SECRETS:
+        assert secret not in out, 'a test secret (%s...) appears in the -v output' % secret[:6]
+    assert re.search(r'spark1\s*:\s*ok=\d+\s+changed=0 ', out) and re.search(r'spark2\s*:\s*ok=\d+\s+changed=0 ', out), \
+        out[-2500:]
+    assert 'dgxspark.ds4.firewall' in out and 'dgxspark.ds4.api_proxy' in out
+
+
+def _run_v(name):
+    cmd = ['ansible-playbook', '-v', '-i', os.path.dirname(d.INVENTORY), os.path.join(d.PROJECT, 'playbooks', name)]
+    env = dict(os.environ)
+    env.setdefault('ANSIBLE_COLLECTIONS_PATH', os.path.join(d.PROJECT, '.collections'))
+    env['ANSIBLE_NOCOLOR'] = '1'
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          env=env, cwd=d.PROJECT, timeout=900, check=False)
+    return proc.returncode, proc.stdout
+
+
+def test_doctor_bundle_is_redacted():
+    home = tempfile.mkdtemp(prefix='ds4-doctor-')
+    cmd = ['ansible-playbook', '-i', os.path.dirname(d.INVENTORY), os.path.join(d.PROJECT, 'playbooks', 'doctor.yml')]
+    env = dict(os.environ, HOME=home, ANSIBLE_NOCOLOR='1')
+    env.setdefault('ANSIBLE_COLLECTIONS_PATH', os.path.join(d.PROJECT, '.collections'))
+    env.setdefault('ANSIBLE_LOCAL_TEMP', os.path.join(home, '.ansible-tmp'))
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env,
+                          cwd=d.PROJECT, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    for secret in SECRETS:
+        assert secret not in proc.stdout
+    bundles = [os.path.join(dp, fn) for dp, _dn, fns in os.walk(home) for fn in fns if fn.endswith('.tar.gz')]
+    assert len(bundles) == 1, bundles
+    texts = []
+    with tarfile.open(bundles[0]) as tar:
+        for member in tar.getmembers():
+            if member.isfile():
+                texts.append((member.name, tar.extractfile(member).read().decode('utf-8', 'replace')))
+    joined = '\n'.join(t for _n, t in texts)
+    for secret in SECRETS:
+        assert secret not in joined, 'secret %s... in the doctor bundle' % secret[:6]
+    # not vacuous: the secrets env file was collected, with its values redacted
+    assert re.search(r'VLLM_API_KEY=\S', joined), [n for n, _t in texts]
+
+
+def test_zz_switch_to_loopback_only_and_back():
+    """Networks -> loopback: the proxy gives port 8000 back, vLLM takes it on 127.0.0.1, the client is
+    refused; then back to the scenario's configuration."""
+    rc, out = d.run_playbook('site.yml', {'ds4_api_allowed_networks': []})
+    assert rc == 0, out[-3000:]
+    listening = d.node('spark1', 'ss', '-Hltn')
+    assert re.search(r'127\.0\.0\.1:8000\s', listening) and not re.search(r'0\.0\.0\.0:8000\s', listening), listening
+    assert not d.node('spark1', 'ls', '/etc/dgxspark-ds4/proxy', check=False).strip() or \
+        'keys.conf' not in d.node('spark1', 'ls', '/etc/dgxspark-ds4/proxy', check=False)
+    assert tcp('client', HEAD, 8000) == 'refused'
+    assert d.node('spark1', 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}', 'http://127.0.0.1:8000/health') == '200'
+    rc, out = d.run_playbook('site.yml')
+    assert rc == 0, out[-3000:]
+    d.wait_until('client served again', lambda: curl('client', '/v1/models', KEY_A)[0] == 200, 120, interval=2.0)
