@@ -114,15 +114,18 @@ def _within(measured, expected, tol=0.02):
 
 
 # ------------------------------------------------------------------------------------------ bench
-PER_STREAM = 200.0
-AGG_CAP = 600.0
+# 256 tokens at these rates: 2.6 s windows at c1/c2 (6.8 s at c8), so a scheduling delay of a few tens of ms on
+# this shared 2-core machine (load ~4 while other tests run) stays well inside 2 %
+PER_STREAM = 100.0
+AGG_CAP = 300.0
 
 
 def test_bench_measures_simulator_rates_within_2_percent(pair_factory):
     pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": str(PER_STREAM), "VLLM_SIM_AGG_TOKENS_PER_S": str(AGG_CAP)})
-    report = bench_sweep.run_sweep(pair.url, MODEL, levels=[1, 2, 4, 8], max_tokens=128, profile="throughput", pause_s=0.1)
+    # seed 000's 256 output tokens
+    report = bench_sweep.run_sweep(pair.url, MODEL, levels=[1, 2, 4, 8], max_tokens=256, profile="throughput", pause_s=0.1)
     assert report["errors"] == 0, report["levels"]
-    print("\nbench vs simulator (per-stream %.0f tok/s, aggregate cap %.0f tok/s, 128 output tokens):" % (PER_STREAM, AGG_CAP))
+    print("\nbench vs simulator (per-stream %.0f tok/s, aggregate cap %.0f tok/s, 256 output tokens):" % (PER_STREAM, AGG_CAP))
     rows = []
     for lv in report["levels"]:
         c = lv["concurrency"]
@@ -139,7 +142,7 @@ def test_bench_measures_simulator_rates_within_2_percent(pair_factory):
         assert _within(stream, exp_stream), (c, stream, exp_stream)
     for lv in report["levels"]:
         # token counts: the server's generation counter agrees with the streamed usage
-        assert lv["server_generation_tokens"] == lv["client_completion_tokens"] == 128 * lv["concurrency"]
+        assert lv["server_generation_tokens"] == lv["client_completion_tokens"] == 256 * lv["concurrency"]
         assert lv["ok_requests"] == lv["concurrency"] and lv["short_streams"] == 0
         # simulator acceptance per position 0.91, 0.81 (counters are whole numbers: small rounding)
         rates = [p["rate"] for p in lv["spec_decode"]["per_position"]]
@@ -235,10 +238,10 @@ def _playbook(tmp_path, name, extra):
 
 
 def test_bench_playbook_writes_table_json_and_plot(pair_factory, tmp_path):
-    pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": "300", "VLLM_SIM_AGG_TOKENS_PER_S": "900"})
+    pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": "150", "VLLM_SIM_AGG_TOKENS_PER_S": "450"})
     out_dir = tmp_path / "bench"
     rc, out = _playbook(tmp_path, "bench.yml", {"ds4_endpoint_url": pair.url, "ds4_bench_levels": [1, 2, 4, 8, 16],
-                                                "ds4_bench_max_tokens": 96, "ds4_bench_dir": str(out_dir)})
+                                                "ds4_bench_max_tokens": 128, "ds4_bench_dir": str(out_dir)})
     assert rc == 0, out
     files = sorted(os.listdir(str(out_dir)))
     assert [f.rsplit(".", 1)[1] for f in files] == ["json", "md", "png"], files
@@ -249,7 +252,7 @@ def test_bench_playbook_writes_table_json_and_plot(pair_factory, tmp_path):
     assert report["skipped"][0]["concurrency"] == 16
     assert report["settings"]["thinking"] is False and report["model"] == MODEL
     for lv in report["levels"]:
-        assert _within(lv["aggregate_tps"], min(300.0 * lv["concurrency"], 900.0)), lv["aggregate_tps"]
+        assert _within(lv["aggregate_tps"], min(150.0 * lv["concurrency"], 450.0)), lv["aggregate_tps"]
     png = (out_dir / files[2]).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000
     md = (out_dir / files[1]).read_text()
