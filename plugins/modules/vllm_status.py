@@ -140,12 +140,18 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    systemctl = module.get_bin_path('systemctl') or 'systemctl'
-    _rc, out, _err = module.run_command([systemctl, 'show', '-p', ','.join(ops_status.UNIT_PROPS), p['unit']])
-    unit = ops_status.parse_systemctl_show(out)
-    docker = module.get_bin_path(p['docker_cli']) or p['docker_cli']
-    rc, out, _err = module.run_command([docker, 'inspect', p['container']])
+    unit = {'ActiveState': 'no-systemctl', 'SubState': '-'}
+    systemctl = module.get_bin_path('systemctl')
+    if systemctl:
+        _rc, out, _err = module.run_command([systemctl, 'show', '-p', ','.join(ops_status.UNIT_PROPS), p['unit']])
+        unit = ops_status.parse_systemctl_show(out)
+    docker = module.get_bin_path(p['docker_cli'])
+    rc, out = 1, '[]'
+    if docker:
+        rc, out, _err = module.run_command([docker, 'inspect', p['container']])
     container = ops_status.parse_docker_inspect(out if rc == 0 else '[]')
+    if not docker:
+        container['status'] = 'no docker CLI'
     deployed = None
     if p['evidence']:
         try:
