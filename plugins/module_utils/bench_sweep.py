@@ -242,8 +242,8 @@ def markdown_report(report):
             _fmt(lv.get("ttft_p95_s"), 3), _fmt(lv.get("window_s"), 2), _spec_cell(lv.get("spec_decode")),
             _fmt(lv.get("server_generation_tokens"), 0), seed_cell, ("%.2fx" % ratio) if ratio is not None else "-"))
     for sk in report.get("skipped", []):
-        lines.append("| %d | skipped | %s | | | | | | %s | |" % (sk["concurrency"], sk["reason"],
-                                                              _fmt(agg_ref.get(sk["concurrency"]))))
+        seed = _fmt(agg_ref.get(sk["concurrency"]))
+        lines.append("| %d | skipped | %s | | | | | | %s | |" % (sk["concurrency"], sk["reason"], seed))
     errs = [(lv["concurrency"], m) for lv in report.get("levels", []) for m in lv.get("error_messages") or []]
     if errs:
         lines += ["", "## Errors", ""] + ["- c%d: %s" % (c, m) for c, m in errs]

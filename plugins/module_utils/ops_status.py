@@ -151,7 +151,7 @@ def build_row(node, role, unit, container, deployed=None, endpoint=None, now=Non
 
 
 def format_table(rows):
-    cols = [(k, title) for k, title in COLUMNS]
+    cols = list(COLUMNS)
     widths = [max([len(title)] + [len(str(r.get(k, "-"))) for r in rows]) for k, title in cols]
     fmt = "  ".join("%%-%ds" % w for w in widths)
     lines = [fmt % tuple(t for _k, t in cols), fmt % tuple("-" * w for w in widths)]

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Minimal OpenAI-compatible client for validate.yml and bench.yml (issue #10).
 
-Pure Python standard library (urllib, threading); no Ansible imports.
+Pure Python standard library (http.client, threading); no Ansible imports.
 
   get(base_url, path, api_key=None, timeout=10) -> (status, text)
   post_json(base_url, path, body, api_key=None, timeout=120) -> (status, obj_or_text, seconds)
@@ -26,10 +26,11 @@ import threading
 import time
 
 try:  # Python 3
-    from urllib.request import Request, urlopen
-    from urllib.error import HTTPError, URLError
+    from http.client import HTTPConnection, HTTPSConnection, HTTPException
+    from urllib.parse import urlsplit
 except ImportError:  # pragma: no cover  (Python 2 is not supported by the collection)
-    from urllib2 import Request, urlopen, HTTPError, URLError  # type: ignore
+    from httplib import HTTPConnection, HTTPSConnection, HTTPException  # type: ignore
+    from urlparse import urlsplit  # type: ignore
 
 USER_AGENT = "dgxspark.ds4-ops/1"
 
@@ -43,54 +44,64 @@ def _headers(api_key, json_body=False):
     return h
 
 
-def _url(base_url, path):
-    return base_url.rstrip("/") + path
+def _connect(base_url, timeout):
+    """A connection straight to the endpoint (http.client: no proxy from the environment is used)."""
+    u = urlsplit(base_url)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise ValueError("bad endpoint URL %r (http[s]://host[:port])" % base_url)
+    cls = HTTPSConnection if u.scheme == "https" else HTTPConnection
+    return cls(u.hostname, u.port or (443 if u.scheme == "https" else 80), timeout=timeout), u.path.rstrip("/")
 
 
-def _error_text(exc):
-    body = ""
-    try:
-        body = exc.read().decode("utf-8", "replace")
-    except Exception:  # pylint: disable=broad-except
-        pass
+def _error_text(status, body):
     try:
         obj = json.loads(body)
-        err = obj.get("error")
+        err = obj.get("error") if isinstance(obj, dict) else None
         if isinstance(err, dict):
             body = err.get("message") or body
         elif err:
             body = str(err)
     except ValueError:
         pass
-    return "HTTP %s: %s" % (exc.code, body[:300])
+    return "HTTP %s: %s" % (status, body[:300])
+
+
+def _request(base_url, method, path, body=None, api_key=None, timeout=10.0):
+    """(connection, response) for one request; the caller reads and closes."""
+    conn, prefix = _connect(base_url, timeout)
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    try:
+        conn.request(method, prefix + path, body=data, headers=_headers(api_key, data is not None))
+        return conn, conn.getresponse()
+    except Exception:
+        conn.close()
+        raise
 
 
 def get(base_url, path, api_key=None, timeout=10.0):
-    """GET; returns (status, text).  Connection errors raise (URLError / OSError)."""
-    req = Request(_url(base_url, path), headers=_headers(api_key))
+    """GET; returns (status, text).  Connection errors raise (OSError / HTTPException)."""
+    conn, resp = _request(base_url, "GET", path, api_key=api_key, timeout=timeout)
     try:
-        resp = urlopen(req, timeout=timeout)
-    except HTTPError as exc:
-        return exc.code, exc.read().decode("utf-8", "replace")
-    with resp:
         return resp.status, resp.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
 
 
 def post_json(base_url, path, body, api_key=None, timeout=120.0):
     """POST a JSON body; returns (status, parsed JSON or text, seconds).  HTTP errors do not raise;
     connection errors and timeouts return status None and the error text."""
-    data = json.dumps(body).encode("utf-8")
-    req = Request(_url(base_url, path), data=data, headers=_headers(api_key, True))
     t0 = time.monotonic()
     try:
-        resp = urlopen(req, timeout=timeout)
-        with resp:
+        conn, resp = _request(base_url, "POST", path, body=body, api_key=api_key, timeout=timeout)
+        try:
             raw = resp.read().decode("utf-8", "replace")
             status = resp.status
-    except HTTPError as exc:
-        return exc.code, _error_text(exc), time.monotonic() - t0
-    except (URLError, socket.timeout, OSError) as exc:
-        return None, "%s: %s" % (type(exc).__name__, getattr(exc, "reason", exc)), time.monotonic() - t0
+        finally:
+            conn.close()
+    except (socket.timeout, OSError, HTTPException, ValueError) as exc:
+        return None, "%s: %s" % (type(exc).__name__, exc), time.monotonic() - t0
+    if status != 200:
+        return status, _error_text(status, raw), time.monotonic() - t0
     try:
         return status, json.loads(raw), time.monotonic() - t0
     except ValueError:
@@ -171,40 +182,43 @@ def stream_chat(base_url, body, api_key=None, timeout=600.0, clock=time.monotoni
     body["stream_options"] = opts
     rec = new_record()
     tools = {}
-    req = Request(_url(base_url, path), data=json.dumps(body).encode("utf-8"), headers=_headers(api_key, True))
     rec["t_start"] = clock()
     try:
-        resp = urlopen(req, timeout=timeout)
-    except HTTPError as exc:
-        rec["status"] = exc.code
-        rec["error"] = _error_text(exc)
+        conn, resp = _request(base_url, "POST", path, body=body, api_key=api_key, timeout=timeout)
+    except (socket.timeout, OSError, HTTPException, ValueError) as exc:
+        rec["error"] = "%s: %s" % (type(exc).__name__, exc)
         rec["t_end"] = clock()
         return rec
-    except (URLError, socket.timeout, OSError) as exc:
-        rec["error"] = "%s: %s" % (type(exc).__name__, getattr(exc, "reason", exc))
+    if resp.status != 200:
+        rec["status"] = resp.status
+        try:
+            rec["error"] = _error_text(resp.status, resp.read().decode("utf-8", "replace"))
+        finally:
+            conn.close()
         rec["t_end"] = clock()
         return rec
     rec["status"] = resp.status
     done = False
     try:
-        with resp:
-            while True:
-                raw = resp.readline()
-                if not raw:
+        while True:
+            raw = resp.readline()
+            if not raw:
+                break
+            now = clock()
+            kind, obj = parse_sse_line(raw.decode("utf-8", "replace"))
+            if kind == "done":
+                done = True
+                break
+            if kind == "data":
+                if obj.get("error"):
+                    err = obj["error"]
+                    rec["error"] = "stream error: %s" % (err.get("message") if isinstance(err, dict) else err)
                     break
-                now = clock()
-                kind, obj = parse_sse_line(raw.decode("utf-8", "replace"))
-                if kind == "done":
-                    done = True
-                    break
-                if kind == "data":
-                    if obj.get("error"):
-                        err = obj["error"]
-                        rec["error"] = "stream error: %s" % (err.get("message") if isinstance(err, dict) else err)
-                        break
-                    consume_event(rec, obj, now, tools)
-    except (socket.timeout, OSError, ValueError) as exc:
+                consume_event(rec, obj, now, tools)
+    except (socket.timeout, OSError, HTTPException, ValueError) as exc:
         rec["error"] = "stream interrupted: %s: %s" % (type(exc).__name__, exc)
+    finally:
+        conn.close()
     rec["t_end"] = clock()
     rec["tool_calls"] = [tools[k] for k in sorted(tools)]
     if rec["error"] is None:

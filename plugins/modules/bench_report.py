@@ -16,7 +16,7 @@ description:
   - Writes C(<dest>/<name>.json) (the full report), C(<dest>/<name>.md) (method header and table) and
     C(<dest>/<name>.png) (decode tok/s against concurrency, measured aggregate and per-stream curves, the profile's
     seed reference figures beside them).
-  - Meant for the controller (C(delegate_to: localhost)), where C(matplotlib) is installed from C(requirements.txt).
+  - Meant for the controller (C(delegate_to) C(localhost)), where C(matplotlib) is installed from C(requirements.txt).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 attributes:

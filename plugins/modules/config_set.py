@@ -47,7 +47,7 @@ options:
     description: Free text kept in the manifest (the profile the set belongs to).
     type: str
   launch_script:
-    description: Live launch script whose serve arguments are returned as RV(launch) (after a swap: the restored one).
+    description: Live launch script whose serve arguments are returned as RV(launch) (after a swap, the restored one).
     type: path
 '''
 

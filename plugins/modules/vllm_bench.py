@@ -20,7 +20,7 @@ description:
     TTFT p50/p95 and errors. Token counts come from the final streamed C(usage) chunk.
   - Scrapes C(/metrics) before and after each level; speculative-decoding acceptance per draft position is the ratio
     of the counter deltas (C(vllm:spec_decode_num_accepted_tokens_per_pos_total) / C(vllm:spec_decode_num_drafts_total)).
-  - Levels above O(max_num_seqs) are skipped (the requests would queue: no steady state).
+  - Levels above O(max_num_seqs) are skipped (the requests would queue, so no steady state exists).
   - Returns the report (and its markdown); bench.yml writes the JSON, the markdown and the plot on the controller.
   - Standard library only; runs on the head (against C(127.0.0.1)) or on the controller.
 author:
@@ -121,7 +121,7 @@ def main():
             model=dict(type='str', required=True),
             api_key=dict(type='str', no_log=True),
             levels=dict(type='list', elements='int', default=[1, 2, 4, 8, 16]),
-            max_tokens=dict(type='int', default=256),
+            max_tokens=dict(type='int', default=256, no_log=False),
             thinking=dict(type='bool', default=False),
             prompt=dict(type='str'),
             max_num_seqs=dict(type='int'),

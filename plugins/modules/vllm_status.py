@@ -14,7 +14,7 @@ short_description: One status row for this rank (unit, container, image, profile
 version_added: 0.1.0
 description:
   - Reads C(systemctl show) of the unit, C(docker inspect) of the container and the deployment evidence file
-    (C(/var/lib/dgxspark-ds4/deployed-<role>.json): profile, image).
+    (C(/var/lib/dgxspark-ds4/deployed-<role>.json), with the profile and the image).
   - On the head also C(GET /health), C(GET /v1/models), a short chat completion (the endpoint answer, thinking off)
     and C(/metrics) (KV cache usage, running and waiting requests).
   - The rows of both ranks become one table with the C(dgxspark.ds4.status_table) filter.
@@ -163,8 +163,8 @@ def main():
     if p['role'] == 'head' and p['url']:
         endpoint = _endpoint(p['url'], p['api_key'], p['chat'], p['timeout'])
     row = ops_status.build_row(p['node'], p['role'], unit, container, deployed, endpoint, time.time())
-    module.exit_json(changed=False, row=row, msg='%s %s, container %s, endpoint %s' % (p['role'], row['unit'], row['container'],
-                                                                                  row['endpoint']))
+    msg = '%s %s, container %s, endpoint %s' % (p['role'], row['unit'], row['container'], row['endpoint'])
+    module.exit_json(changed=False, row=row, msg=msg)
 
 
 if __name__ == '__main__':

@@ -120,7 +120,7 @@ def main():
             tools=dict(type='bool', default=True),
             tool_choice=dict(type='str', default='auto', choices=['auto', 'required']),
             levels=dict(type='list', elements='int', default=[1, 2, 4, 6]),
-            max_tokens=dict(type='int', default=128),
+            max_tokens=dict(type='int', default=128, no_log=False),
             timeout=dict(type='float', default=300.0),
             max_script_ratio=dict(type='float', default=0.05),
         ),

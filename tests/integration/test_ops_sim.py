@@ -69,8 +69,8 @@ class Pair(object):
         self.procs = [
             subprocess.Popen([VLLM, "serve", "/models/ds4"] + args + dist + ["--node-rank", "1", "--headless"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-            subprocess.Popen([VLLM, "serve", "/models/ds4"] + args + dist + ["--node-rank", "0", "--host", "127.0.0.1",
-                                                                          "--port", str(self.port)], env=henv,
+            subprocess.Popen([VLLM, "serve", "/models/ds4"] + args + dist
+                             + ["--node-rank", "0", "--host", "127.0.0.1", "--port", str(self.port)], env=henv,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
         self.url = "http://127.0.0.1:%d" % self.port
         deadline = time.monotonic() + 60

@@ -112,7 +112,7 @@ def test_seed_reference_figures_appear_in_the_cited_seed():
         assert m, (profile, ref["source"])
         text = open(os.path.join(SEEDS, m.group(1)), encoding="utf-8").read()
         for value in list(ref["aggregate"].values()) + list(ref["per_stream"].values()):
-            for form in {"%.1f" % value, "%.2f" % value, ("%.2f" % value).rstrip("0")}:
+            for form in ("%.1f" % value, "%.2f" % value, ("%.2f" % value).rstrip("0")):
                 if re.search(r"(?<![\d.])%s(?!\d)" % re.escape(form), text):
                     break
             else:
@@ -161,7 +161,9 @@ def test_deterministic_answer():
 def test_tool_call_checks():
     ok = _resp(None, tool_calls=_call(), finish="tool_calls")
     assert smoke_checks.check_tool_call("t", ok) == []
-    checks = lambda r: [f["check"] for f in smoke_checks.check_tool_call("t", r)]  # noqa: E731
+
+    def checks(resp):
+        return [f["check"] for f in smoke_checks.check_tool_call("t", resp)]
     assert checks(_resp("I cannot")) == ["tool_call"]
     assert checks(_resp(None, tool_calls=_call(args='{"city": '), finish="tool_calls")) == ["tool_call_arguments"]
     assert checks(_resp(None, tool_calls=_call(args='{"unit": "kelvin"}'), finish="tool_calls")) == [
