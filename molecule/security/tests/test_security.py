@@ -117,12 +117,15 @@ def test_master_port_only_between_the_fabric_addresses():
 
 
 def test_ephemeral_inter_node_ports_only_between_the_fabric_addresses():
-    d.node('spark1', 'sh', '-c', 'nohup python3 -c "import socket,time; s=socket.socket(); '
-           's.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\'10.77.0.11\', 45123)); s.listen(8); '
-           'time.sleep(120)" >/dev/null 2>&1 &')
-    d.wait_until('test listener on 10.77.0.11:45123', lambda: ':B053 ' in d.node('spark1', 'cat', '/proc/net/tcp'), 20)
+    # A listener on the head's fabric address in the ephemeral range, as vLLM's ZMQ MessageQueue has.
+    subprocess.run(['docker', 'exec', '-d', 'spark1', 'python3', '-c',
+                    'import socket, time\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n'
+                    's.bind(("10.77.0.11", 45123))\ns.listen(8)\ntime.sleep(120)\n'], check=True)
+    d.wait_until('test listener on 10.77.0.11:45123', lambda: '10.77.0.11:45123 ' in d.node('spark1', 'ss', '-Hltn'), 20)
     assert tcp('spark2', HEAD, 45123) == 'open'
     assert tcp('client', HEAD, 45123) == 'refused'
+    # A port outside the guarded range and address stays the host's business (policy accept).
+    assert tcp('client', HEAD, 22) == 'open'
 
 
 def test_firewall_table_file_unit_and_user_table_kept():
