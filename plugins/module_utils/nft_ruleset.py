@@ -69,7 +69,7 @@ def _nets(values, errors, var):
             errors.append('%s entry %r: not an IP network' % (var, item))
             continue
         (v4 if net.version == 4 else v6).append(str(net))
-    return sorted(set(v4), key=lambda n: ipaddress.ip_network(n)), sorted(set(v6), key=lambda n: ipaddress.ip_network(n))
+    return sorted(set(v4), key=ipaddress.ip_network), sorted(set(v6), key=ipaddress.ip_network)
 
 
 def _addrs(values, errors, var):

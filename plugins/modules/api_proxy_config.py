@@ -12,9 +12,10 @@ module: api_proxy_config
 short_description: nginx configuration of the API proxy (endpoint allowlist + key check) and its 0600 keys file
 version_added: 0.1.0
 description:
-  - Renders the nginx configuration of the head's API proxy (logic in C(plugins/module_utils/api_exposure.py)):
+  - Renders the nginx configuration of the head's API proxy (logic in C(plugins/module_utils/api_exposure.py));
     only the paths in O(endpoints) are forwarded to vLLM on loopback, every other path answers 404, and paths
-    marked C(auth) answer 401 unless the request carries C(Authorization: Bearer <one of api_keys>).
+    marked C(auth) answer 401 unless the request carries the header C(Authorization) with the value
+    C(Bearer <one of api_keys>).
   - The keys live in a separate include (O(keys_path), mode 0600, owner root; the nginx master reads it as root);
     the main file (O(path), 0644) holds no secret. The client key is never forwarded; vLLM receives
     O(upstream_api_key) (or no Authorization header).
@@ -222,7 +223,7 @@ def main():
         module.exit_json(**result)
 
     conf_dir = os.path.dirname(p['path'])
-    for d in {conf_dir, os.path.dirname(p['keys_path'])}:
+    for d in sorted(set([conf_dir, os.path.dirname(p['keys_path'])])):
         if not os.path.isdir(d):
             module.fail_json(msg='directory %s does not exist (the role creates it)' % d)
     if p['validate']:

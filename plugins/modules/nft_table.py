@@ -16,7 +16,7 @@ description:
     C(plugins/module_utils/nft_ruleset.py)), writes it to O(path) and loads it with C(nft -f) only when the file
     changed or the live table differs from it (the table's comment carries the sha256 of its body).
   - The file is one atomic transaction touching only C(table <family> <table>) (create if missing, delete,
-    redefine): nothing else is ever flushed, so a user's own tables and Docker's chains stay as they are.
+    redefine); nothing else is ever flushed, so a user's own tables and Docker's chains stay as they are.
   - The ruleset is checked with C(nft -c -f) before the file is replaced.
   - With O(state=absent) the table is deleted (if present) and the file removed.
 author:
