@@ -235,8 +235,8 @@ class Watch(object):
 def watch_forever(cfg):
     loop = Watch(cfg)
     interval = float(cfg.get('interval_s', 2))
-    say('watching %s and %s every %.1fs' % (cfg['head_unit'], ', '.join('%s on %s' % (p['unit'], p['name'])
-                                                                      for p in cfg.get('peers') or []), interval))
+    workers = ', '.join('%s on %s' % (p['unit'], p['name']) for p in cfg.get('peers') or [])
+    say('watching %s and %s every %.1fs' % (cfg['head_unit'], workers, interval))
     while True:
         try:
             if loop.step() == 'restart':

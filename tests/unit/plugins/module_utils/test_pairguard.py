@@ -159,7 +159,7 @@ def test_watch_does_nothing_while_the_pair_matches_the_record(tmp_path):
     c = cfg(tmp_path, record={'spark2': 'w1'})
     fake = FakeSystemd(worker_inv='w1')
     watch = pairguard.Watch(c, runner=fake, clock=lambda: 100.0)
-    assert [watch.step() for _ in range(5)] == [None] * 5
+    assert [watch.step() for _i in range(5)] == [None] * 5
     assert fake.actions() == []
 
 
@@ -192,7 +192,7 @@ def test_watch_stops_the_worker_once_when_the_head_failed_for_good(tmp_path, cap
     assert watch.step() == 'stop'
     assert fake.actions() == [('root@10.77.0.12', 'stop', WORKER)]
     assert 'the pair lives and dies together' in capsys.readouterr().out
-    assert [watch.step() for _ in range(3)] == [None] * 3
+    assert [watch.step() for _i in range(3)] == [None] * 3
     assert len(fake.actions()) == 1
 
 
@@ -201,7 +201,7 @@ def test_watch_tolerates_short_ssh_outages_then_acts(tmp_path):
     fake = FakeSystemd(worker_inv='w1')
     fake.unreachable = True
     watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
-    assert [watch.step() for _ in range(3)] == [None, None, 'restart']
+    assert [watch.step() for _i in range(3)] == [None, None, 'restart']
 
 
 def test_watch_rate_limit_stops_the_head_instead_of_a_storm(tmp_path, capsys):
@@ -210,7 +210,7 @@ def test_watch_rate_limit_stops_the_head_instead_of_a_storm(tmp_path, capsys):
     now = [0.0]
     watch = pairguard.Watch(c, runner=fake, clock=lambda: now[0])
     results = []
-    for _ in range(3):
+    for _i in range(3):
         fake.units[('local', HEAD)]['ActiveState'] = 'active'
         results.append(watch.step())
         now[0] += 10
