@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The operations playbooks (issue #10) against the converged two-node pair, run last.
+
+status, logs, stop (head first), restart (worker first, readiness), validate, bench (table, JSON,
+plot), then a profile switch balanced -> throughput and a rollback, both through readiness. The
+pair ends on the scenario's own (balanced) configuration.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import glob
+import json
+import os
+import sys
+import tempfile
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
+import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
+
+pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
+
+THROUGHPUT_PROFILE = os.path.join(d.PROJECT, 'inventories', 'throughput', 'group_vars', 'spark', 'profile.yml')
+
+
+def ops(name, *extra, **kwargs):
+    rc, out = d.run_playbook(name, *extra, **kwargs)
+    assert rc == 0, '%s failed:\n%s' % (name, out[-4000:])
+    return out
+
+
+def head_script():
+    return d.node('spark1', 'cat', '/etc/dgxspark-ds4/launch-head.sh')
+
+
+def served_max_model_len():
+    _status, body = d.request('/v1/models')
+    return json.loads(body)['data'][0]['max_model_len']
+
+
+def test_status_one_table_for_both_ranks():
+    out = ops('status.yml')
+    for needle in ('spark1', 'spark2', 'dgxspark-ds4-head.service', 'dgxspark-ds4-worker.service', 'balanced'):
+        assert needle in out, needle
+
+
+def test_logs_labelled_by_node():
+    out = ops('logs.yml', {'ds4_logs_lines': 20})
+    assert 'spark1 (head) |' in out and 'spark2 (worker) |' in out
+
+
+def test_stop_head_first_then_restart_worker_first():
+    ops('stop.yml')
+    head = d.unit_show('spark1', 'dgxspark-ds4-head.service', 'ActiveState', 'InactiveEnterTimestampMonotonic')
+    worker = d.unit_show('spark2', 'dgxspark-ds4-worker.service', 'ActiveState', 'InactiveEnterTimestampMonotonic')
+    assert head['ActiveState'] == 'inactive' and worker['ActiveState'] == 'inactive'
+    # Both containers share the CI machine's kernel: their monotonic clocks are the same clock.
+    assert int(head['InactiveEnterTimestampMonotonic']) < int(worker['InactiveEnterTimestampMonotonic']), 'head must stop first'
+    ops('restart.yml')
+    head1, worker1 = d.started_at('spark1', 'head'), d.started_at('spark2', 'worker')
+    assert worker1 < head1, 'worker must start first'
+    assert d.chat()
+
+
+def test_validate_passes_on_a_clean_endpoint():
+    out = ops('validate.yml', {'ds4_validate_levels': [1, 2]})
+    assert 'Four' in out or 'four' in out
+
+
+def test_bench_writes_table_json_and_plot():
+    outdir = tempfile.mkdtemp(prefix='ds4-bench-')
+    ops('bench.yml', {'ds4_bench_levels': [1, 2], 'ds4_bench_max_tokens': 64, 'ds4_bench_dir': outdir})
+    for ext in ('json', 'md', 'png'):
+        assert glob.glob(os.path.join(outdir, 'bench-*.%s' % ext)), 'no .%s report in %s' % (ext, outdir)
+    report = json.load(open(glob.glob(os.path.join(outdir, 'bench-*.json'))[0]))
+    text = json.dumps(report)
+    assert 'aggregate' in text and 'ttft' in text.lower()
+
+
+def test_switch_to_throughput_then_rollback_both_pass_readiness():
+    assert served_max_model_len() == 131072
+    ops('switch.yml', {'ds4_profile': 'throughput'}, var_files=[THROUGHPUT_PROFILE])
+    assert '65536' in head_script()
+    assert served_max_model_len() == 65536
+    ops('rollback.yml')
+    assert '131072' in head_script()
+    assert served_max_model_len() == 131072
+    d.wait_serving(60)
