@@ -58,8 +58,11 @@ def test_unit_properties(host):
     assert p['KillMode'] == 'mixed'
     assert p['TimeoutStartUSec'] not in ('0', 'infinity')
     assert 'docker.service' in p['Requires']
-    # No cross-node dependency: the ranks are ordered by the role, not by systemd.
-    assert 'dgxspark-ds4-' not in p['After'] + p['Wants'] + p['Requires']
+    # No cross-node dependency: the ranks are ordered by the role and the pair guard, not by systemd.
+    # (Same-node ordering is fine: the firewall unit loads its table before the rank starts.)
+    deps = (p['After'] + ' ' + p['Wants'] + ' ' + p['Requires']).split()
+    assert not [u for u in deps if u in ('dgxspark-ds4-head.service', 'dgxspark-ds4-worker.service')], deps
+    assert 'dgxspark-ds4-firewall.service' in p['After']
     assert p['FragmentPath'] == '/etc/systemd/system/%s' % dep['unit']
 
 
