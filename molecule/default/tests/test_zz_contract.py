@@ -57,9 +57,12 @@ def test_changed_flag_restarts_both_ranks_worker_first():
 def test_unit_referencing_missing_path_refused_at_deploy_time():
     """Seed 000's ghost ExecStart: a unit whose executable is missing never gets installed."""
     unit_before = node('spark1', 'cat', '/etc/systemd/system/dgxspark-ds4-head.service')
+    prestart_before = node('spark2', 'cat', '/etc/dgxspark-ds4/prestart-worker.json')
     head0 = started_at('spark1', 'head')
     rc, out = run_site({'vllm_service_docker_bin': '/usr/local/bin/docker-gone'})
     assert rc != 0
     assert '/usr/local/bin/docker-gone' in out and 'does not exist' in out
     assert node('spark1', 'cat', '/etc/systemd/system/dgxspark-ds4-head.service') == unit_before
+    # nothing half-written either: the next (re)start must still work
+    assert node('spark2', 'cat', '/etc/dgxspark-ds4/prestart-worker.json') == prestart_before
     assert started_at('spark1', 'head') == head0, 'a refused deploy must not touch the running pair'
