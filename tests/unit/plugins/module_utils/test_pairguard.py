@@ -8,24 +8,11 @@ so the tests show which rank is restarted, in which order, and when the guard gi
 
 from __future__ import absolute_import, division, print_function
 
-import importlib.machinery
-import importlib.util
 import json
-import os
 
 import pytest
 
-FILES = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'vllm_service', 'files')
-
-
-def load(name):
-    path = os.path.abspath(os.path.join(FILES, name))
-    loader = importlib.machinery.SourceFileLoader('ds4_' + name[:-3], path)
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
+from .test_service_guard_prestart import load
 
 pairguard = load('pairguard.py')
 prestart = load('prestart.py')
