@@ -15,30 +15,14 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.dgxspark.ds4.plugins.modules import mxfp4_patch as mod
+from .module_harness import ExitJson, FailJson, patch_exit
 
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'mxfp4')
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit(self, **kwargs):
-    raise ExitJson(kwargs)
-
-
-def _fail(self, **kwargs):
-    raise FailJson(kwargs)
-
-
 @pytest.fixture(autouse=True)
 def patched(monkeypatch):
-    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', _exit)
-    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', _fail)
+    patch_exit(monkeypatch)
 
 
 def copy_fixture(tmp_path, name):

@@ -14,33 +14,16 @@ import sys
 
 import pytest
 
-from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.dgxspark.ds4.plugins.modules import api_proxy_config as proxy_mod
 from ansible_collections.dgxspark.ds4.plugins.modules import nft_table as nft_mod
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit(self, **kwargs):
-    raise ExitJson(kwargs)
-
-
-def _fail(self, **kwargs):
-    raise FailJson(kwargs)
+from .module_harness import ExitJson, FailJson, patch_exit
 
 
 @pytest.fixture(autouse=True)
 def patched(monkeypatch):
-    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', _exit)
-    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', _fail)
+    patch_exit(monkeypatch)
 
 
 FAKE_NFT = r'''

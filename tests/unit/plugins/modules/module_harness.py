@@ -1,0 +1,30 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Shared harness for running a module's real main() in unit tests (community.general style):
+exit_json / fail_json raise instead of exiting, carrying the result."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+from ansible.module_utils import basic
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+def exit_json(self, **kwargs):  # pylint: disable=unused-argument
+    raise ExitJson(kwargs)
+
+
+def fail_json(self, **kwargs):  # pylint: disable=unused-argument
+    raise FailJson(kwargs)
+
+
+def patch_exit(monkeypatch):
+    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
