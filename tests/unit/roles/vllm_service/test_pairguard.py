@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from .test_service_guard_prestart import load
+from .role_files import load
 
 pairguard = load('pairguard.py')
 prestart = load('prestart.py')

@@ -8,25 +8,15 @@ role's files/ directory and run against a fake /proc, a fake /dev/shm and a fake
 
 from __future__ import absolute_import, division, print_function
 
-import importlib.machinery
-import importlib.util
 import os
 import socket
 
 import pytest
 
-FILES = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'vllm_service', 'files')
+from .role_files import load
+
 CID_DEAD = 'a' * 64
 CID_LIVE = 'b' * 64
-
-
-def load(name):
-    path = os.path.abspath(os.path.join(FILES, name))
-    loader = importlib.machinery.SourceFileLoader('ds4_' + name[:-3], path)
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
 
 
 prestart = load('prestart.py')
