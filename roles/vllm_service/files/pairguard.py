@@ -22,17 +22,38 @@ InvocationID that the running head was paired with (state file, JSON):
     When the head has given up (unit failed, e.g. its start limit hit) or the guard stopped it,
     the worker rank is stopped too: it would otherwise wait for a rendezvous that never comes.
 
-The worker is reached with the peer_access key (ssh options + root@<worker fabric ip>); only
-`systemctl show/start/restart/reset-failed <worker unit>` is run there.
+  * Hang watchdog (same loop, cfg hang_watchdog): a live pair that produces nothing (an NCCL
+    collective or the engine wedged; /health and /v1/models stay green, vllm-ops 2.3 F). Every
+    hang_poll_s the head's /metrics (Prometheus text, parsed here) is read: requests running
+    (vllm:num_requests_running > 0) while vllm:generation_tokens_total, vllm:prompt_tokens_total and
+    the step counter vllm:iteration_tokens_total_count all stand still for hang_after_s is a hang
+    (a long prefill moves the prompt/step counters and is not one); so is /metrics not answering
+    for hang_after_s, once it had answered, while the head container runs. On a hang the evidence
+    is kept first (hang-<UTC>/ under evidence_dir: metrics before and after, last journal lines,
+    docker top, py-spy dump when the image has it, /proc/meminfo, nvidia-smi, of both ranks), then
+    the pair is restarted like above (worker first, within the same storm limit), in one line.
+  * Guard state (restarts, hangs, storm stops, last cause, last hang) is kept in state_file (JSON,
+    read by status.yml) and exported as a node-exporter textfile (textfile, written atomically).
+
+The worker is reached with the peer_access key (ssh options + root@<worker fabric ip>); there the
+guard runs `systemctl show/start/restart/reset-failed/stop <worker unit>` and, on a hang only, reads
+evidence (journalctl, docker top/exec, /proc/meminfo, nvidia-smi).
 """
 
 from __future__ import absolute_import, division, print_function
 
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 import time
+
+try:
+    import http.client as httplib
+except ImportError:  # pragma: no cover - python 2 is not supported on the nodes
+    import httplib  # type: ignore
 
 TAG = 'dgxspark-ds4 pairguard'
 
@@ -52,6 +73,8 @@ def run(argv, timeout=30):
                               timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return 124, '', 'timed out after %ss' % timeout
+    except OSError as exc:
+        return 127, '', str(exc)
     return proc.returncode, proc.stdout, proc.stderr.strip()
 
 
@@ -148,29 +171,371 @@ def ensure_fresh_workers(cfg, runner=run, sleep=time.sleep, clock=time.time):
     return new
 
 
+# --------------------------------------------------------------------------- Prometheus text format
+_SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+-?\d+)?\s*$')
+_LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def _prom_float(text):
+    low = text.lower()
+    if low in ('nan',):
+        return float('nan')
+    if low in ('+inf', 'inf'):
+        return float('inf')
+    if low == '-inf':
+        return float('-inf')
+    return float(text)
+
+
+def parse_prometheus(text):
+    """Prometheus text exposition -> [(name, {label: value}, float)]; comments and bad lines skipped."""
+    out = []
+    for line in (text or '').splitlines():
+        line = line.strip()
+        if not line or line.startswith('#'):
+            continue
+        m = _SAMPLE_RE.match(line)
+        if not m:
+            continue
+        labels = {}
+        if m.group(3):
+            for lm in _LABEL_RE.finditer(m.group(3)):
+                labels[lm.group(1)] = lm.group(2).replace('\\"', '"').replace('\\n', '\n').replace('\\\\', '\\')
+        try:
+            value = _prom_float(m.group(4))
+        except ValueError:
+            continue
+        out.append((m.group(1), labels, value))
+    return out
+
+
+def metric_total(samples, name):
+    """Sum of every sample of that name (all engines / label sets); None when the series is absent."""
+    values = [v for n, _l, v in samples if n == name and not math.isnan(v)]
+    return sum(values) if values else None
+
+
+def fetch_metrics(url, timeout):
+    """GET url (http://host:port/path) -> body text; raises on a timeout, a refusal or a non-200."""
+    m = re.match(r'^http://([^/:]+)(?::(\d+))?(/.*)?$', url)
+    if not m:
+        raise GuardError('metrics_url %r: only http://host:port/path is supported' % url)
+    conn = httplib.HTTPConnection(m.group(1), int(m.group(2) or 80), timeout=timeout)
+    try:
+        conn.request('GET', m.group(3) or '/metrics')
+        resp = conn.getresponse()
+        body = resp.read().decode('utf-8', 'replace')
+        if resp.status != 200:
+            raise GuardError('GET %s: HTTP %d' % (url, resp.status))
+        return body
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------- hang watchdog
+PROGRESS_SERIES = ('vllm:generation_tokens_total', 'vllm:prompt_tokens_total', 'vllm:iteration_tokens_total_count')
+
+
+class HangDetector(object):
+    """Decides from successive /metrics scrapes whether the engine is hung; pure logic, clock given by the caller.
+
+    A stall: requests running while no progress counter (generation tokens, prompt tokens, engine steps)
+    moved for hang_after_s. Idle (nothing running) is never a hang. A silence: the API answered /metrics
+    once since the head started and has not answered for hang_after_s since (a head still loading never
+    answered: not a hang).
+    """
+
+    def __init__(self, cfg, fetch):
+        self.after = float(cfg.get('hang_after_s', 120))
+        self.fetch = fetch
+        self.reset()
+
+    def reset(self):
+        self.counters = None
+        self.progress_at = None
+        self.progress_text = None
+        self.answered = False
+        self.silent_since = None
+        self.silent_error = None
+        self.last_text = None
+        self.running = None
+
+    def poll(self, now):
+        """One scrape. Returns None, or a dict describing the hang (kind stall/silent, why, numbers)."""
+        try:
+            text = self.fetch()
+        except Exception as exc:  # pylint: disable=broad-except
+            if not self.answered:
+                return None
+            if self.silent_since is None:
+                self.silent_since = now
+            self.silent_error = '%s: %s' % (type(exc).__name__, exc)
+            silent = now - self.silent_since
+            if silent >= self.after:
+                return {'kind': 'silent', 'cause': 'hang_api_silent', 'silent_s': silent, 'since': self.silent_since,
+                        'before_text': self.last_text, 'error': self.silent_error,
+                        'why': 'hang: the API has not answered /metrics for %.0f s (limit %.0f s; last error %s) while the '
+                               'head container runs' % (silent, self.after, self.silent_error)}
+            return None
+        self.answered = True
+        self.silent_since = None
+        samples = parse_prometheus(text)
+        running = metric_total(samples, 'vllm:num_requests_running')
+        counters = tuple(metric_total(samples, name) for name in PROGRESS_SERIES)
+        was_running, self.running = self.running, running
+        if (not running or not was_running or self.counters is None or counters != self.counters
+                or self.progress_at is None):
+            self.progress_at = now
+            self.progress_text = text
+        self.counters = counters
+        self.last_text = text
+        stalled = now - self.progress_at
+        if running and running > 0 and stalled >= self.after:
+            gen, prompt, steps = counters
+            return {'kind': 'stall', 'cause': 'hang_no_tokens', 'stalled_s': stalled, 'since': self.progress_at,
+                    'running': running, 'generation_tokens': gen, 'prompt_tokens': prompt, 'steps': steps,
+                    'before_text': self.progress_text,
+                    'why': 'hang: %d requests running, generation tokens stuck at %s, prompt tokens at %s, engine steps at %s '
+                           'for %.0f s (limit %.0f s)' % (running, _num(gen), _num(prompt), _num(steps), stalled, self.after)}
+        return None
+
+    def stalled_s(self, now):
+        """Seconds requests have been running without progress (0 when idle or progressing)."""
+        if self.silent_since is not None:
+            return now - self.silent_since
+        if not self.running or self.progress_at is None:
+            return 0.0
+        return now - self.progress_at
+
+
+def _num(value):
+    return '-' if value is None else '%d' % value
+
+
+def _utc_stamp(now):
+    return time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(now))
+
+
+def _write(path, text):
+    with open(path, 'w') as fh:
+        fh.write(text if text.endswith('\n') or not text else text + '\n')
+
+
+def _cmd_text(argv, result):
+    rc, out, err = result
+    return '$ %s\n# rc %d\n%s%s' % (' '.join(argv), rc, out, ('\n# stderr:\n%s\n' % err) if err else '')
+
+
+def pyspy_script(docker, container):
+    """Shell run on a node: a py-spy dump of every Python process of the container, when the image has py-spy."""
+    return ("if %(d)s exec %(c)s sh -c 'command -v py-spy' >/dev/null 2>&1; then "
+            "for p in $(%(d)s exec %(c)s pgrep -f 'python|vllm|VLLM'); do echo \"== py-spy dump --pid $p\"; "
+            "%(d)s exec %(c)s py-spy dump --pid $p 2>&1; done; "
+            "else echo 'py-spy is not in the image of %(c)s (no stack dump)'; fi" % {'d': docker, 'c': container})
+
+
+def collect_evidence(cfg, hang, runner, fetch, now):
+    """Keep what a hang leaves behind before the restart wipes it; returns the directory. Never raises for a
+    command that fails: its rc and stderr are written instead."""
+    base = cfg.get('evidence_dir') or '/var/lib/dgxspark-ds4/evidence'
+    path = os.path.join(base, 'hang-' + _utc_stamp(now))
+    n = 1
+    while os.path.exists(path):
+        n += 1
+        path = os.path.join(base, 'hang-%s-%d' % (_utc_stamp(now), n))
+    os.makedirs(path, 0o755)
+    docker = cfg.get('docker') or 'docker'
+    lines = str(int(cfg.get('journal_lines', 300)))
+    _write(os.path.join(path, 'metrics-before.txt'), hang.get('before_text') or '# no successful scrape before the hang\n')
+    try:
+        after = fetch()
+    except Exception as exc:  # pylint: disable=broad-except
+        after = '# /metrics did not answer at evidence time: %s: %s\n' % (type(exc).__name__, exc)
+    _write(os.path.join(path, 'metrics-after.txt'), after)
+    nodes = [(cfg.get('head_name') or 'head', None, cfg['head_unit'], cfg.get('container') or 'dgxspark-ds4-head')]
+    for peer in cfg.get('peers') or []:
+        if peer.get('ssh'):
+            nodes.append((peer['name'], list(peer['ssh']), peer['unit'], peer.get('container') or 'dgxspark-ds4-worker'))
+    for name, ssh, unit, container in nodes:
+        prefix = list(ssh or [])
+        probes = (
+            ('journal', ['journalctl', '-u', unit, '-n', lines, '--no-pager', '-o', 'short-iso'], 60),
+            ('docker-top', [docker, 'top', container], 30),
+            ('py-spy', ['sh', '-c', pyspy_script(docker, container)] if not ssh else [pyspy_script(docker, container)], 120),
+            ('nvidia-smi', ['nvidia-smi'], 30),
+        )
+        for label, argv, limit in probes:
+            full = prefix + argv
+            _write(os.path.join(path, '%s-%s.txt' % (label, name)), _cmd_text(full, runner(full, timeout=limit)))
+        if ssh:
+            result = runner(prefix + ['cat', '/proc/meminfo'], timeout=30)
+            _write(os.path.join(path, 'meminfo-%s.txt' % name), _cmd_text(prefix + ['cat', '/proc/meminfo'], result))
+        else:
+            try:
+                with open(cfg.get('meminfo_path') or '/proc/meminfo') as fh:
+                    _write(os.path.join(path, 'meminfo-%s.txt' % name), fh.read())
+            except (IOError, OSError) as exc:
+                _write(os.path.join(path, 'meminfo-%s.txt' % name), '# cannot read meminfo: %s\n' % exc)
+    summary = dict((k, v) for k, v in hang.items() if k != 'before_text')
+    summary.update({'detected_at': now, 'detected_at_utc': _utc_stamp(now), 'hang_after_s': cfg.get('hang_after_s', 120),
+                    'head_unit': cfg['head_unit'], 'nodes': [n[0] for n in nodes]})
+    _write(os.path.join(path, 'summary.json'), json.dumps(summary, indent=1, sort_keys=True))
+    return path
+
+
+# --------------------------------------------------------------------------- guard state + textfile
+class GuardState(object):
+    """Counters and last events of the guard, persisted (JSON) and exported for the node exporter."""
+
+    FIELDS = {'restarts_total': 0, 'hangs_total': 0, 'storm_stops_total': 0, 'last_cause': '', 'last_why': '',
+              'last_action': '', 'last_restart_at': None, 'last_hang_at': None, 'last_hang_why': '',
+              'last_hang_evidence': '', 'restarts_by_cause': {}}
+
+    def __init__(self, cfg):
+        self.path = cfg.get('state_file')
+        self.textfile = cfg.get('textfile')
+        self.watchdog = bool(cfg.get('hang_watchdog'))
+        self.data = dict((k, (dict(v) if isinstance(v, dict) else v)) for k, v in self.FIELDS.items())
+        if self.path:
+            self.data.update(dict((k, v) for k, v in load_record(self.path).items() if k in self.FIELDS))
+        self.ranks = {}
+        self.stalled_s = 0.0
+        self.written_at = None
+        self.dirty = True
+
+    def event(self, action, cause, why, now, evidence=None):
+        d = self.data
+        d['last_action'], d['last_cause'], d['last_why'] = action, cause, why
+        if action == 'restart':
+            d['restarts_total'] += 1
+            d['last_restart_at'] = now
+            d['restarts_by_cause'][cause] = d['restarts_by_cause'].get(cause, 0) + 1
+        elif action == 'stop':
+            d['storm_stops_total'] += 1
+        if cause.startswith('hang'):
+            d['hangs_total'] += 1
+            d['last_hang_at'] = now
+            d['last_hang_why'] = why
+            d['last_hang_evidence'] = evidence or ''
+        self.dirty = True
+        self.save()
+
+    def rank(self, role, node, up):
+        if self.ranks.get((role, node)) != up:
+            self.ranks[(role, node)] = up
+            self.dirty = True
+
+    def save(self):
+        if self.path:
+            save_record(self.path, self.data)
+
+    def render(self, now):
+        d = self.data
+        out = []
+
+        def metric(name, kind, text, samples):
+            out.append('# HELP %s %s' % (name, text))
+            out.append('# TYPE %s %s' % (name, kind))
+            out.extend(samples)
+
+        metric('dgxspark_ds4_guard_last_poll_timestamp_seconds', 'gauge', 'When the pair guard last polled the pair.',
+               ['dgxspark_ds4_guard_last_poll_timestamp_seconds %d' % now])
+        metric('dgxspark_ds4_guard_watchdog_enabled', 'gauge', '1 when the hang watchdog is on.',
+               ['dgxspark_ds4_guard_watchdog_enabled %d' % int(self.watchdog)])
+        metric('dgxspark_ds4_guard_rank_up', 'gauge', '1 when the rank unit is active, as the pair guard sees it.',
+               ['dgxspark_ds4_guard_rank_up{role="%s",node="%s"} %d' % (r, _esc(n), int(u))
+                for (r, n), u in sorted(self.ranks.items())])
+        metric('dgxspark_ds4_guard_restarts_total', 'counter', 'Pair restarts made by the guard, by cause.',
+               ['dgxspark_ds4_guard_restarts_total{cause="%s"} %d' % (_esc(c), v)
+                for c, v in sorted(d['restarts_by_cause'].items())] or ['dgxspark_ds4_guard_restarts_total{cause="none"} 0'])
+        metric('dgxspark_ds4_guard_hangs_total', 'counter', 'Hangs found by the watchdog.',
+               ['dgxspark_ds4_guard_hangs_total %d' % d['hangs_total']])
+        metric('dgxspark_ds4_guard_storm_stops_total', 'counter', 'Times the guard stopped the pair at its storm limit.',
+               ['dgxspark_ds4_guard_storm_stops_total %d' % d['storm_stops_total']])
+        metric('dgxspark_ds4_guard_stalled_seconds', 'gauge', 'Seconds requests have been running with no progress.',
+               ['dgxspark_ds4_guard_stalled_seconds %.1f' % self.stalled_s])
+        metric('dgxspark_ds4_guard_last_restart_timestamp_seconds', 'gauge', 'Time of the last pair restart (0 = none).',
+               ['dgxspark_ds4_guard_last_restart_timestamp_seconds %d' % (d['last_restart_at'] or 0)])
+        metric('dgxspark_ds4_guard_last_hang_timestamp_seconds', 'gauge', 'Time of the last hang (0 = none).',
+               ['dgxspark_ds4_guard_last_hang_timestamp_seconds %d' % (d['last_hang_at'] or 0)])
+        metric('dgxspark_ds4_guard_last_cause_info', 'gauge', 'Cause and action of the last guard event.',
+               ['dgxspark_ds4_guard_last_cause_info{cause="%s",action="%s"} 1' % (_esc(d['last_cause'] or 'none'),
+                                                                                   _esc(d['last_action'] or 'none'))])
+        return '\n'.join(out) + '\n'
+
+    def export(self, now, every_s=10.0):
+        """Write the textfile atomically when something changed or every_s passed; never raises."""
+        if not self.textfile or (not self.dirty and self.written_at is not None and now - self.written_at < every_s):
+            return False
+        try:
+            directory = os.path.dirname(self.textfile)
+            if directory and not os.path.isdir(directory):
+                os.makedirs(directory, 0o755)
+            tmp = os.path.join(directory, '.%s.tmp' % os.path.basename(self.textfile))
+            with open(tmp, 'w') as fh:
+                fh.write(self.render(now))
+            os.chmod(tmp, 0o644)
+            os.rename(tmp, self.textfile)
+        except (IOError, OSError) as exc:
+            say('cannot write %s: %s' % (self.textfile, exc))
+            self.written_at = now
+            return False
+        self.written_at = now
+        self.dirty = False
+        return True
+
+
+def _esc(value):
+    return str(value).replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
+
+
 class Watch(object):
     """One guard loop; step() is one poll, unit-tested with a fake runner and clock."""
 
-    def __init__(self, cfg, runner=run, clock=time.time):
+    def __init__(self, cfg, runner=run, clock=time.time, fetch=None):
         self.cfg = cfg
         self.runner = runner
         self.clock = clock
         self.restarts = []
         self.failures = {}
         self.stopped_workers = False
+        self.state = GuardState(cfg)
+        self.hang = None
+        self.hang_poll_s = float(cfg.get('hang_poll_s', 5))
+        self.hang_polled_at = None
+        self.head_invocation = None
+        if cfg.get('hang_watchdog') and cfg.get('metrics_url'):
+            timeout = float(cfg.get('metrics_timeout_s', 10))
+            self.fetch = fetch or (lambda: fetch_metrics(cfg['metrics_url'], timeout))
+            self.hang = HangDetector(cfg, self.fetch)
 
     def step(self):
         """Returns the action taken: None, 'restart' or 'stop'."""
+        try:
+            return self._step()
+        finally:
+            if self.hang is not None:
+                self.state.stalled_s = self.hang.stalled_s(self.clock())
+            self.state.export(self.clock(), float(self.cfg.get('textfile_every_s', 10)))
+
+    def _step(self):
         cfg = self.cfg
         head = unit_state(cfg['head_unit'], None, self.runner)
+        self.state.rank('head', cfg.get('head_name') or 'head', head['ActiveState'] == 'active')
         if head['ActiveState'] == 'failed':
             # The head gave up (start limit): a worker left running would wait for a rendezvous
             # that never comes. Stop it once; the next deploy or restart starts both again.
             self.failures = {}
-            return 'stop' if self.stop_workers('%s failed (%s)' % (cfg['head_unit'], head.get('SubState', '?'))) else None
+            self.reset_hang()
+            why = '%s failed (%s)' % (cfg['head_unit'], head.get('SubState', '?'))
+            if self.stop_workers(why):
+                self.state.event('stop_worker', 'head_failed', why, self.clock())
+                return 'stop'
+            return None
         self.stopped_workers = False
         if head['ActiveState'] != 'active':
             self.failures = {}
+            self.reset_hang()
             return None
         record = load_record(cfg['pair_state_file']).get('workers') or {}
         for peer in cfg.get('peers') or []:
@@ -181,16 +546,52 @@ class Watch(object):
                 self.failures[name] = self.failures.get(name, 0) + 1
                 if self.failures[name] < int(cfg.get('unreachable_polls', 5)):
                     continue
-                return self.act('worker %s unreadable %d polls in a row (%s)' % (name, self.failures[name], exc))
+                self.state.rank('worker', name, False)
+                return self.act('worker %s unreadable %d polls in a row (%s)' % (name, self.failures[name], exc),
+                                cause='worker_unreadable')
             self.failures[name] = 0
             inv = state.get('InvocationID', '')
+            self.state.rank('worker', name, state['ActiveState'] == 'active')
             if state['ActiveState'] != 'active':
                 return self.act('worker %s: %s is %s/%s while the head serves' % (name, peer['unit'], state['ActiveState'],
-                                                                                  state.get('SubState', '?')))
+                                                                                  state.get('SubState', '?')),
+                                cause='worker_down')
             if record.get(name) and inv != record[name]:
                 return self.act('worker %s: %s restarted on its own (invocation %s, head was paired with %s)'
-                                % (name, peer['unit'], inv[:12], record[name][:12]))
-        return None
+                                % (name, peer['unit'], inv[:12], record[name][:12]), cause='worker_restarted')
+        return self.watch_hang(head.get('InvocationID', ''))
+
+    def reset_hang(self):
+        if self.hang is not None:
+            self.hang.reset()
+            self.hang_polled_at = None
+
+    def watch_hang(self, head_invocation):
+        """The pair is up: is it producing anything? Returns None or the action taken on a hang."""
+        if self.hang is None:
+            return None
+        if head_invocation != self.head_invocation:
+            # A new head (restarted, or first seen): its load phase is not a silence.
+            self.head_invocation = head_invocation
+            self.reset_hang()
+        now = self.clock()
+        if self.hang_polled_at is not None and now - self.hang_polled_at < self.hang_poll_s:
+            return None
+        self.hang_polled_at = now
+        found = self.hang.poll(now)
+        if found is None:
+            return None
+        if found['kind'] == 'silent' and not self.head_container_running():
+            return None
+        evidence = collect_evidence(self.cfg, found, self.runner, self.fetch, now)
+        self.reset_hang()
+        return self.act('%s; evidence in %s' % (found['why'], evidence), cause=found['cause'], evidence=evidence)
+
+    def head_container_running(self):
+        cfg = self.cfg
+        rc, out, _err = self.runner([cfg.get('docker') or 'docker', 'inspect', '-f', '{{.State.Running}}',
+                                     cfg.get('container') or 'dgxspark-ds4-head'])
+        return rc == 0 and out.strip() == 'true'
 
     def stop_workers(self, why):
         """Stop every worker rank that still runs; True when one was stopped."""
@@ -210,7 +611,7 @@ class Watch(object):
         self.stopped_workers = True
         return stopped
 
-    def act(self, why):
+    def act(self, why, cause='worker', evidence=None):
         cfg = self.cfg
         now = self.clock()
         window = float(cfg.get('window_s', 1800))
@@ -219,11 +620,13 @@ class Watch(object):
             say('%s; %d pair restarts within %ds already: stopping %s instead of feeding a crash loop. '
                 'Find the cause (ansible-playbook playbooks/doctor.yml), then restart the pair'
                 % (why, len(self.restarts), window, cfg['head_unit']))
+            self.state.event('stop', cause, why, now, evidence)
             self.runner(['systemctl', 'stop', cfg['head_unit']])
             self.stopped_workers = False
             self.stop_workers('pair guard gave up')
             return 'stop'
         self.restarts.append(now)
+        self.state.event('restart', cause, why, now, evidence)
         say('%s: restarting %s so both ranks restart, worker first' % (why, cfg['head_unit']))
         rc, out, err = self.runner(['systemctl', 'restart', '--no-block', cfg['head_unit']])
         if rc != 0:
@@ -236,7 +639,9 @@ def watch_forever(cfg):
     loop = Watch(cfg)
     interval = float(cfg.get('interval_s', 2))
     workers = ', '.join('%s on %s' % (p['unit'], p['name']) for p in cfg.get('peers') or [])
-    say('watching %s and %s every %.1fs' % (cfg['head_unit'], workers, interval))
+    say('watching %s and %s every %.1fs; hang watchdog %s' % (
+        cfg['head_unit'], workers, interval,
+        ('on (%s, no progress for %ss)' % (cfg.get('metrics_url'), cfg.get('hang_after_s', 120))) if loop.hang else 'off'))
     while True:
         try:
             if loop.step() == 'restart':
