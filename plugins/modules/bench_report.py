@@ -19,12 +19,12 @@ description:
   - Meant for the controller (C(delegate_to) C(localhost)), where C(matplotlib) is installed from C(requirements.txt).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 options:
   report:

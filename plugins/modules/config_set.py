@@ -21,12 +21,12 @@ description:
   - Restarting the ranks (worker first) and readiness are the playbooks' job, not this module's.
 author:
   - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: One line per file whose content would change.
 options:

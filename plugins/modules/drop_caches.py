@@ -21,13 +21,13 @@ description:
     read-only) the module fails with that reason, unless O(skip_if_readonly=true).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reads MemAvailable and whether the file is writable; does not sync or write.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 options:
   level:

@@ -23,13 +23,13 @@ description:
     Bearer tokens; C(hf_...) tokens).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Only reads, so it runs the same in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing) in diff mode.
     support: none
 options:
   role:

@@ -34,13 +34,15 @@ options:
       - Inventory group holding the two Sparks.
     type: str
     default: spark
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
 attributes:
   check_mode:
     support: full
-    description: Reads variables only; behaves the same in check mode.
+    details: Reads variables only; behaves the same in check mode.
   diff_mode:
     support: none
-    description: Changes nothing, so there is no diff.
+    details: Changes nothing, so there is no diff.
   platform:
     support: full
     platforms: all

@@ -22,14 +22,15 @@ description:
   - Logic lives in C(plugins/module_utils/fabric_discovery.py) and C(nccl_preflight.py).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
 attributes:
   check_mode:
     support: full
-    description: Can run in check_mode.
     details: Read-only (sysfs reads and pings); runs the same in check mode.
   diff_mode:
     support: none
-    description: Changes nothing, so there is nothing to diff.
+    details: Changes nothing, so there is nothing to diff.
 options:
   sysfs_root:
     description: Root of the sysfs tree; point it at a fixture tree on test hosts.

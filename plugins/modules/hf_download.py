@@ -26,13 +26,13 @@ author:
   - dgxspark.ds4 contributors (@dgxspark)
 requirements:
   - huggingface_hub on the managed host
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reads the hub metadata and checks space; downloads nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 options:
   repo_id:

@@ -26,13 +26,13 @@ description:
     O(fail_on_mismatch=false).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Checks read only; O(mode=build) computes the manifest but does not write O(manifest).
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: O(mode=build) with O(manifest) shows the change to the manifest file.
 options:

@@ -24,13 +24,13 @@ description:
   - Files only on the worker are reported in RV(extra) and never deleted.
 author:
   - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Lists both sides, checks space and reports what would be copied.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: The diff lists the files copied or resumed.
 options:

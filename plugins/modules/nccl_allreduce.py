@@ -20,14 +20,15 @@ description:
   - Every rank judges transport and HCAs; rank 0 (which prints the rows) also judges busbw.
 author:
   - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
 attributes:
   check_mode:
     support: partial
-    description: Can run in check_mode.
     details: In check mode the container is not started; RV(skipped_run) is true and RV(cmd) shows what would run.
   diff_mode:
     support: none
-    description: Changes nothing.
+    details: Changes nothing.
 options:
   image:
     description: Container image (the profile's vLLM image).

@@ -25,26 +25,17 @@ description:
   - Standard library only; runs on the head (against C(127.0.0.1)) or on the controller.
 author:
   - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
+  - dgxspark.ds4.vllm_endpoint
+  - dgxspark.ds4.vllm_endpoint.model
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode no request is sent; the plan is returned.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 options:
-  url:
-    description: Base URL of the endpoint, for example V(http://127.0.0.1:8000).
-    type: str
-    required: true
-  model:
-    description: Served model name (C(model) of each request).
-    type: str
-    required: true
-  api_key:
-    description: Bearer key for C(/v1) requests.
-    type: str
   levels:
     description: Concurrency levels, in order.
     type: list

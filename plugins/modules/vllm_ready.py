@@ -32,13 +32,13 @@ description:
   - Called directly (without the action), the module does one poll and returns it.
 author:
   - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode nothing is polled; the result lists what would be checked.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing) in diff mode.
     support: none
 options:
   role:

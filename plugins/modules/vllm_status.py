@@ -20,13 +20,14 @@ description:
   - The rows of both ranks become one table with the C(dgxspark.ds4.status_table) filter.
 author:
   - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
+  - dgxspark.ds4.vllm_endpoint
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reads only; runs the same in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 options:
   node:
@@ -50,11 +51,9 @@ options:
     description: Deployment evidence file written by the vllm_service role.
     type: path
   url:
-    description: Base URL of the endpoint (head only), for example V(http://127.0.0.1:8000).
+    description: Base URL of the endpoint (head only; the worker serves no HTTP), for example V(http://127.0.0.1:8000).
     type: str
-  api_key:
-    description: Bearer key for C(/v1) requests.
-    type: str
+    required: false
   chat:
     description: Send a short chat completion (head only).
     type: bool
