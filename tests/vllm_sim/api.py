@@ -123,6 +123,16 @@ def make_handler(state):
                 self._send(200, {'version': state.version})
             elif path == '/load' and get:
                 self._send(200, {'server_load': state.engine.running + state.engine.waiting})
+            elif path == '/sim/wedge' and self.command == 'POST':
+                # test control (not a vLLM endpoint): wedge the engine now or after N more generated tokens
+                body = self._read_json() or {}
+                after = body.get('after_tokens', 0)
+                if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+                    self._error(400, 'after_tokens must be an integer >= 0')
+                    return
+                state.engine.wedge(after)
+                self._send(200, {'wedged': state.engine.wedged.is_set(), 'wedge_at_tokens': state.engine.wedge_at_tokens,
+                                 'generation_tokens': state.engine.generation_tokens})
             elif path == '/metrics' and get:
                 self._send(200, state.engine.render_metrics(), 'text/plain; version=0.0.4; charset=utf-8')
             elif path == '/v1/models' and get:
@@ -162,7 +172,7 @@ def make_handler(state):
                 for m in messages:
                     if isinstance(m, dict) and m.get('role') == 'user':
                         last_user = _text_of(m.get('content'))
-                prompt_tokens = eng.count_prompt_tokens(prompt) + 4 * len(messages)
+                prompt_tokens = eng.prompt_tokens_override(prompt) or (eng.count_prompt_tokens(prompt) + 4 * len(messages))
                 answer_prompt = last_user or prompt
             else:
                 prompt = body.get('prompt')
@@ -171,7 +181,7 @@ def make_handler(state):
                 if not isinstance(prompt, str):
                     self._error(400, 'prompt must be a string')
                     return
-                prompt_tokens = eng.count_prompt_tokens(prompt)
+                prompt_tokens = eng.prompt_tokens_override(prompt) or eng.count_prompt_tokens(prompt)
                 answer_prompt = prompt
             max_tokens = body.get('max_completion_tokens', body.get('max_tokens'))
             if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
@@ -252,8 +262,9 @@ def make_handler(state):
                 if state.cfg.fail == 'hang':
                     engine.stop.wait()
                     raise eng.EngineDead()
+                engine.hold_if_wedged()
                 plan, finish = self._plan(answer_prompt, max_tokens, call_tool, thinking)
-                t_first = t_arrive + engine.prefill(prompt, prompt_tokens)
+                t_first = engine.prefill(prompt, prompt_tokens, t_arrive)
                 n_out = max(1, len(plan))
                 if stream:
                     self.send_response(200)
@@ -301,6 +312,7 @@ def make_handler(state):
             for idx, (kind, text) in enumerate(plan):
                 slot = engine.take_slot(due)
                 engine.sleep_until(slot)
+                engine.hold_if_wedged()
                 if state.worker_lost_deadline is not None:
                     state.execute_model_rpc()
                 if ttft is None:

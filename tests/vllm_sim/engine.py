@@ -32,6 +32,9 @@ LEAK = ('</think>', '<｜tool▁calls▁begin｜>', '<｜tool▁call▁begin｜>
         '<｜tool▁call▁end｜>', '<｜tool▁calls▁end｜>')
 GARBLE_MODES = ('cjk', 'repeat', 'leak', 'empty')
 MARKER = '[[vllm-sim:garble='
+PROMPT_TOKENS_MARKER = '[[vllm-sim:prompt_tokens='
+SHM_WAIT_MSG = ('No available shared memory broadcast block found in 60 seconds. This typically happens when some '
+                'processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).')
 
 
 def words_to_tokens(words):
@@ -48,6 +51,15 @@ def base_answer(prompt):
         if key in low:
             return answer.split(), True
     return None, False
+
+
+def prompt_tokens_override(prompt):
+    """`[[vllm-sim:prompt_tokens=N]]` in a prompt: count it as N prompt tokens (a long prefill without sending N tokens)."""
+    idx = (prompt or '').find(PROMPT_TOKENS_MARKER)
+    if idx < 0:
+        return None
+    value = prompt[idx + len(PROMPT_TOKENS_MARKER):].split(']]', 1)[0].strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 def garble_mode_for(prompt, env_mode):
@@ -175,6 +187,10 @@ class Engine:
         self.spec_tokens = 0
         self.req_seq = 0
         self.rpc = None  # callable(): raises EngineDead when the remote rank is gone
+        self.wedged = threading.Event()
+        self.wedge_at_tokens = getattr(cfg, 'wedge_after_tokens', None)
+        self.frozen = None  # (running, waiting, kv usage) published before the wedge
+        self.on_wedge = None  # callable(): logs while wedged (serve.py)
 
     # ------------------------------------------------------------------ admission
     def admit(self, prompt_tokens):
@@ -199,11 +215,37 @@ class Engine:
             self.running_tokens.pop(rid, None)
             self.cond.notify_all()
 
+    # ------------------------------------------------------------------ wedge
+    def wedge(self, after_tokens=0):
+        """Wedge after after_tokens more generation tokens (0 = at the next engine step: token or prefill chunk)."""
+        with self.cond:
+            self.wedge_at_tokens = self.generation_tokens + max(0, int(after_tokens))
+
+    def _wedge_locked(self):
+        if self.wedged.is_set():
+            return
+        self.frozen = (self.running, self.waiting, self._kv_usage_locked())
+        self.wedged.set()
+        if self.on_wedge is not None:
+            self.on_wedge()
+
+    def hold_if_wedged(self):
+        """Called before every engine step. A wedged engine never returns from its step: block until shutdown."""
+        with self.cond:
+            if self.wedge_at_tokens is not None and self.generation_tokens >= self.wedge_at_tokens:
+                self._wedge_locked()
+        if self.wedged.is_set():
+            self.stop.wait()
+            raise EngineDead()
+
     # ------------------------------------------------------------------ pacing
-    def prefill(self, prompt_text, prompt_tokens):
+    def prefill(self, prompt_text, prompt_tokens, t_start=None):
+        """Prefill in chunks of prefill_chunk_tokens: each chunk is one engine step (prompt tokens and
+        vllm:iteration_tokens_total advance per chunk, like chunked prefill). Blocks until the prefill is done
+        when t_start is given and returns the absolute time it ended; without t_start it only counts
+        and returns the seconds it takes."""
         key = hashlib.sha256(prompt_text.encode('utf-8', 'replace')).hexdigest()
         with self.cond:
-            self.prompt_tokens += prompt_tokens
             self.prefix_queries += prompt_tokens
             cached = self.cfg.prefix_caching and key in self.seen_prompts
             if cached:
@@ -211,7 +253,25 @@ class Engine:
             self.seen_prompts.add(key)
         rate = self.cfg.prefill_tokens_per_s
         seconds = self.cfg.ttft_base_s + (0.0 if cached or rate <= 0 else prompt_tokens / rate)
-        return seconds
+        if t_start is None or cached or rate <= 0:
+            self.hold_if_wedged()
+            with self.cond:
+                self.prompt_tokens += prompt_tokens
+                self.iteration.observe(prompt_tokens)
+            return seconds if t_start is None else t_start + seconds
+        chunk = getattr(self.cfg, 'prefill_chunk_tokens', 8192) or prompt_tokens
+        due = t_start + self.cfg.ttft_base_s
+        done = 0
+        while done < prompt_tokens:
+            n = min(chunk, prompt_tokens - done)
+            due += n / rate
+            self.sleep_until(due)
+            self.hold_if_wedged()
+            with self.cond:
+                self.prompt_tokens += n
+                self.iteration.observe(n)
+            done += n
+        return due
 
     def take_slot(self, due):
         """Absolute monotonic time at which the token may be emitted (caller sleeps until it)."""
@@ -233,12 +293,18 @@ class Engine:
 
     def token_emitted(self, rid, n=1):
         with self.cond:
-            self.generation_tokens += n
-            if rid in self.running_tokens:
-                self.running_tokens[rid] += n
-            self.iteration.observe(self.running)
-            if self.cfg.spec_k:
-                self.spec_tokens += n
+            wedged = self.wedged.is_set()
+            if not wedged:
+                self.generation_tokens += n
+                if rid in self.running_tokens:
+                    self.running_tokens[rid] += n
+                self.iteration.observe(self.running)
+                if self.cfg.spec_k:
+                    self.spec_tokens += n
+                if self.wedge_at_tokens is not None and self.generation_tokens >= self.wedge_at_tokens:
+                    self._wedge_locked()
+        if wedged:
+            self.hold_if_wedged()
 
     def finished(self, reason, ttft, e2e):
         with self.cond:
@@ -250,10 +316,15 @@ class Engine:
     # ------------------------------------------------------------------ metrics
     def kv_usage(self):
         with self.cond:
-            used = 0
-            bs = self.cfg.block_size
-            for toks in self.running_tokens.values():
-                used += int(math.ceil(toks / float(bs))) * bs
+            if self.frozen is not None:
+                return self.frozen[2]
+            return self._kv_usage_locked()
+
+    def _kv_usage_locked(self):
+        used = 0
+        bs = self.cfg.block_size
+        for toks in self.running_tokens.values():
+            used += int(math.ceil(toks / float(bs))) * bs
         return min(1.0, used / float(self.cfg.kv_tokens)) if self.cfg.kv_tokens else 0.0
 
     def spec_counts(self):
@@ -276,8 +347,10 @@ class Engine:
 
         if cfg.disable_log_stats:
             return '\n'.join(out) + '\n'
+        kv = self.kv_usage()
         with self.cond:
-            running, waiting = self.running, self.waiting
+            # a wedged engine core publishes no new scheduler stats: the gauges keep their last values
+            running, waiting = self.frozen[:2] if self.frozen is not None else (self.running, self.waiting)
             prompt, gen = self.prompt_tokens, self.generation_tokens
             pq, ph = self.prefix_queries, self.prefix_hits
             success = dict(self.success)
@@ -289,7 +362,7 @@ class Engine:
         metric('vllm:num_requests_waiting', 'gauge', 'Number of requests waiting to be processed.',
                ['vllm:num_requests_waiting{%s} %s' % (base, float(waiting))])
         metric('vllm:kv_cache_usage_perc', 'gauge', 'KV-cache usage. 1 means 100 percent usage.',
-               ['vllm:kv_cache_usage_perc{%s} %r' % (base, self.kv_usage())])
+               ['vllm:kv_cache_usage_perc{%s} %r' % (base, kv)])
         info = cfg.cache_info()
         labels = ','.join('%s="%s"' % (k, info[k]) for k in sorted(info))
         metric('vllm:cache_config_info', 'gauge', 'Information of the LLMEngine CacheConfig',

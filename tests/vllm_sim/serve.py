@@ -111,6 +111,13 @@ class Config:
         self.garble = os.environ.get('VLLM_SIM_GARBLE', '').strip() or None
         self.garble_min_concurrency = _env_i('VLLM_SIM_GARBLE_MIN_CONCURRENCY', 0)
         self.garble_concurrent_mode = os.environ.get('VLLM_SIM_GARBLE_CONCURRENT_MODE', 'cjk')
+        # runtime wedge (issue 17): after N generated tokens the engine stops (no token, no prompt
+        # token, no step; gauges frozen; /health 200), like an NCCL collective that never returns
+        wedge = os.environ.get('VLLM_SIM_WEDGE_AFTER_TOKENS', '').strip()
+        self.wedge_after_tokens = int(wedge) if wedge.lstrip('-').isdigit() and int(wedge) >= 0 else None
+        self.shm_wait_log_s = scale * _env_f('VLLM_SIM_SHM_WAIT_LOG_S', 60.0)
+        # chunked prefill: prompt tokens and engine steps advance per chunk while a prompt is prefilled
+        self.prefill_chunk_tokens = max(1, _env_i('VLLM_SIM_PREFILL_CHUNK_TOKENS', 8192))
         # shards
         self.shards = _env_i('VLLM_SIM_SHARDS', 8)
         if os.path.isdir(self.model):
@@ -137,6 +144,7 @@ class State:
         self.cfg = cfg
         self.version = version
         self.engine = eng.Engine(cfg)
+        self.engine.on_wedge = self.wedge_logger
         self.api_keys = cfg.api_keys
         self.conn = None
         self.replies = queue.Queue()
@@ -153,6 +161,13 @@ class State:
                             'allow_create_engine': False, 'allow_sampling': True, 'allow_logprobs': True,
                             'allow_search_indices': False, 'allow_view': True, 'allow_fine_tuning': False,
                             'organization': '*', 'group': None, 'is_blocking': False}]} for name in self.cfg.served_names]}
+
+    def wedge_logger(self):
+        """While wedged, vLLM's message queue reader logs the shm_broadcast wait line every 60 s (vllm-ops 2.3 E/G)."""
+        def loop():
+            while not self.engine.stop.wait(max(0.05, self.cfg.shm_wait_log_s)):
+                logs.log(eng.SHM_WAIT_MSG, src='shm_broadcast.py:542', proc='EngineCore_DP0')
+        threading.Thread(target=loop, name='sim-wedge-log', daemon=True).start()
 
     # ------------------------------------------------------------------ head <-> worker
     def start_reader(self):
