@@ -3,18 +3,49 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side action: validate inventory + profile, set the ds4_effective fact.
 
-Never contacts a host: it only reads task_vars (groups, hostvars) on the controller.
+Never contacts a host: it only reads task_vars (groups, hostvars) on the controller. Besides the
+configuration itself it refuses unknown variables with the collection's prefixes (ds4_*,
+<role>_*; plugins/module_utils/known_vars.py) and publishes the service layout of each node
+(paths, unit and container names; plugins/module_utils/service_layout.py) in ds4_effective.
 """
 
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
-from ansible.errors import AnsibleActionFail
+import os
+
+import yaml
+
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils.ds4_config import (
     Ds4ConfigError,
     compute_effective,
+)
+from ansible_collections.dgxspark.ds4.plugins.module_utils.known_vars import (
+    describe_origin,
+    find_unknown,
+    format_unknown,
+    prefixes,
+    scan_collection,
+)
+from ansible_collections.dgxspark.ds4.plugins.module_utils.service_layout import (
+    LAYOUT_VARS,
+    service_layout,
+)
+
+try:  # where a variable was set (ansible-core >= 2.19 tags every loaded value with its origin)
+    from ansible._internal._datatag._tags import Origin
+except ImportError:  # pragma: no cover - older ansible-core: no file names in the message
+    Origin = None
+
+# The collection root: plugins/action/<this file> -> ../..
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_KNOWN_CACHE = {}
+
+ARGUMENT_SPEC = dict(
+    base=dict(type='dict', required=True),
+    group=dict(type='str', default='spark'),
 )
 
 HOST_KEYS = (
@@ -24,32 +55,75 @@ HOST_KEYS = (
 )
 
 
+def known_names(root=COLLECTION_ROOT):
+    """(known variable names, collection prefixes), scanned once per controller process."""
+    if root not in _KNOWN_CACHE:
+        known, roles = scan_collection(root, yaml.safe_load)
+        _KNOWN_CACHE[root] = (known, prefixes(roles))
+    return _KNOWN_CACHE[root]
+
+
+def _origin(name, value):
+    """Where Ansible says `name` was set: 'path:line', "<CLI option '-e'>", or None."""
+    if Origin is None:
+        return None
+    for item in (name, value):
+        tag = Origin.get_tag(item)
+        if tag is None:
+            continue
+        if getattr(tag, 'path', None):
+            return describe_origin(tag.path, getattr(tag, 'line_num', None), os.getcwd())
+        text = getattr(tag, 'description', None) or str(tag)
+        return 'extra vars (-e)' if "'-e'" in text else text
+    return None
+
+
+def unknown_variable_errors(all_hostvars, spark, prefix_list, known):
+    """Error lines for unknown prefixed variables of the spark hosts (inventory + extra vars)."""
+    candidates = {}
+    allowed = set()
+    for h in spark:
+        raw = all_hostvars.raw_get(h) if hasattr(all_hostvars, 'raw_get') else all_hostvars[h]
+        extra = raw.get('ds4_extra_known_vars') if hasattr(raw, 'get') else None
+        if isinstance(extra, (list, tuple)):
+            allowed.update(str(x) for x in extra)
+        for name in list(raw.keys()):
+            name_s = str(name)
+            if name_s.startswith('_') or not any(name_s.startswith(p) for p in prefix_list):
+                continue
+            entry = candidates.setdefault(name_s, {'hosts': [], 'wheres': [], 'value': raw[name]})
+            entry['hosts'].append(h)
+            where = _origin(name, raw[name])
+            if where and where not in entry['wheres']:
+                entry['wheres'].append(where)
+    for entry in candidates.values():
+        entry['where'] = ', '.join(entry.pop('wheres')) or None
+    return [format_unknown(item, spark) for item in find_unknown(candidates, known, prefix_list, allowed)]
+
+
 class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(('base', 'group'))
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        args = self._task.args
-        unknown = set(args) - self._VALID_ARGS
-        if unknown:
-            raise AnsibleActionFail('dgxspark.ds4.effective_config: unknown option(s) %s; valid: base, group' % ', '.join(sorted(unknown)))
-        group = args.get('group', 'spark')
-        base = args.get('base')
-        if not isinstance(base, dict):
-            raise AnsibleActionFail('dgxspark.ds4.effective_config: option base must be the ds4 base layer mapping '
-                                    '(roles/config/vars/main.yml config_base), got %r' % (base,))
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        group = args['group']
+        base = args['base']
         groups = task_vars.get('groups') or {}
         spark = list(groups.get(group) or [])
         host = task_vars.get('inventory_hostname')
         all_hostvars = task_vars.get('hostvars') or {}
         hostvars = {}
+        layout_inputs = {}
         for h in spark:
             hv = all_hostvars[h]
             hostvars[h] = dict((k, hv[k]) for k in HOST_KEYS if k in hv)
+            # raw (untemplated): a template here would need ds4_effective, which does not exist yet
+            raw = all_hostvars.raw_get(h) if hasattr(all_hostvars, 'raw_get') else hv
+            layout_inputs[h] = dict((k, raw[k]) for k in LAYOUT_VARS if k in raw)
         inputs = {
             'base': base,
             'spark_hosts': spark,
@@ -64,13 +138,23 @@ class ActionModule(ActionBase):
             return result
         play_hosts = task_vars.get('ansible_play_hosts_all') or spark
         first = [h for h in spark if h in play_hosts]
+        known, prefix_list = known_names()
+        errors = unknown_variable_errors(all_hostvars, spark, prefix_list, known)
+        eff = None
         try:
             eff = compute_effective(inputs, host)
         except Ds4ConfigError as exc:
+            errors.extend(exc.errors)
+        if eff is not None:
+            layout, layout_errors = service_layout(eff['role'], layout_inputs.get(host) or {}, host)
+            errors.extend(layout_errors)
+            eff['service'] = layout
+            eff['unit_name'] = layout['unit_name']
+        if errors:
             result['failed'] = True
-            result['errors'] = exc.errors
+            result['errors'] = errors
             result['msg'] = ('dgxspark.ds4 configuration refused (%d error(s)); nothing was changed on any host:\n- %s'
-                             % (len(exc.errors), '\n- '.join(exc.errors)))
+                             % (len(errors), '\n- '.join(errors)))
             return result
         if first and host == first[0]:
             for w in eff['warnings']:

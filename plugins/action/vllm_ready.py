@@ -16,22 +16,54 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness import (
     PEER_RECHECK, SETTLE_INTERVAL, ReadyInstance, parse_poll, poll_command, state_dir)
+from ansible_collections.dgxspark.ds4.plugins.module_utils.service_layout import (
+    CONTAINER_NAME, DEFAULTS, UNIT_NAME)
 
 display = Display()
 
 _MODULE = "dgxspark.ds4.vllm_ready"
-_ACTION_ONLY = ("interval", "timeout", "state_dir")
+
+# The module's options (plugins/modules/vllm_ready.py) plus the action's own (interval, timeout,
+# state_dir); no defaults here: unset options are filled from ds4_effective below, the rest by the module.
+ARGUMENT_SPEC = dict(
+    role=dict(type="str", choices=["head", "worker"]),
+    unit=dict(type="str"),
+    container_name=dict(type="str"),
+    api_host=dict(type="str"),
+    api_port=dict(type="int"),
+    api_key=dict(type="str", no_log=True),
+    served_model_name=dict(type="str"),
+    max_model_len=dict(type="int"),
+    thinking=dict(type="bool"),
+    checks=dict(type="bool"),
+    cursor=dict(type="str", no_log=False),
+    max_lines=dict(type="int"),
+    chat_timeout=dict(type="float"),
+    docker_cli=dict(type="str"),
+    interval=dict(type="float"),
+    timeout=dict(type="float"),
+    state_dir=dict(type="path"),
+)
+
+
+def rank_names(eff, role):
+    """unit, container and docker CLI of this rank: what the config role published in
+    ds4_effective['service'] (plugins/module_utils/service_layout.py), else the vllm_service defaults."""
+    service = eff.get("service") or {}
+    return {
+        "unit": service.get("unit_name") or eff.get("unit_name") or UNIT_NAME % role,
+        "container_name": service.get("container_name") or CONTAINER_NAME % role,
+        "docker_cli": service.get("docker_bin") or DEFAULTS["docker_bin"],
+    }
 
 
 class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("role", "unit", "container_name", "api_host", "api_port", "api_key", "served_model_name",
-                             "max_model_len", "thinking", "checks", "cursor", "max_lines", "chat_timeout", "docker_cli",
-                             "interval", "timeout", "state_dir"))
 
     def _defaults(self, task_vars):
-        args = dict(self._task.args)
+        dummy, validated = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = dict((k, v) for k, v in validated.items() if v is not None)
         eff = (task_vars.get("ansible_facts") or {}).get("ds4_effective") or task_vars.get("ds4_effective") or {}
         eff = self._templar.template(eff) if eff else {}
         sargs = eff.get("serve_args") or {}
@@ -40,8 +72,8 @@ class ActionModule(ActionBase):
         if role not in ("head", "worker"):
             raise AnsibleActionFail("vllm_ready: role unknown (no ds4_effective fact and no role option); run dgxspark.ds4.config first")
         args["role"] = role
-        args.setdefault("unit", eff.get("unit_name") or "dgxspark-ds4-%s.service" % role)
-        args.setdefault("container_name", "dgxspark-ds4-%s" % role)
+        for key, value in rank_names(eff, role).items():
+            args.setdefault(key, value)
         if role == "head":
             args.setdefault("api_host", api.get("host") or "127.0.0.1")
             args.setdefault("api_port", api.get("port") or 8000)

@@ -19,6 +19,15 @@ description:
     C(ds4_ack_unsafe_gpu_memory_utilization)) of every host in the group.
   - Validates everything first and fails with every error at once, each naming the host, the variable, the value,
     why it is refused and the fix.
+  - Refuses every variable of a host in the group (inventory or extra vars) whose name starts with C(ds4_) or with a
+    role's prefix (C(vllm_service_), C(host_hardening_), ...) and that the collection does not know, naming the
+    variable, the file and line where it was set and the closest known name. The known names are read from the
+    collection's roles (argument specs, defaults, vars) and playbooks (C(plugins/module_utils/known_vars.py)); list a
+    prefixed name that belongs to something else in C(ds4_extra_known_vars).
+  - Publishes the paths, unit and container name of each rank (from C(vllm_service_config_dir),
+    C(vllm_service_state_dir), C(vllm_service_unit_dir), C(vllm_service_libexec_dir), C(vllm_service_docker_bin),
+    C(vllm_service_unit_name), C(vllm_service_container_name)) as C(ds4_effective.service), read by the operations
+    playbooks and C(dgxspark.ds4.vllm_ready) (C(plugins/module_utils/service_layout.py)).
   - Sets the host fact C(ds4_effective), which every later role reads; nothing recomputes it.
   - Logic lives in C(plugins/module_utils/ds4_config.py) and C(plugins/module_utils/launch_render.py).
 author:
@@ -73,7 +82,9 @@ ansible_facts:
         - profile, seed, host, node_rank, role (head/worker), nnodes, master_addr, master_port, fabric, node_memory_gib,
           gpu_memory_utilization_cap, api, image, model, entrypoint, container, env (ordered, common then per-node),
           per_node_env, serve_args, argv, script_name, unit_name, launch_script, env_file_name, env_file, volumes, host_dirs,
-          overrides, warnings.
+          overrides, warnings, service (config_dir, state_dir, unit_dir, libexec_dir, docker_bin, unit_name,
+          container_name, script_path, env_file_path, secrets_path, prestart_config_path, unit_path, deployed_record,
+          rollback_store).
       type: dict
       sample:
         role: head
