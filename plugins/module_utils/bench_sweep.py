@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Concurrency sweep for bench.yml (issue #10 item 3): requests, per-level statistics (bench_stats),
+"""Concurrency sweep for bench.yml: requests, per-level statistics (bench_stats),
 speculative-decoding acceptance from /metrics deltas, seed reference figures, markdown report.
 
 Pure Python (no Ansible imports).  The statistics are bench_stats' (not re-implemented here);
@@ -28,7 +28,8 @@ DEFAULT_PROMPT = ("Write a long, detailed technical essay about how large langua
                   "Keep writing until you are stopped.")
 
 # Seed reference figures, drawn beside the measured curve.  Each value is a figure the seed
-# itself reports (../shared/seeds/); 'aggregate' = aggregate decode tok/s over all streams at that
+# itself reports (docs/sources.md quotes the tables verbatim; a unit test checks every value against
+# them); 'aggregate' = aggregate decode tok/s over all streams at that
 # concurrency, 'per_stream' = tok/s of one stream.  Conditions differ from seed to seed: they are
 # printed with the figures.
 SEED_REFERENCES = {
@@ -78,7 +79,7 @@ SEED_REFERENCES = {
 }
 
 METHOD = (
-    "Method (dgxspark.ds4 bench.yml; vllm-ops.md 4.5): each level sends N streamed /v1/chat/completions "
+    "Method (dgxspark.ds4 bench.yml; docs/vllm-ops-notes.md section 4.5): each level sends N streamed /v1/chat/completions "
     "requests at once (threads released together), temperature 0, ignore_eos, max_tokens = the output length, "
     "thinking as set (chat_template_kwargs), stream_options.include_usage. Token counts come from the final "
     "'usage' chunk (never from counting chunks). Timestamps are taken by the client when a chunk carrying "
