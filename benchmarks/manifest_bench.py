@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Benchmark (not a timed test) for issue #6 item 6: copy and full-verify vs raw read speed.
+"""Benchmark (not a timed test) of the model manifest: copy and full-verify vs raw read speed.
 
 On one machine: write a synthetic model directory (a few shards of random bytes plus
 small config files) in a temp dir, then measure, with the page cache evicted before

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""validate and bench (issue #10) against the vLLM simulator: a head + headless worker pair on 127.0.0.1.
+"""validate and bench (the operations playbooks' smoke checks and benchmark) against the vLLM simulator:
+a head + headless worker pair on 127.0.0.1.
 
   * bench_sweep measures the simulator's configured per-stream rate (VLLM_SIM_TOKENS_PER_S) and aggregate
     cap (VLLM_SIM_AGG_TOKENS_PER_S) within 2 %, and spec-decode per-position acceptance from /metrics deltas;

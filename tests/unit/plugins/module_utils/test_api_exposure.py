@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""API exposure plan, key checks and the proxy's nginx configuration (issue 11)."""
+"""API exposure plan, key checks and the proxy's nginx configuration."""
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 

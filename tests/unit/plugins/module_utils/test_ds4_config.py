@@ -385,7 +385,7 @@ def test_util_cap():
     assert c.util_cap(112) == 0.78
 
 
-# Issue 11: API exposure -- vLLM binds loopback; ds4_api_allowed_networks puts a proxy in front.
+# API exposure: vLLM binds loopback; ds4_api_allowed_networks puts a proxy in front.
 def test_api_host_beyond_loopback_refused(inputs):
     site(inputs, {'api': {'host': '0.0.0.0'}})
     err = refused(inputs, 'api.host', '0.0.0.0', 'ds4_api_allowed_networks')

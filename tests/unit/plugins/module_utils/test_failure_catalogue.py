@@ -12,8 +12,8 @@ import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import failure_catalogue as fc
 
-# (entry id, verbatim line, role, source).  Lines are copied from ../shared/notes/vllm-ops.md,
-# the seeds, or the upstream issue named in the entry's 'source'.
+# (entry id, verbatim line, role, source).  Lines are copied from the vllm-ops note (docs/vllm-ops-notes.md),
+# the seeds (docs/sources.md), or the upstream issue named in the entry's 'source'.
 VERBATIM = [
     ("unit-exec-missing", "vllm-ds4-head.service: Main process exited, code=exited, status=127/n/a", "head", "journal"),
     ("unit-exec-missing", "bash: /workspace/vllm-head-090.sh: No such file or directory", "head", "journal"),

@@ -2,7 +2,7 @@
 # Copyright (c) 2026, dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """nft_table and api_proxy_config main() with a fake nft / nginx: truthful changed, load only on drift,
-check mode writes nothing, keys file 0600 and never in the result (issue 11)."""
+check mode writes nothing, keys file 0600 and never in the result (API exposure)."""
 
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
