@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Benchmark statistics for bench.yml (issue #10 item 3; vllm-ops.md §4.5).
+"""Benchmark statistics for bench.yml (vllm-ops §4.5, docs/vllm-ops-notes.md).
 
 Pure Python (no Ansible imports).
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The rendered config set of one rank kept as a rollback target (switch.yml / rollback.yml, issue #10).
+"""The rendered config set of one rank kept as a rollback target (switch.yml / rollback.yml).
 
 Pure Python (no Ansible imports).  A set is a list of {'name': key, 'path': live absolute path}
 (launch script, nccl.env, secrets env, prestart json, the unit file, the deployment evidence).

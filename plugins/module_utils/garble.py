@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Garble detectors for a model reply to an English prompt (validate.yml, issue #10).
+"""Garble detectors for a model reply to an English prompt (validate.yml).
 
 Pure Python (no Ansible imports).  Each detector returns a list of findings
 {'check': name, 'excerpt': str, 'detail': str}; [] means clean.

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""status.yml logic (issue #10 item 1): one row per rank from systemctl show, docker inspect, the
+"""status.yml logic: one row per rank from systemctl show, docker inspect, the
 deployment evidence file and (head) the endpoint and /metrics; rows rendered as one short table.
 
 Pure Python (no Ansible imports).

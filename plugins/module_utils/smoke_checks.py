@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Smoke checks for validate.yml (issue #10 item 2; seed 003's gates: direct prompts clean, concurrent
+"""Smoke checks for validate.yml (seed 003's gates, docs/sources.md: direct prompts clean, concurrent
 prompts clean; garble = CJK drift, loops, leaked template/tool tokens, empty replies).
 
 Pure Python (no Ansible imports).  Garble detection is garble.check_reply's (not re-implemented here).

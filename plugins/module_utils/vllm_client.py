@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Minimal OpenAI-compatible client for validate.yml and bench.yml (issue #10).
+"""Minimal OpenAI-compatible client for validate.yml and bench.yml.
 
 Pure Python standard library (http.client, threading); no Ansible imports.
 
