@@ -384,8 +384,12 @@ def collect_evidence(cfg, hang, runner, fetch, now):
 
 
 # --------------------------------------------------------------------------- guard state + textfile
+KNOWN_CAUSES = ('hang_api_silent', 'hang_no_tokens', 'worker_down', 'worker_restarted', 'worker_unreadable')
+
+
 class GuardState(object):
-    """Counters and last events of the guard, persisted (JSON) and exported for the node exporter."""
+    """Counters and last events of the guard, persisted (JSON) and exported for the node exporter.
+    Every known cause is exported from 0 on, so increase() sees the first restart of each cause."""
 
     FIELDS = {'restarts_total': 0, 'hangs_total': 0, 'storm_stops_total': 0, 'last_cause': '', 'last_why': '',
               'last_action': '', 'last_restart_at': None, 'last_hang_at': None, 'last_hang_why': '',
@@ -446,8 +450,8 @@ class GuardState(object):
                ['dgxspark_ds4_guard_rank_up{role="%s",node="%s"} %d' % (r, _esc(n), int(u))
                 for (r, n), u in sorted(self.ranks.items())])
         metric('dgxspark_ds4_guard_restarts_total', 'counter', 'Pair restarts made by the guard, by cause.',
-               ['dgxspark_ds4_guard_restarts_total{cause="%s"} %d' % (_esc(c), v)
-                for c, v in sorted(d['restarts_by_cause'].items())] or ['dgxspark_ds4_guard_restarts_total{cause="none"} 0'])
+               ['dgxspark_ds4_guard_restarts_total{cause="%s"} %d' % (_esc(c), d['restarts_by_cause'].get(c, 0))
+                for c in sorted(set(KNOWN_CAUSES) | set(d['restarts_by_cause']))])
         metric('dgxspark_ds4_guard_hangs_total', 'counter', 'Hangs found by the watchdog.',
                ['dgxspark_ds4_guard_hangs_total %d' % d['hangs_total']])
         metric('dgxspark_ds4_guard_storm_stops_total', 'counter', 'Times the guard stopped the pair at its storm limit.',

@@ -376,6 +376,7 @@ def test_state_file_and_textfile_export(tmp_path):
     run_for(watch, clock, 125)
     prom = open(c['textfile']).read()
     assert 'dgxspark_ds4_guard_restarts_total{cause="hang_no_tokens"} 1' in prom
+    assert 'dgxspark_ds4_guard_restarts_total{cause="worker_down"} 0' in prom      # every cause from 0 on
     assert 'dgxspark_ds4_guard_hangs_total 1' in prom
     assert 'dgxspark_ds4_guard_last_hang_timestamp_seconds %d' % (clock.now - 5) in prom
     assert 'dgxspark_ds4_guard_last_cause_info{cause="hang_no_tokens",action="restart"} 1' in prom
