@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The commands the README gives work as written (issue 19 item 5).
+"""The commands the README gives work as written (from the repo root and from an installed collection).
 
 - From the repository root, with the inventory of ansible.cfg (inventories/balanced):
   ``ansible-playbook site.yml -l spark`` (root site.yml imports playbooks/site.yml).

@@ -4,7 +4,7 @@
 """A misspelt variable with the collection's prefix is refused by the config role (real ansible-playbook,
 playbooks/render.yml, which touches no host), naming the variable, where it was set and the closest known name.
 
-The case behind it (issue 19): ``ds4_node_memory_gb: 96`` (for ``ds4_node_memory_gib``) on a 96 GB node was
+The case behind it (a misspelt variable silently ignored): ``ds4_node_memory_gb: 96`` (for ``ds4_node_memory_gib``) on a 96 GB node was
 ignored and the node got the 128 GiB cap (gpu-memory-utilization 0.90 passes); the control run shows that the
 real name does reach the check (0.90 is refused above the 0.78 cap of a 96 GiB node).
 """

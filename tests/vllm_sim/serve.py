@@ -111,7 +111,7 @@ class Config:
         self.garble = os.environ.get('VLLM_SIM_GARBLE', '').strip() or None
         self.garble_min_concurrency = _env_i('VLLM_SIM_GARBLE_MIN_CONCURRENCY', 0)
         self.garble_concurrent_mode = os.environ.get('VLLM_SIM_GARBLE_CONCURRENT_MODE', 'cjk')
-        # runtime wedge (issue 17): after N generated tokens the engine stops (no token, no prompt
+        # runtime wedge (hang drills): after N generated tokens the engine stops (no token, no prompt
         # token, no step; gauges frozen; /health 200), like an NCCL collective that never returns
         wedge = os.environ.get('VLLM_SIM_WEDGE_AFTER_TOKENS', '').strip()
         self.wedge_after_tokens = int(wedge) if wedge.lstrip('-').isdigit() and int(wedge) >= 0 else None

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Runtime wedge and slow prefill of the vLLM simulator (issue 17 drills): what /metrics shows while the
+"""Runtime wedge and slow prefill of the vLLM simulator (the hang drills): what /metrics shows while the
 engine is stuck mid-serve, and while a long prompt is prefilled without a generated token."""
 
 from __future__ import (absolute_import, division, print_function)

@@ -137,7 +137,7 @@ def test_every_shipped_inventory_passes():
 
 
 def test_misspelt_memory_is_refused_with_the_real_name():
-    """The case of issue 19: ds4_node_memory_gb on a 96 GB node silently got the 128 GiB cap."""
+    """The motivating case: ds4_node_memory_gb on a 96 GB node silently got the 128 GiB cap."""
     known, roles = _scan()
     pre = kv.prefixes(roles)
     cands = {
