@@ -23,6 +23,7 @@ import json
 import re
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils.api_exposure import plan_exposure
+from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_schema
 from ansible_collections.dgxspark.ds4.plugins.module_utils.launch_render import (
     build_argv,
     render_env_file,
@@ -89,7 +90,8 @@ PER_NODE_ENV = {
 }
 
 LAYER_KEYS = ('seed', 'image', 'model', 'entrypoint', 'api', 'master_port', 'container', 'env', 'serve_args')
-IMAGE_KEYS = ('ref', 'family', 'max_model_len')
+IMAGE_KEYS = ('ref', 'family', 'max_model_len', 'vllm_version')
+IMAGE_REQUIRED = ('ref', 'family', 'max_model_len')
 MODEL_KEYS = ('repo_id', 'revision', 'host_dir', 'container_dir', 'serve_arg')
 API_KEYS = ('host', 'port')
 CONTAINER_KEYS = ('gpus', 'runtime', 'privileged', 'shm_size', 'devices', 'memory', 'cache_volumes', 'volumes',
@@ -376,7 +378,7 @@ def check_merged(merged, errors, warnings):
     def fvar(flag, suffix=''):
         return '%s[%s]%s' % (sources.get(flag, 'serve_args'), flag, suffix)
 
-    for k in IMAGE_KEYS:
+    for k in IMAGE_REQUIRED:
         if image.get(k) in (None, ''):
             errors.append(_msg('ds4_profile_config.image.%s' % k, image.get(k), 'required', 'set image.%s in the profile' % k))
     if image.get('family') not in (None, '') and image.get('family') not in IMAGE_FAMILIES:
@@ -502,6 +504,46 @@ def check_merged(merged, errors, warnings):
                 if not item.startswith('/'):
                     errors.append(_msg('ds4_profile_config.container.%s' % k, item, 'host side must be an absolute path',
                                        'write /host/path:/container/path[:ro]'))
+
+
+def check_vllm_schema(merged, profile, site, errors, warnings):
+    """serve_args and env against the flag schema of the image's vLLM (image.vllm_version; issue 14)."""
+    image = merged['image']
+    version = image.get('vllm_version')
+    where = ('ds4_site_overrides.image.vllm_version' if isinstance(site.get('image'), dict) and 'vllm_version' in site['image']
+             else 'ds4_profile_config.image.vllm_version')
+    known = ', '.join(vllm_schema.available_versions()) or 'none'
+    if version in (None, ''):
+        warnings.append('%s is not set: serve_args and env are not checked against vLLM\'s flag schema (schemas: %s). '
+                        'Set image.vllm_version to the vLLM version the image %s carries.' % (where, known, _fmt(image.get('ref'))))
+        return
+    schema, used, problem = vllm_schema.schema_for(version)
+    if problem == 'invalid':
+        errors.append(_msg(where, version, 'must be a vLLM version string such as "0.27.1" (a YAML number like 0.33 loses digits)',
+                           'quote it, e.g. vllm_version: "0.33.0"'))
+        return
+    if schema is None:
+        warnings.append('%s = %s: no flag schema for this vLLM version (have: %s), so serve_args and env are not checked against '
+                        'vLLM\'s own parser. Generate one with tools/vllm_flag_schema.py from the vllm==%s wheel, or set the '
+                        'closest version that has one.' % (where, _fmt(version), known, version))
+        return
+    if used != version:
+        warnings.append('%s = %s: no flag schema for exactly this vLLM version; serve_args are checked against vllm-%s.json '
+                        '(same minor release; patch releases keep the CLI).' % (where, _fmt(version), used))
+    sources = merged.get('sources') or {}
+    for flag, path, value, why, fix, level in vllm_schema.check_serve_args(schema, merged['serve_args']):
+        var = '%s[%s]%s' % (sources.get(flag, 'serve_args'), flag, path)
+        if level == 'error':
+            errors.append(_msg(var, value, why, fix))
+        else:
+            warnings.append('%s = %s: %s. Fix: %s.' % (var, _fmt(value), why, fix))
+    site_env = site.get('env') if isinstance(site.get('env'), dict) else {}
+    for name, value, why, fix in vllm_schema.check_env(schema, merged['env']):
+        layer = 'ds4_site_overrides' if name in site_env else 'ds4_profile_config'
+        if value is None:
+            warnings.append('%s.env: %s: %s. Fix: %s.' % (layer, name, why, fix))
+        else:
+            warnings.append('%s.env[%s] = %s: %s. Fix: %s.' % (layer, name, _fmt(value), why, fix))
 
 
 def validate_inventory(spark_hosts, hostvars, errors, tp=2, pp=1):
@@ -662,6 +704,7 @@ def validate_all(inputs):
     merged, overrides = merge_layers(base, profile, site, errors)
     if merged is not None:
         check_merged(merged, errors, warnings)
+        check_vllm_schema(merged, profile, site, errors, warnings)
         # API exposure (issue 11): vLLM binds loopback; ds4_api_allowed_networks puts a proxy in front.
         first = hostvars.get(spark[0], {}) if spark else {}
         plan, perrors, pwarnings = plan_exposure(merged['api'], first.get('ds4_api_allowed_networks'),

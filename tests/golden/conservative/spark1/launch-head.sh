@@ -8,7 +8,6 @@ set -euo pipefail
 # Environment common to both nodes (base + profile + site overrides).
 export HF_HUB_OFFLINE=1
 export TRANSFORMERS_OFFLINE=1
-export VLLM_USE_V1=0
 
 # Per-node environment, from host_vars/spark1.yml (never one global value).
 export VLLM_HOST_IP=192.168.100.10

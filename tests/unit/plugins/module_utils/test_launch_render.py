@@ -162,7 +162,8 @@ def test_quoting_survives_hostile_values(printer, tmp_path):
     inputs = regen.inputs_for('balanced')
     inputs['ds4_site_overrides'] = {
         'serve_args': {'served-model-name': "it's a $HOME `x` \"name\"",
-                       'compilation-config': {'cudagraph_mode': 'PIECEWISE', 'note': "a'b \"c\" $d"}},
+                       # cache_dir: a string key vLLM's CompilationConfig knows (issue 14 refuses unknown keys)
+                       'compilation-config': {'cudagraph_mode': 'PIECEWISE', 'cache_dir': "a'b \"c\" $d"}},
         'env': {'OMP_NUM_THREADS': "8; rm -rf / #"},
     }
     eff = ds4_config.compute_effective(inputs, 'spark1')
@@ -171,7 +172,7 @@ def test_quoting_survives_hostile_values(printer, tmp_path):
     i = got['argv'].index('--served-model-name')
     assert got['argv'][i + 1] == "it's a $HOME `x` \"name\""
     i = got['argv'].index('--compilation-config')
-    assert json.loads(got['argv'][i + 1]) == {'cudagraph_mode': 'PIECEWISE', 'note': "a'b \"c\" $d"}
+    assert json.loads(got['argv'][i + 1]) == {'cudagraph_mode': 'PIECEWISE', 'cache_dir': "a'b \"c\" $d"}
     assert got['env']['OMP_NUM_THREADS'] == "8; rm -rf / #"
 
 
