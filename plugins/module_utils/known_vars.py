@@ -131,12 +131,12 @@ def scan_collection(root, load_yaml):
                         if os.path.isdir(os.path.join(roles_dir, d)) and not d.startswith('.'))
 
     def load(path):
+        if not os.path.isfile(path):
+            return None
         try:
             with open(path) as f:
                 return load_yaml(f.read())
-        except (IOError, OSError, ValueError):
-            return None
-        except Exception:  # pylint: disable=broad-except  # a YAML error class of the given loader
+        except Exception:  # pylint: disable=broad-except  # unreadable file or the loader's own YAML error class
             return None
 
     for role in role_names:

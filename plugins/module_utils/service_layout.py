@@ -107,4 +107,3 @@ def paths(layout, role):
         'deployed_record': '%s/deployed-%s.json' % (sdir, role),
         'rollback_store': '%s/previous' % cdir,
     }
-
