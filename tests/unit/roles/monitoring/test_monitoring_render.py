@@ -1,0 +1,170 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""roles/monitoring templates rendered for a two-node pair by ansible-playbook (local connection, no host
+changed): the Prometheus config passes `promtool check config`, scrapes vLLM over loopback and both node
+exporters over the fabric, marks the fabric netdev and both RoCE twins fabric="true"; the unit drop-ins
+pass only flags the installed binaries know; Prometheus listens on loopback unless networks are allowed."""
+
+from __future__ import absolute_import, division, print_function
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))
+ROLE = os.path.join(REPO, 'roles', 'monitoring')
+PLAYBOOK_BIN = os.path.join(REPO, '.venv', 'bin', 'ansible-playbook')
+
+INVENTORY = """
+all:
+  children:
+    spark:
+      hosts:
+        spark1:
+          ansible_connection: local
+          ds4_effective: {role: head, nnodes: 2, master_port: 29501,
+                          api: {port: %(port)d, public_port: 8000, exposure: %(exposure)s},
+                          fabric: {ip: 10.77.0.11, ifname: enp1s0f1np1, rdma_hcas: [rocep1s0f1, roceP2p1s0f1]}}
+        spark2:
+          ansible_connection: local
+          ds4_effective: {role: worker, nnodes: 2, master_port: 29501,
+                          api: {port: %(port)d, public_port: 8000, exposure: %(exposure)s},
+                          fabric: {ip: 10.77.0.12, ifname: enP2p1s0f0np0, rdma_hcas: [roceP2p1s0f0]}}
+"""
+
+PLAYBOOK = """
+- hosts: spark
+  gather_facts: false
+  vars_files:
+    - %(role)s/defaults/main.yml
+    - %(role)s/vars/main.yml
+  tasks:
+    - name: Render
+      ansible.builtin.template:
+        src: "%(role)s/templates/{{ item }}.j2"
+        dest: "%(out)s/{{ inventory_hostname }}-{{ item }}"
+        mode: "0644"
+      loop: [prometheus.yml, prometheus.override.conf, node-exporter.override.conf, grafana-datasource.yml, grafana-dashboards.yml]
+      delegate_to: localhost
+"""
+
+
+def need(binary):
+    path = shutil.which(binary)
+    if path:
+        return path
+    if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
+        pytest.fail('%s not found under CI=true: apt-get install -y prometheus prometheus-node-exporter' % binary)
+    pytest.skip('%s not installed' % binary)
+    return None
+
+
+_CACHE = {}
+
+
+def render(tmp_path, exposure='loopback', port=8000):
+    """Rendered files by name; one ansible-playbook run per (exposure, port) for the whole module (slow start-up)."""
+    if (exposure, port) not in _CACHE:
+        _CACHE[(exposure, port)] = _render(tmp_path, exposure, port)
+    return _CACHE[(exposure, port)]
+
+
+def _render(tmp_path, exposure, port):
+    if not os.path.exists(PLAYBOOK_BIN):
+        pytest.skip('no .venv (make venv)')
+    out = tmp_path / 'out'
+    out.mkdir()
+    (tmp_path / 'hosts.yml').write_text(INVENTORY % {'port': port, 'exposure': exposure})
+    (tmp_path / 'play.yml').write_text(PLAYBOOK % {'role': ROLE, 'out': out})
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
+    proc = subprocess.run([PLAYBOOK_BIN, '-i', str(tmp_path / 'hosts.yml'), str(tmp_path / 'play.yml')], cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return dict((f, (out / f).read_text()) for f in os.listdir(str(out)))
+
+
+def exec_start(dropin):
+    lines = [ln for ln in dropin.splitlines() if ln.startswith('ExecStart=') and ln != 'ExecStart=']
+    assert len(lines) == 1 and 'ExecStart=\n' in dropin + '\n'   # the package's ExecStart is reset first
+    return lines[0][len('ExecStart='):].split()
+
+
+def test_prometheus_config_scrapes_the_pair(tmp_path):
+    files = render(tmp_path, port=8001)
+    assert "regex: '10\\.77\\.0\\.11:9100;(enp1s0f1np1|rocep1s0f1|roceP2p1s0f1)'" in files['spark1-prometheus.yml']
+    cfg = yaml.safe_load(files['spark1-prometheus.yml'])
+    jobs = {j['job_name']: j for j in cfg['scrape_configs']}
+    assert jobs['vllm']['static_configs'] == [{'targets': ['127.0.0.1:8001'], 'labels': {'ds4_node': 'spark1', 'ds4_role': 'head'}}]
+    assert jobs['node']['static_configs'] == [
+        {'targets': ['10.77.0.11:9100'], 'labels': {'ds4_node': 'spark1', 'ds4_role': 'head'}},
+        {'targets': ['10.77.0.12:9100'], 'labels': {'ds4_node': 'spark2', 'ds4_role': 'worker'}}]
+    assert cfg['rule_files'] == ['/etc/prometheus/rules/dgxspark-ds4.rules.yml']
+    relabel = jobs['node']['metric_relabel_configs']
+    assert [r['target_label'] for r in relabel] == ['fabric', 'fabric']
+    # the relabel regexes (anchored by Prometheus) mark exactly the fabric netdev and RoCE HCAs of each node
+    marks = [re.compile('^(?:%s)$' % r['regex']) for r in relabel]
+
+    def marked(instance, device):
+        return any(m.match('%s;%s' % (instance, device)) for m in marks)
+    assert marked('10.77.0.11:9100', 'enp1s0f1np1') and marked('10.77.0.11:9100', 'roceP2p1s0f1')
+    assert marked('10.77.0.12:9100', 'enP2p1s0f0np0') and marked('10.77.0.12:9100', 'roceP2p1s0f0')
+    assert not marked('10.77.0.11:9100', 'enp1s0f0np0')          # the uncabled cage
+    assert not marked('10.77.0.12:9100', 'enp1s0f1np1')          # another node's fabric netdev
+    assert not marked('10.77.0x11:9100', 'enp1s0f1np1')          # dots are escaped
+
+
+def test_prometheus_config_passes_promtool(tmp_path):
+    promtool = need('promtool')
+    files = render(tmp_path)
+    rules_dir = tmp_path / 'etc' / 'rules'
+    rules_dir.mkdir(parents=True)
+    shutil.copy(os.path.join(ROLE, 'files', 'dgxspark-ds4.rules.yml'), str(rules_dir / 'dgxspark-ds4.rules.yml'))
+    text = files['spark1-prometheus.yml'].replace('/etc/prometheus/rules', str(rules_dir))
+    (tmp_path / 'prometheus.yml').write_text(text)
+    proc = subprocess.run([promtool, 'check', 'config', str(tmp_path / 'prometheus.yml')], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert proc.returncode == 0, proc.stdout
+    assert 'SUCCESS' in proc.stdout
+
+
+@pytest.mark.parametrize('exposure,listen', [('loopback', '127.0.0.1:9090'), ('networks', '0.0.0.0:9090')])
+def test_prometheus_listens_on_loopback_unless_networks_are_allowed(tmp_path, exposure, listen):
+    files = render(tmp_path, exposure=exposure)
+    argv = exec_start(files['spark1-prometheus.override.conf'])
+    assert argv[0] == '/usr/bin/prometheus'
+    assert '--web.listen-address=%s' % listen in argv
+    assert '--config.file=/etc/prometheus/dgxspark-ds4.yml' in argv
+    assert '--storage.tsdb.retention.time=30d' in argv
+    assert not [a for a in argv if a.startswith('--storage.tsdb.retention.size')]
+
+
+def test_node_exporter_listens_on_the_fabric_address_with_the_textfile_collector(tmp_path):
+    files = render(tmp_path)
+    assert exec_start(files['spark1-node-exporter.override.conf'])[1:] == [
+        '--web.listen-address=10.77.0.11:9100', '--collector.textfile.directory=/var/lib/prometheus/node-exporter']
+    assert '--web.listen-address=10.77.0.12:9100' in exec_start(files['spark2-node-exporter.override.conf'])
+
+
+def test_dropin_flags_are_known_to_the_installed_binaries(tmp_path):
+    files = render(tmp_path)
+    for name, binary in (('spark1-prometheus.override.conf', 'prometheus'),
+                         ('spark1-node-exporter.override.conf', 'prometheus-node-exporter')):
+        path = need(binary)
+        proc = subprocess.run([path, '--help'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                              check=False)
+        for arg in exec_start(files[name])[1:]:
+            flag = arg.split('=', 1)[0]
+            assert flag in proc.stdout, '%s does not know %s' % (binary, flag)
+
+
+def test_grafana_provisioning_points_at_prometheus_and_the_dashboard_dir(tmp_path):
+    files = render(tmp_path)
+    ds = yaml.safe_load(files['spark1-grafana-datasource.yml'])['datasources'][0]
+    assert ds['type'] == 'prometheus' and ds['url'] == 'http://127.0.0.1:9090'
+    provider = yaml.safe_load(files['spark1-grafana-dashboards.yml'])['providers'][0]
+    assert provider['type'] == 'file' and provider['options']['path'] == '/var/lib/grafana/dashboards/dgxspark-ds4'
