@@ -162,7 +162,7 @@ def test_quoting_survives_hostile_values(printer, tmp_path):
     inputs = regen.inputs_for('balanced')
     inputs['ds4_site_overrides'] = {
         'serve_args': {'served-model-name': "it's a $HOME `x` \"name\"",
-                       # cache_dir: a string key vLLM's CompilationConfig knows (issue 14 refuses unknown keys)
+                       # cache_dir: a string key vLLM's CompilationConfig knows (the flag-schema check refuses unknown keys)
                        'compilation-config': {'cudagraph_mode': 'PIECEWISE', 'cache_dir': "a'b \"c\" $d"}},
         'env': {'OMP_NUM_THREADS': "8; rm -rf / #"},
     }

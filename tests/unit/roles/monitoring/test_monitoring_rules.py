@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Alert rules and dashboard of roles/monitoring (issue 17 item 3).
+"""Alert rules and dashboard of roles/monitoring (metrics history and alerts).
 
 - `promtool check rules` and `promtool test rules` (the real promtool of the Debian/Ubuntu
   `prometheus` package) on roles/monitoring/files/dgxspark-ds4.rules.yml; every alert has a test

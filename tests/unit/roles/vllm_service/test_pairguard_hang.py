@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for the hang watchdog of roles/vllm_service/files/pairguard.py (issue 17 item 1).
+"""Unit tests for the hang watchdog of roles/vllm_service/files/pairguard.py (a pair that serves nothing while /health stays 200).
 
 A fake /metrics endpoint (the text a test sets, or an error), a fake clock and a fake systemd +
 docker + ssh runner: the tests show when a hang is declared, what the evidence directory holds,
