@@ -21,7 +21,10 @@ business); it rejects, for new TCP connections from anywhere but loopback:
   - upstream_port (vLLM behind the proxy) from anything but loopback;
   - master_port (TCPStore, listens on all interfaces) from outside the fabric addresses;
   - the ephemeral range on this node's fabric address (ZMQ MessageQueue, Gloo, NCCL sockets) from
-    outside the fabric addresses.
+    outside the fabric addresses;
+  - each of service_ports (e.g. Prometheus, the node exporter: role dgxspark.ds4.monitoring) from
+    outside its allowed set: "clients" = allowed_networks (none = loopback only), "fabric" = the
+    fabric addresses.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -32,6 +35,8 @@ import ipaddress
 import re
 
 NAME_RE = re.compile(r'^[A-Za-z][A-Za-z0-9_]{0,31}$')
+SERVICE_NAME_RE = re.compile(r'^[A-Za-z0-9 _.-]{1,40}$')
+SERVICE_ALLOW = ('clients', 'fabric')
 FAMILIES = ('inet',)
 COMMENT_PREFIX = 'dgxspark.ds4 sha256:'
 
@@ -108,7 +113,39 @@ def validate(spec):
     if self_addr and self_addr[0] not in fab:
         errors.append('self_address %s is not among fabric_addresses %s' % (self_addr[0], fab))
     _range(spec.get('ephemeral_ports'), errors, 'ephemeral_ports')
+    _services(spec, errors)
     return errors
+
+
+def _services(spec, errors):
+    """service_ports entries: {port, allow: clients|fabric, name}; errors appended."""
+    out = []
+    taken = set(p for p in (spec.get('api_port'), spec.get('upstream_port'), spec.get('master_port')) if p is not None)
+    seen = set()
+    entries = spec.get('service_ports') or []
+    if not isinstance(entries, list):
+        errors.append('service_ports = %r: must be a list of {port, allow, name}' % (entries,))
+        return out
+    for item in entries:
+        if not isinstance(item, dict):
+            errors.append('service_ports entry %r: must be a mapping {port, allow, name}' % (item,))
+            continue
+        port, allow, name = item.get('port'), item.get('allow'), str(item.get('name') or 'service')
+        if not _port_ok(port):
+            errors.append('service_ports entry %r: port must be an integer port' % (item,))
+            continue
+        if port in taken or port in seen:
+            errors.append('service_ports entry %r: port %d is already used by another rule' % (item, port))
+            continue
+        if allow not in SERVICE_ALLOW:
+            errors.append('service_ports entry %r: allow must be one of %s' % (item, ', '.join(SERVICE_ALLOW)))
+            continue
+        if not SERVICE_NAME_RE.match(name):
+            errors.append('service_ports entry %r: name must be letters, digits, space, _ . - (max 40)' % (item,))
+            continue
+        seen.add(port)
+        out.append((port, allow, name))
+    return out
 
 
 def _body(spec):
@@ -149,6 +186,18 @@ def _body(spec):
         '        tcp dport %d ip saddr @fabric_v4 accept' % master,
         '        tcp dport %d reject with tcp reset' % master,
     ]
+    for port, allow, name in _services(spec, errors):
+        if allow == 'clients':
+            lines.append('        # %s port %d: %s' % (name, port, ('allowed networks ' + ', '.join(v4 + v6)) if (v4 or v6)
+                                                           else 'loopback only'))
+            if v4:
+                lines.append('        tcp dport %d ip saddr @api_clients_v4 accept' % port)
+            if v6:
+                lines.append('        tcp dport %d ip6 saddr @api_clients_v6 accept' % port)
+        else:
+            lines.append('        # %s port %d: the fabric addresses only' % (name, port))
+            lines.append('        tcp dport %d ip saddr @fabric_v4 accept' % port)
+        lines.append('        tcp dport %d reject with tcp reset' % port)
     if eph and self_addr:
         lines += [
             '        # ephemeral inter-node ports on this node\'s fabric address (ZMQ, Gloo, NCCL sockets)',
@@ -167,7 +216,8 @@ def ruleset_digest(spec):
 
 def render_ruleset(spec):
     """spec: table, family (inet), api_port, upstream_port (or None), master_port, allowed_networks,
-    fabric_addresses (both nodes), self_address (this node's fabric IP), ephemeral_ports ("lo-hi" or None).
+    fabric_addresses (both nodes), self_address (this node's fabric IP), ephemeral_ports ("lo-hi" or None),
+    service_ports (optional list of {port, allow: clients|fabric, name}).
     Returns the text of the file loaded with `nft -f`."""
     errors = validate(spec)
     if errors:

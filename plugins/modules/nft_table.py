@@ -73,6 +73,27 @@ options:
   ephemeral_ports:
     description: Port range (C(low-high)) of the inter-node ephemeral sockets on the fabric address; empty = no rule.
     type: str
+  service_ports:
+    description:
+      - Further TCP ports the collection opens (role C(dgxspark.ds4.monitoring) - Prometheus, the node exporter).
+      - Each is open only to its set, rejected for everyone else; loopback is always allowed.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      port:
+        description: TCP port.
+        type: int
+        required: true
+      allow:
+        description: V(clients) = O(allowed_networks) (none = loopback only); V(fabric) = O(fabric_addresses).
+        type: str
+        required: true
+        choices: [clients, fabric]
+      name:
+        description: What listens there (a comment in the ruleset).
+        type: str
+        default: service
   nft_bin:
     description: The nft binary. Default found on PATH (C(/usr/sbin/nft)).
     type: path
@@ -88,6 +109,9 @@ EXAMPLES = r"""
     fabric_addresses: [192.168.100.10, 192.168.100.11]
     self_address: 192.168.100.10
     ephemeral_ports: 32768-60999
+    service_ports:
+      - {port: 9090, allow: clients, name: prometheus}
+      - {port: 9100, allow: fabric, name: node exporter}
 """
 
 RETURN = r"""
@@ -143,6 +167,11 @@ def main():
             fabric_addresses=dict(type='list', elements='str', default=[]),
             self_address=dict(type='str'),
             ephemeral_ports=dict(type='str'),
+            service_ports=dict(type='list', elements='dict', default=[], options=dict(
+                port=dict(type='int', required=True),
+                allow=dict(type='str', required=True, choices=['clients', 'fabric']),
+                name=dict(type='str', default='service'),
+            )),
             nft_bin=dict(type='path'),
         ),
         required_if=[('state', 'present', ('api_port', 'master_port'))],
@@ -171,7 +200,7 @@ def main():
     spec = dict(table=p['table'], family=p['family'], api_port=p['api_port'], upstream_port=p['upstream_port'],
                 master_port=p['master_port'], allowed_networks=p['allowed_networks'],
                 fabric_addresses=p['fabric_addresses'], self_address=p['self_address'],
-                ephemeral_ports=p['ephemeral_ports'])
+                ephemeral_ports=p['ephemeral_ports'], service_ports=p['service_ports'])
     try:
         content = render_ruleset(spec)
     except RulesetError as exc:

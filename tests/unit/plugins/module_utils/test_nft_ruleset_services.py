@@ -1,0 +1,75 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""service_ports of the collection's nftables table (issue 17: Prometheus to the allowed networks, loopback
+only when none; the node exporter to the fabric addresses only)."""
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import nft_ruleset as n
+
+PROM = {'port': 9090, 'allow': 'clients', 'name': 'prometheus'}
+NODE = {'port': 9100, 'allow': 'fabric', 'name': 'node exporter'}
+
+
+def spec(**kw):
+    s = dict(table='dgxspark_ds4', family='inet', api_port=8000, upstream_port=None, master_port=29501,
+             allowed_networks=[], fabric_addresses=['192.168.100.11', '192.168.100.10'], self_address='192.168.100.10',
+             ephemeral_ports='32768-60999')
+    s.update(kw)
+    return s
+
+
+def rules(text):
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith('#')]
+
+
+def test_no_service_ports_leaves_the_table_and_digest_as_before():
+    assert n.render_ruleset(spec(service_ports=[])) == n.render_ruleset(spec())
+    assert n.ruleset_digest(spec(service_ports=None)) == n.ruleset_digest(spec())
+
+
+def test_prometheus_loopback_only_without_allowed_networks():
+    lines = rules(n.render_ruleset(spec(service_ports=[PROM, NODE])))
+    assert 'tcp dport 9090 reject with tcp reset' in lines
+    assert not [ln for ln in lines if 'dport 9090' in ln and 'accept' in ln]
+    assert lines.index('iif "lo" accept') < lines.index('tcp dport 9090 reject with tcp reset')
+
+
+def test_prometheus_open_to_the_allowed_networks_only():
+    lines = rules(n.render_ruleset(spec(allowed_networks=['10.1.0.0/16', '2001:db8::/64'], service_ports=[PROM])))
+    reject = lines.index('tcp dport 9090 reject with tcp reset')
+    assert lines.index('tcp dport 9090 ip saddr @api_clients_v4 accept') < reject
+    assert lines.index('tcp dport 9090 ip6 saddr @api_clients_v6 accept') < reject
+
+
+def test_node_exporter_open_to_the_fabric_addresses_only():
+    lines = rules(n.render_ruleset(spec(allowed_networks=['10.1.0.0/16'], service_ports=[NODE])))
+    assert lines.index('tcp dport 9100 ip saddr @fabric_v4 accept') < lines.index('tcp dport 9100 reject with tcp reset')
+    assert not [ln for ln in lines if 'dport 9100' in ln and 'api_clients' in ln]
+
+
+def test_service_ports_change_the_digest():
+    assert n.ruleset_digest(spec(service_ports=[PROM])) != n.ruleset_digest(spec())
+    assert n.ruleset_digest(spec(service_ports=[PROM])) != n.ruleset_digest(spec(service_ports=[dict(PROM, allow='fabric')]))
+
+
+@pytest.mark.parametrize('entry, needle', [
+    ({'port': 0, 'allow': 'fabric'}, 'integer port'),
+    ({'port': 8000, 'allow': 'clients'}, 'already used'),
+    ({'port': 29501, 'allow': 'fabric'}, 'already used'),
+    ({'port': 9100, 'allow': 'anyone'}, 'allow must be one of clients, fabric'),
+    ({'port': 9100, 'allow': 'fabric', 'name': 'x"; accept'}, 'name must be'),
+    ('9100', 'must be a mapping'),
+])
+def test_bad_service_ports_refused(entry, needle):
+    with pytest.raises(n.RulesetError) as err:
+        n.render_ruleset(spec(service_ports=[entry]))
+    assert needle in str(err.value)
+
+
+def test_duplicate_service_port_refused():
+    with pytest.raises(n.RulesetError, match='already used'):
+        n.render_ruleset(spec(service_ports=[NODE, dict(NODE, name='again')]))
