@@ -96,6 +96,18 @@ def _molecule_assigned():
     return names
 
 
+COMMENT_RE = re.compile(r"(^|\s)#.*$", re.M)
+JINJA_RE = re.compile(r"{{.*?}}|{%.*?%}", re.S)
+
+
+def _code(text, filename):
+    """What can name a variable: comments dropped; in a template only the Jinja parts (the rest is output text,
+    e.g. Prometheus label names)."""
+    if filename.endswith(".j2"):
+        return "\n".join(JINJA_RE.findall(text))
+    return COMMENT_RE.sub("", text)
+
+
 def test_every_prefixed_name_used_in_the_repository_is_known():
     """Drift guard: a new variable anywhere (role, playbook, inventory, Molecule inventory or extra vars, templates)
     must be declared where scan_collection finds it (argument spec, defaults, vars, play vars, register/set_fact)
@@ -115,7 +127,7 @@ def test_every_prefixed_name_used_in_the_repository_is_known():
                 if fn == "test_unknown_vars.py":  # misspells on purpose
                     continue
                 with open(path, errors="replace") as f:
-                    for name in token.findall(f.read()):
+                    for name in token.findall(_code(f.read(), fn)):
                         found.setdefault(name, set()).add(os.path.relpath(path, REPO))
     allowed = known | set(NOT_VARIABLES) | _molecule_assigned()
     missing = dict((n, sorted(p)[:3]) for n, p in found.items() if n not in allowed)
