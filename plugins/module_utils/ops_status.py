@@ -10,8 +10,9 @@ Pure Python (no Ansible imports).
   parse_docker_inspect(text) -> {exists, running, status, started_at, image_id, image_ref, restart_count}
   parse_iso8601(text) -> epoch seconds | None;  human_duration(seconds) -> '2d03h' / '1h02m' / '4m05s'
   metrics_summary(text) -> {kv_cache_usage_perc, requests_running, requests_waiting, ...}
-  build_row(node, role, unit, container, deployed, endpoint, now) -> row
-  format_table(rows) -> [line, ...]
+  guard_summary(state, now) -> the pair guard's state file (pairguard-state.json) summarised: last hang, last cause
+  build_row(node, role, unit, container, deployed, endpoint, now, guard) -> row
+  format_table(rows) -> [line, ...] (table, then one "pair guard" line per row that has guard state)
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -102,15 +103,54 @@ def metrics_summary(text):
     }
 
 
+def guard_summary(state, now=None):
+    """The pair guard's state (roles/vllm_service/files/pairguard.py, GuardState) -> summary with a one-line text;
+    None when there is no state (guard off or never ran)."""
+    if not isinstance(state, dict) or not state:
+        return None
+    now = time.time() if now is None else now
+
+    def ago(ts):
+        return "%s ago" % human_duration(now - ts) if isinstance(ts, (int, float)) and ts else None
+
+    out = {
+        "restarts": int(state.get("restarts_total") or 0),
+        "hangs": int(state.get("hangs_total") or 0),
+        "storm_stops": int(state.get("storm_stops_total") or 0),
+        "restarts_by_cause": dict(state.get("restarts_by_cause") or {}),
+        "last_cause": state.get("last_cause") or None,
+        "last_action": state.get("last_action") or None,
+        "last_why": state.get("last_why") or None,
+        "last_restart_ago": ago(state.get("last_restart_at")),
+        "last_hang_ago": ago(state.get("last_hang_at")),
+        "last_hang_why": state.get("last_hang_why") or None,
+        "last_hang_evidence": state.get("last_hang_evidence") or None,
+    }
+    parts = ["%d pair restarts" % out["restarts"]]
+    if out["last_cause"]:
+        parts[0] += " (last %s: %s%s)" % (out["last_action"] or "event", out["last_cause"],
+                                          ", " + out["last_restart_ago"] if out["last_restart_ago"] else "")
+    if out["hangs"]:
+        parts.append("%d hangs (last %s%s)" % (out["hangs"], out["last_hang_ago"] or "?",
+                                              ", evidence " + out["last_hang_evidence"] if out["last_hang_evidence"] else ""))
+    else:
+        parts.append("no hang")
+    if out["storm_stops"]:
+        parts.append("%d storm stops" % out["storm_stops"])
+    out["text"] = "; ".join(parts)
+    return out
+
+
 def _short_id(image_id):
     if not image_id:
         return "-"
     return image_id.split(":", 1)[-1][:12]
 
 
-def build_row(node, role, unit, container, deployed=None, endpoint=None, now=None):
+def build_row(node, role, unit, container, deployed=None, endpoint=None, now=None, guard=None):
     """unit: parse_systemctl_show dict; container: parse_docker_inspect dict; deployed: the
-    deployed-<role>.json mapping or None; endpoint (head): {health, model, answer, seconds, error, metrics}."""
+    deployed-<role>.json mapping or None; endpoint (head): {health, model, answer, seconds, error, metrics};
+    guard (head): the pair guard's state file mapping or None."""
     now = time.time() if now is None else now
     deployed = deployed or {}
     started = parse_iso8601(container.get("started_at")) if container.get("running") else None
@@ -145,6 +185,9 @@ def build_row(node, role, unit, container, deployed=None, endpoint=None, now=Non
         if m.get("requests_running") is not None:
             row["reqs"] = "%d/%d" % (m["requests_running"], m.get("requests_waiting") or 0)
         row["metrics"] = m
+    summary = guard_summary(guard, now)
+    if summary is not None:
+        row["guard"] = summary
     row["healthy"] = (unit.get("ActiveState") == "active" and bool(container.get("running"))
                       and (endpoint is None or (not endpoint.get("error") and endpoint.get("health") == 200)))
     return row
@@ -155,6 +198,14 @@ def format_table(rows):
     widths = [max([len(title)] + [len(str(r.get(k, "-"))) for r in rows]) for k, title in cols]
     fmt = "  ".join("%%-%ds" % w for w in widths)
     lines = [fmt % tuple(t for _k, t in cols), fmt % tuple("-" * w for w in widths)]
-    for r in sorted(rows, key=lambda x: (x.get("role") != "head", x.get("node"))):
+    ordered = sorted(rows, key=lambda x: (x.get("role") != "head", x.get("node")))
+    for r in ordered:
         lines.append(fmt % tuple(str(r.get(k, "-")) for k, _t in cols))
+    for r in ordered:
+        if r.get("guard"):
+            lines.append("pair guard on %s: %s" % (r.get("node"), r["guard"]["text"]))
+            if r["guard"].get("last_hang_why"):
+                lines.append("  last hang: %s" % r["guard"]["last_hang_why"])
+            if r["guard"].get("last_why") and r["guard"].get("last_why") != r["guard"].get("last_hang_why"):
+                lines.append("  last cause: %s" % r["guard"]["last_why"])
     return [ln.rstrip() for ln in lines]

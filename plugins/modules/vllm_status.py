@@ -50,6 +50,12 @@ options:
   evidence:
     description: Deployment evidence file written by the vllm_service role.
     type: path
+  guard_state:
+    description:
+      - The pair guard's state file (head, C(/var/lib/dgxspark-ds4/pairguard-state.json)) - pair restarts by cause, hangs
+        found by the watchdog, storm stops, the last cause and the last hang with its evidence directory.
+      - Absent or unreadable = no guard line.
+    type: path
   url:
     description: Base URL of the endpoint (head only; the worker serves no HTTP), for example V(http://127.0.0.1:8000).
     type: str
@@ -82,7 +88,8 @@ EXAMPLES = r'''
 RETURN = r'''
 row:
   description: Node, role, unit state, container state, image (short ID, full ID, ref), profile, uptime, endpoint answer,
-    KV cache usage and running/waiting requests, healthy.
+    KV cache usage and running/waiting requests, healthy; with O(guard_state) also C(guard) (restarts, hangs, storm
+    stops, last cause, last restart and last hang, evidence directory, a one-line text).
   returned: always
   type: dict
 '''
@@ -130,6 +137,7 @@ def main():
             unit=dict(type='str', required=True),
             container=dict(type='str', required=True),
             evidence=dict(type='path'),
+            guard_state=dict(type='path'),
             url=dict(type='str'),
             api_key=dict(type='str', no_log=True),
             chat=dict(type='bool', default=True),
@@ -158,10 +166,17 @@ def main():
                 deployed = json.load(f)
         except (IOError, OSError, ValueError):
             deployed = None
+    guard = None
+    if p['guard_state']:
+        try:
+            with open(p['guard_state']) as f:
+                guard = json.load(f)
+        except (IOError, OSError, ValueError):
+            guard = None
     endpoint = None
     if p['role'] == 'head' and p['url']:
         endpoint = _endpoint(p['url'], p['api_key'], p['chat'], p['timeout'])
-    row = ops_status.build_row(p['node'], p['role'], unit, container, deployed, endpoint, time.time())
+    row = ops_status.build_row(p['node'], p['role'], unit, container, deployed, endpoint, time.time(), guard)
     msg = '%s %s, container %s, endpoint %s' % (p['role'], row['unit'], row['container'], row['endpoint'])
     module.exit_json(changed=False, row=row, msg=msg)
 
