@@ -43,7 +43,6 @@ COLLECTION_VARS = {
     'ds4_endpoint_url': 'playbooks/vars/ops.yml (URL the validate/bench/status client uses)',
     'ds4_switch_auto_rollback': 'playbooks/switch.yml (true: roll back on a failed switch)',
     'ds4_validate_thinking': 'playbooks/validate.yml (require a reasoning field; default from the profile)',
-    'ds4_extra_known_vars': 'roles/config (names with a collection prefix that belong to something else)',
 }
 
 # Set at run time by the collection itself; never user input, never refused.
