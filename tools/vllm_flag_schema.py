@@ -162,7 +162,7 @@ def describe_hint(hint):
         members = {hint}
     types = set()
     choices = []
-    for m in members:
+    for m in sorted(members, key=repr):   # a set: iterate in a stable order (choices keep it)
         t, ch = _hint_leaf(m)
         if t == 'choice':
             for c in ch:

@@ -50,6 +50,27 @@ POSITIVE_JSON_KEYS = {
     ('compilation-config', 'max_cudagraph_capture_size'): 'largest CUDA-graph batch',
 }
 
+# Free-form JSON flags (vLLM hands the mapping on without a config class): the keys the profiles
+# use, with the type vLLM's consumer expects (collection rule: the chat template reads `thinking`
+# as a boolean, the generation config feeds SamplingParams). Other keys pass unchecked.
+FREEFORM_JSON_KEYS = {
+    'default-chat-template-kwargs': {
+        'thinking': {'types': ['bool']},
+        'enable_thinking': {'types': ['bool']},
+        'reasoning_effort': {'types': ['str']},
+    },
+    'override-generation-config': {
+        'temperature': {'types': ['float']},
+        'top_p': {'types': ['float']},
+        'top_k': {'types': ['int']},
+        'min_p': {'types': ['float']},
+        'repetition_penalty': {'types': ['float']},
+        'presence_penalty': {'types': ['float']},
+        'frequency_penalty': {'types': ['float']},
+        'max_new_tokens': {'types': ['int']},
+    },
+}
+
 # Env vars vLLM removed or replaced, with what to use instead (checked against envs.py of the
 # schema's version: the warning is given when that version no longer knows the name).
 REMOVED_ENV = {
@@ -188,8 +209,8 @@ def check_flag(flag, entry, value):
     if value is True:
         if entry.get('nargs') == '?':
             return out
-        out.append(('', value, '--%s takes %s; true would render a bare --%s and vllm serve exits with "expected one argument"'
-                    % (flag, words, flag), 'give it a value of that type', 'error'))
+        out.append(('', value, '--%s takes %s in vLLM %%(version)s; true would render a bare --%s and vllm serve exits with '
+                    '"expected one argument"' % (flag, words, flag), 'give it a value of that type', 'error'))
         return out
     if entry.get('json'):
         if isinstance(value, dict):
@@ -197,7 +218,7 @@ def check_flag(flag, entry, value):
         elif t == 'json_or_str' and isinstance(value, str):
             pass
         elif not isinstance(value, list):
-            out.append(('', value, '--%s takes JSON; vLLM parses the value with json.loads' % flag,
+            out.append(('', value, '--%s takes JSON in vLLM %%(version)s (parsed with json.loads)' % flag,
                         'write it as a YAML mapping', 'error'))
         return out
     if isinstance(value, dict):
@@ -206,12 +227,12 @@ def check_flag(flag, entry, value):
         return out
     values = value if isinstance(value, list) else [value]
     if isinstance(value, list) and entry.get('nargs') not in ('+', '*') and not entry.get('append'):
-        out.append(('', value, '--%s takes one value, not a list' % flag, 'give a single value', 'error'))
+        out.append(('', value, '--%s takes one value in vLLM %%(version)s, not a list' % flag, 'give a single value', 'error'))
         return out
     for v in values:
         if not _scalar_ok(entry, v):
-            out.append(('', value, '--%s takes %s; vllm serve would exit with "argument --%s: invalid %s value: %s"'
-                        % (flag, words, flag, t, json.dumps(v)), 'write %s' % _example(entry), 'error'))
+            out.append(('', value, '--%s takes %s in vLLM %%(version)s; vllm serve would exit with "argument --%s: invalid %s value: %r"'
+                        % (flag, words, flag, t, str(v)), 'write %s' % _example(entry), 'error'))
             return out
         choices = entry.get('choices')
         if choices and not _choice_ok(choices, v):
@@ -291,6 +312,12 @@ def check_json(flag, entry, value):
     out = []
     js = entry.get('json_schema')
     if not js:
+        for key, v in value.items():
+            spec = FREEFORM_JSON_KEYS.get(flag, {}).get(key)
+            if spec is not None and not _json_value_ok(spec, v):
+                out.append(('.%s' % key, v, '%s.%s in --%s must be %s (vLLM passes --%s on as free-form JSON; its consumer reads '
+                            '%s as that type: collection rule)' % (flag, key, flag, _json_expected(spec), flag, key),
+                            'write %s' % _json_expected(spec), 'error'))
         return out
     keys = js.get('keys') or {}
     cls = js.get('class', '').rsplit('.', 1)[-1]
