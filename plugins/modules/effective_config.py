@@ -28,6 +28,10 @@ description:
     C(vllm_service_state_dir), C(vllm_service_unit_dir), C(vllm_service_libexec_dir), C(vllm_service_docker_bin),
     C(vllm_service_unit_name), C(vllm_service_container_name)) as C(ds4_effective.service), read by the operations
     playbooks and C(dgxspark.ds4.vllm_ready) (C(plugins/module_utils/service_layout.py)).
+  - Checks C(serve_args) and C(env) against the C(vllm serve) flag schema of the vLLM the image carries
+    (C(image.vllm_version); data in C(plugins/module_utils/vllm_schemas/), logic in C(plugins/module_utils/vllm_schema.py)),
+    refusing unknown flags, wrong types, values outside vLLM's choices, unknown or mistyped JSON keys and counts below 1;
+    removed or unknown C(VLLM_*) env vars, deprecated flags and a version without a schema are warnings.
   - Sets the host fact C(ds4_effective), which every later role reads; nothing recomputes it.
   - Logic lives in C(plugins/module_utils/ds4_config.py) and C(plugins/module_utils/launch_render.py).
 author:
