@@ -188,8 +188,8 @@ def _body(spec):
     ]
     for port, allow, name in _services(spec, errors):
         if allow == 'clients':
-            lines.append('        # %s port %d: %s' % (name, port, ('allowed networks ' + ', '.join(v4 + v6)) if (v4 or v6)
-                                                           else 'loopback only'))
+            who = ('allowed networks ' + ', '.join(v4 + v6)) if (v4 or v6) else 'loopback only'
+            lines.append('        # %s port %d: %s' % (name, port, who))
             if v4:
                 lines.append('        tcp dport %d ip saddr @api_clients_v4 accept' % port)
             if v6:

@@ -131,8 +131,8 @@ def guard_summary(state, now=None):
         parts[0] += " (last %s: %s%s)" % (out["last_action"] or "event", out["last_cause"],
                                           ", " + out["last_restart_ago"] if out["last_restart_ago"] else "")
     if out["hangs"]:
-        parts.append("%d hangs (last %s%s)" % (out["hangs"], out["last_hang_ago"] or "?",
-                                              ", evidence " + out["last_hang_evidence"] if out["last_hang_evidence"] else ""))
+        evidence = (", evidence " + out["last_hang_evidence"]) if out["last_hang_evidence"] else ""
+        parts.append("%d hangs (last %s%s)" % (out["hangs"], out["last_hang_ago"] or "?", evidence))
     else:
         parts.append("no hang")
     if out["storm_stops"]:

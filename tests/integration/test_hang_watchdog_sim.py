@@ -65,7 +65,11 @@ class Sim(object):
             if 'Application startup complete.' in line:
                 break
             assert time.monotonic() < deadline, 'simulator did not start'
-        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for _line in self.proc.stdout:
+            pass
 
     def url(self, path):
         return 'http://127.0.0.1:%d%s' % (self.port, path)

@@ -463,8 +463,8 @@ class GuardState(object):
         metric('dgxspark_ds4_guard_last_hang_timestamp_seconds', 'gauge', 'Time of the last hang (0 = none).',
                ['dgxspark_ds4_guard_last_hang_timestamp_seconds %d' % (d['last_hang_at'] or 0)])
         metric('dgxspark_ds4_guard_last_cause_info', 'gauge', 'Cause and action of the last guard event.',
-               ['dgxspark_ds4_guard_last_cause_info{cause="%s",action="%s"} 1' % (_esc(d['last_cause'] or 'none'),
-                                                                                   _esc(d['last_action'] or 'none'))])
+               ['dgxspark_ds4_guard_last_cause_info{cause="%s",action="%s"} 1'
+                % (_esc(d['last_cause'] or 'none'), _esc(d['last_action'] or 'none'))])
         return '\n'.join(out) + '\n'
 
     def export(self, now, every_s=10.0):
