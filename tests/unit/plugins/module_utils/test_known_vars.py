@@ -114,7 +114,10 @@ def test_every_prefixed_name_used_in_the_repository_is_known():
     or in COLLECTION_VARS; otherwise the config role would refuse it."""
     known, roles = _scan()
     pre = kv.prefixes(roles)
-    token = re.compile(r"\b(?:%s)[A-Za-z0-9_]*" % "|".join(re.escape(p) for p in pre))
+    alt = "|".join(re.escape(p) for p in pre)
+    token = re.compile(r"\b(?:%s)[A-Za-z0-9_]*" % alt)
+    # in Python (tests passing extra vars): only a dict key ("name": ...) or a key=value string
+    py_token = re.compile(r"\b((?:%s)[A-Za-z0-9_]*)(?=[\"']\s*:|=[^=])" % alt)
     found = {}
     for top in ("roles", "playbooks", "inventories", "molecule", ".config", "tests/integration", "plugins"):
         for dirpath, dummy, files in os.walk(os.path.join(REPO, top)):
@@ -127,7 +130,7 @@ def test_every_prefixed_name_used_in_the_repository_is_known():
                 if fn == "test_unknown_vars.py":  # misspells on purpose
                     continue
                 with open(path, errors="replace") as f:
-                    for name in token.findall(_code(f.read(), fn)):
+                    for name in (py_token if fn.endswith(".py") else token).findall(_code(f.read(), fn)):
                         found.setdefault(name, set()).add(os.path.relpath(path, REPO))
     allowed = known | set(NOT_VARIABLES) | _molecule_assigned()
     missing = dict((n, sorted(p)[:3]) for n, p in found.items() if n not in allowed)
