@@ -39,6 +39,11 @@ try:  # where a variable was set (ansible-core >= 2.19 tags every loaded value w
 except ImportError:  # pragma: no cover - older ansible-core: no file names in the message
     Origin = None
 
+try:  # libyaml: scanning the collection's YAML takes ~0.05 s instead of ~0.5 s
+    from yaml import CSafeLoader as _YamlLoader
+except ImportError:  # pragma: no cover
+    from yaml import SafeLoader as _YamlLoader
+
 # The collection root: plugins/action/<this file> -> ../..
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _KNOWN_CACHE = {}
@@ -58,7 +63,7 @@ HOST_KEYS = (
 def known_names(root=COLLECTION_ROOT):
     """(known variable names, collection prefixes), scanned once per controller process."""
     if root not in _KNOWN_CACHE:
-        known, roles = scan_collection(root, yaml.safe_load)
+        known, roles = scan_collection(root, lambda text: yaml.load(text, Loader=_YamlLoader))  # nosec: a safe loader
         _KNOWN_CACHE[root] = (known, prefixes(roles))
     return _KNOWN_CACHE[root]
 
