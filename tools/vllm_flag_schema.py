@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -20,7 +19,7 @@ No GPU is needed. Per vLLM version, in a separate virtual environment (not the c
         transformers tokenizers safetensors protobuf fastapi starlette aiohttp openai pydantic \
         prometheus_client pillow prometheus-fastapi-instrumentator pyzmq msgspec pyyaml cloudpickle \
         cbor2 pybase64 partial-json-parser einops uvloop setproctitle python-json-logger ijson \
-        jsonschema typing_extensions filelock uvicorn openai-harmony xgrammar llguidance
+        jsonschema typing_extensions filelock uvicorn openai-harmony xgrammar llguidance gguf
     /tmp/vllm-X/bin/python tools/vllm_flag_schema.py            # writes plugins/module_utils/vllm_schemas/vllm-X.json
     /tmp/vllm-X/bin/python tools/vllm_flag_schema.py --check    # exit 1 if the committed file differs
 
@@ -42,10 +41,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..'))
 SCHEMA_DIR = os.path.join(REPO, 'plugins', 'module_utils', 'vllm_schemas')
 FORMAT = 1
+NONE_TYPE = type(None)
 
 
 def _pin_platform():
-    import vllm.platforms as platforms
+    from vllm import platforms
     from vllm.platforms.cpu import CpuPlatform
     platforms._current_platform = CpuPlatform()  # pylint: disable=protected-access
 
@@ -110,7 +110,7 @@ def describe_type(fn):
 def _hint_leaf(hint):
     """One type-hint member -> schema type name (+ choices)."""
     origin = typing.get_origin(hint)
-    if hint is type(None):
+    if hint is None or hint is NONE_TYPE:
         return 'null', None
     if hint is bool:
         return 'bool', None
@@ -256,7 +256,7 @@ def describe_action(parser, action):
 
 
 def known_env():
-    import vllm.envs as envs
+    from vllm import envs
     return sorted(envs.environment_variables)
 
 
@@ -288,7 +288,7 @@ def schema_path(version, directory=SCHEMA_DIR):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     ap.add_argument('--out-dir', default=SCHEMA_DIR)
     ap.add_argument('--check', action='store_true', help='compare with the committed file instead of writing')
     args = ap.parse_args(argv)
