@@ -46,10 +46,10 @@ options:
     type: str
     choices: [head, worker]
   unit:
-    description: systemd unit of this rank. Default C(ds4_effective.unit_name).
+    description: systemd unit of this rank. Default C(ds4_effective.service.unit_name) (published by the config role).
     type: str
   container_name:
-    description: Container of this rank. Default C(dgxspark-ds4-<role>).
+    description: Container of this rank. Default C(ds4_effective.service.container_name), else C(dgxspark-ds4-<role>).
     type: str
   api_host:
     description: Address the API binds (C(0.0.0.0) is probed as C(127.0.0.1)). Default C(ds4_effective.api.host). Head only.
@@ -86,7 +86,7 @@ options:
     type: float
     default: 60
   docker_cli:
-    description: Docker CLI.
+    description: Docker CLI. The action passes C(ds4_effective.service.docker_bin) (C(vllm_service_docker_bin)) when not set.
     type: str
     default: docker
   interval:
