@@ -32,7 +32,7 @@ VERSION_RE = re.compile(r'^\d+\.\d+(\.\d+)?([.+-]?[A-Za-z0-9.+-]*)?$')
 POSITIVE_FLAGS = {
     'max-num-seqs': 'concurrent sequences per step',
     'max-num-batched-tokens': 'tokens per scheduler step',
-    'block-size': 'tokens per KV-cache block (DeepSeek-V4 profiles use 256)',
+    'block-size': 'tokens per KV-cache block; the DeepSeek-V4 profiles use 256',
     'max-model-len': 'context length in tokens',
     'max-num-partial-prefills': 'concurrent partial prefills',
     'max-long-partial-prefills': 'concurrent long partial prefills',
@@ -386,8 +386,9 @@ def check_env(schema, env):
         else:
             unknown.append(name)
     if unknown:
+        pron = 'them' if len(unknown) > 1 else 'it'
         out.append((', '.join(unknown), None,
                     'vLLM %s\'s envs.py does not know %s; upstream vLLM logs "Unknown vLLM environment variable detected: '
-                    '<name>" and ignores it, so it acts only if the image\'s own build reads it' % (version, 'them' if len(unknown) > 1 else 'it'),
-                    'keep them only if the image (a fork) documents them; otherwise delete them'))
+                    '<name>" and ignores it, so it acts only if the image\'s own build reads it' % (version, pron),
+                    'keep %s only if the image (a fork) documents %s; otherwise delete %s' % (pron, pron, pron)))
     return out
