@@ -531,7 +531,7 @@ def check_vllm_schema(merged, profile, site, errors, warnings):
         warnings.append('%s = %s: no flag schema for exactly this vLLM version; serve_args are checked against vllm-%s.json '
                         '(same minor release; patch releases keep the CLI).' % (where, _fmt(version), used))
     sources = merged.get('sources') or {}
-    for flag, path, value, why, fix, level in vllm_schema.check_serve_args(schema, merged['serve_args']):
+    for flag, path, value, why, fix, level in vllm_schema.check_serve_args(schema, merged['serve_args'], JSON_FLAGS):
         var = '%s[%s]%s' % (sources.get(flag, 'serve_args'), flag, path)
         if level == 'error':
             errors.append(_msg(var, value, why, fix))

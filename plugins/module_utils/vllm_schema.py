@@ -9,7 +9,7 @@ this file, read on the controller by the `dgxspark.ds4.effective_config` action.
 
 Entry points (ds4_config formats the messages with the inventory path of each value):
   schema_for(version) -> (schema or None, version used, problem or None)
-  check_serve_args(schema, args) -> [(flag, key_path, value, why, fix, level)]   level: error|warning
+  check_serve_args(schema, args, mapping_flags) -> [(flag, key_path, value, why, fix, level)]   level: error|warning
   check_env(schema, env) -> [(name, value, why, fix)]                            (warnings)
 
 Collection rules on top of vLLM's types (argparse takes -1 for an int, vLLM then fails minutes
@@ -194,8 +194,10 @@ def _positive(value):
         return True   # human-readable (1k) or auto: not a negative count
 
 
-def check_flag(flag, entry, value):
-    """One known flag's value -> [(key_path, value, why, fix, level)]."""
+def check_flag(flag, entry, value, mapping_only=False):
+    """One known flag's value -> [(key_path, value, why, fix, level)].
+
+    mapping_only: the collection requires a YAML mapping for this JSON flag and reports other values itself."""
     out = []
     t = entry.get('type')
     words = _type_words(entry)
@@ -215,11 +217,17 @@ def check_flag(flag, entry, value):
     if entry.get('json'):
         if isinstance(value, dict):
             out.extend(check_json(flag, entry, value))
-        elif t == 'json_or_str' and isinstance(value, str):
-            pass
-        elif not isinstance(value, list):
-            out.append(('', value, '--%s takes JSON in vLLM %%(version)s (parsed with json.loads)' % flag,
-                        'write it as a YAML mapping', 'error'))
+        elif mapping_only or (t == 'json_or_str' and isinstance(value, str)):
+            pass   # mapping_only: the caller refuses every non-mapping of these flags itself
+        elif isinstance(value, list):
+            out.append(('', value, '--%s takes one JSON word in vLLM %%(version)s; a YAML list renders as separate words' % flag,
+                        'write the JSON as one quoted string, e.g. %s: \'["a", "b"]\'' % flag, 'error'))
+        else:
+            try:
+                json.loads(str(value))
+            except ValueError:
+                out.append(('', value, '--%s takes JSON in vLLM %%(version)s (parsed with json.loads); %r is not JSON' % (flag, str(value)),
+                            'write it as a YAML mapping', 'error'))
         return out
     if isinstance(value, dict):
         out.append(('', value, '--%s takes %s, not a mapping (it is not a JSON flag in vLLM %s)' % (flag, words, '%(version)s'),
@@ -341,8 +349,10 @@ def check_json(flag, entry, value):
     return out
 
 
-def check_serve_args(schema, args):
-    """serve_args (normalised names) -> [(flag, key_path, value, why, fix, level)]."""
+def check_serve_args(schema, args, mapping_flags=()):
+    """serve_args (normalised names) -> [(flag, key_path, value, why, fix, level)].
+
+    mapping_flags: JSON flags the caller already requires to be mappings (ds4_config.JSON_FLAGS)."""
     version = schema.get('vllm_version', '?')
     index, short = flag_index(schema)
     out = []
@@ -363,7 +373,7 @@ def check_serve_args(schema, args):
         if name != flag and entry.get('type') == 'bool':
             # a negative spelling (--no-x / --disable-x): a switch like the positive one
             entry = dict(entry, negative=[name])
-        for path, v, why, fix, level in check_flag(flag, entry, value):
+        for path, v, why, fix, level in check_flag(flag, entry, value, mapping_only=flag in mapping_flags):
             out.append((flag, path, v, why.replace('%(version)s', version), fix, level))
         if entry.get('deprecated'):
             out.append((flag, '', value, 'vLLM %s marks --%s deprecated: %s' % (version, flag, entry.get('deprecation', '')),

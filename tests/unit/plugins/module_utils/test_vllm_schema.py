@@ -330,6 +330,18 @@ def test_json_keys_case_of_an_enum_and_int_values_pass(inputs):
 def test_json_flag_given_a_string_still_refused(inputs):
     set_profile_arg(inputs, 'speculative-config', '{"method": "deepseek_mtp"}')
     refused(inputs, 'ds4_profile_config.serve_args[speculative-config]', 'must be a YAML mapping')
+    # one error for it, not the collection's and the schema's both
+    assert len([e for e in errors_of(inputs) if 'serve_args[speculative-config]' in e]) == 1
+
+
+def test_json_list_flag_outside_the_collection_list(inputs):
+    """--allowed-origins is json.loads in vLLM: a JSON string works, a YAML list would render as separate words."""
+    set_profile_arg(inputs, 'allowed-origins', '["https://a.example"]')
+    assert errors_of(inputs) == []
+    set_profile_arg(inputs, 'allowed-origins', ['https://a.example'])
+    refused(inputs, 'serve_args[allowed-origins]', 'renders as separate words')
+    set_profile_arg(inputs, 'allowed-origins', 'https://a.example')
+    refused(inputs, 'serve_args[allowed-origins] = "https://a.example"', 'is not JSON')
 
 
 def test_kv_dtype_follows_the_version(inputs):
