@@ -530,6 +530,12 @@ def check_vllm_schema(merged, profile, site, errors, warnings):
     if used != version:
         warnings.append('%s = %s: no flag schema for exactly this vLLM version; serve_args are checked against vllm-%s.json '
                         '(same minor release; patch releases keep the CLI).' % (where, _fmt(version), used))
+    index, _short = vllm_schema.flag_index(schema)
+    missing = [f for f in sorted(RENDERER_FLAGS) + ['host', 'port'] if f not in index]
+    if missing:
+        errors.append(_msg(where, version, 'vLLM %s has no %s; the renderer writes them for the two-node mp launch, so '
+                           'vllm serve would exit with "unrecognized arguments"' % (version, ', '.join('--' + f for f in missing)),
+                           'use an image whose vLLM supports multi-node mp (--nnodes/--node-rank/--headless) and set its version'))
     sources = merged.get('sources') or {}
     for flag, path, value, why, fix, level in vllm_schema.check_serve_args(schema, merged['serve_args'], JSON_FLAGS):
         var = '%s[%s]%s' % (sources.get(flag, 'serve_args'), flag, path)

@@ -402,6 +402,13 @@ def test_site_can_set_the_version(inputs):
     refused(inputs, 'ds4_site_overrides.image.vllm_version = "x"')
 
 
+def test_schema_without_the_multi_node_flags_refused(inputs, monkeypatch):
+    schema = copy.deepcopy(vs.load_schema('0.22.0'))
+    del schema['flags']['headless'], schema['flags']['nnodes']
+    monkeypatch.setattr(c.vllm_schema, 'schema_for', lambda version: (schema, version, None))
+    refused(inputs, 'ds4_profile_config.image.vllm_version = "0.22.0"', 'has no --headless, --nnodes', 'two-node mp launch')
+
+
 def test_each_profile_names_a_version_with_a_schema():
     for name in c.PROFILES:
         version = regen.inputs_for(name)['ds4_profile_config']['image'].get('vllm_version')
