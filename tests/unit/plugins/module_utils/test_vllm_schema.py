@@ -206,6 +206,17 @@ def test_every_leaf_of_every_profile_refused_with_a_wrong_type(profile, flag, ke
     refused(inputs, var + ' = ', json.dumps(bad))
 
 
+FLAG_CASES = [(p, f, v) for p, f, k, v in CASES if k is None]
+
+
+@pytest.mark.parametrize('profile,flag,value', FLAG_CASES, ids=['%s:%s' % (p, f) for p, f, _v in FLAG_CASES])
+def test_every_flag_of_every_profile_refused_from_the_site_layer(profile, flag, value):
+    inputs = copy.deepcopy(regen.inputs_for(profile))
+    bad = _wrong(value)
+    set_site(inputs, {'serve_args': {flag: bad}})
+    refused(inputs, 'ds4_site_overrides.serve_args[%s] = ' % flag, json.dumps(bad))
+
+
 def _int_cases():
     for name, flag, key, value in CASES:
         if isinstance(value, int) and not isinstance(value, bool) and flag not in vs.FREEFORM_JSON_KEYS:
