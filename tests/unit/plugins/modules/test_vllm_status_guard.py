@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""status.yml shows the pair guard's last hang and last restart cause : ops_status turns the
+"""status.yml shows the pair guard's last hang and last restart cause: ops_status turns the
 guard's state file into a row field and table lines; vllm_status main() reads the file (no systemctl/docker:
 the module reports them missing, the guard part still comes through)."""
 
