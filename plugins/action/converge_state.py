@@ -22,7 +22,7 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state
 
 _ARG_SPEC = dict(
     role=dict(type='str', required=True),
-    state=dict(type='str', default='probe', choices=['probe', 'record']),
+    state=dict(type='str', default='probe', choices=['probe', 'begin', 'record']),
     inputs=dict(type='dict', default={}),
     checks=dict(type='dict', default={}),
     published=dict(type='dict', default={}),
@@ -55,12 +55,12 @@ class ActionModule(ActionBase):
         if not role_path:
             raise AnsibleActionFail('dgxspark.ds4.converge_state runs inside a role (it hashes the role\'s own files); '
                                     'task %r has none' % self._task.get_name())
-        if args['state'] == 'record':
+        if args['state'] in ('begin', 'record'):
             # The record keeps the digest of the inputs as the probe at the start of the role saw them:
             # facts the role sets on its way (some under its own prefix) are not inputs.
             probe = args['probe'] or {}
             if not probe.get('digest') or args['inputs']:
-                raise AnsibleActionFail('dgxspark.ds4.converge_state state=record takes probe (the registered result of '
+                raise AnsibleActionFail('dgxspark.ds4.converge_state state=begin/record takes probe (the registered result of '
                                         'the state=probe task at the start of the role), not inputs')
             digest, per_input = probe['digest'], probe.get('inputs') or {}
         else:

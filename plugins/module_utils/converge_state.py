@@ -179,6 +179,28 @@ def record_path(state_dir, role):
     return os.path.join(state_dir, '%s.json' % role)
 
 
+def running_path(path):
+    """Where the record waits while the role runs: a run that fails leaves no record behind."""
+    return path + '.running'
+
+
+def begin(path):
+    """Move the record aside before the role changes anything. Returns True if there was one."""
+    if os.path.exists(path):
+        os.rename(path, running_path(path))
+        return True
+    return False
+
+
+def finish(path, record):
+    """Write the record and drop the one moved aside. Returns True if the record differs from the last one."""
+    previous = load_record(path) or load_record(running_path(path))
+    write_record(path, record)
+    if os.path.exists(running_path(path)):
+        os.unlink(running_path(path))
+    return previous != record
+
+
 def load_record(path):
     try:
         with open(path) as handle:

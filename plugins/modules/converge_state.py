@@ -40,9 +40,13 @@ options:
     type: str
     required: true
   state:
-    description: V(probe) compares, V(record) writes.
+    description:
+      - V(probe) compares. V(begin) (first task of the role's run) moves the record aside, so that a run that fails
+        half-way leaves no record and the next run runs the role again. V(record) (last task) writes the record.
+      - V(begin) is bookkeeping of the collection's own state and is not reported as a change; V(record) reports a
+        change only when the record differs from the one before the run.
     type: str
-    choices: [probe, record]
+    choices: [probe, begin, record]
     default: probe
   digest:
     description: Digest of the role's inputs and the collection's code (computed by the action plugin).
@@ -119,7 +123,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             role=dict(type='str', required=True),
-            state=dict(type='str', default='probe', choices=['probe', 'record']),
+            state=dict(type='str', default='probe', choices=['probe', 'begin', 'record']),
             digest=dict(type='str', required=True),
             inputs=dict(type='dict', default={}),
             checks=dict(type='dict', default={}),
@@ -136,8 +140,12 @@ def main():
     def run(argv):
         return module.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
 
-    seen = cs.observe(checks, run)
     path = cs.record_path(p['state_dir'], p['role'])
+    if p['state'] == 'begin':
+        moved = False if module.check_mode else cs.begin(path)
+        module.exit_json(changed=False, current=False, reasons=[], record=path, digest=p['digest'], inputs=p['inputs'],
+                         published={}, moved_aside=moved)
+    seen = cs.observe(checks, run)
     previous = cs.load_record(path)
     if p['state'] == 'probe':
         reasons = cs.compare(previous, p['role'], p['digest'], p['inputs'], seen)
@@ -145,9 +153,10 @@ def main():
                          published=(previous or {}).get('published', {}) if not reasons else {})
 
     record = cs.build_record(p['role'], p['digest'], p['inputs'], seen, p['published'])
+    previous = previous or cs.load_record(cs.running_path(path))
     changed = previous != record
-    if changed and not module.check_mode:
-        cs.write_record(path, record)
+    if not module.check_mode:
+        cs.finish(path, record)
     result = dict(changed=changed, current=True, reasons=[], record=path, published=p['published'], digest=p['digest'],
                   inputs=p['inputs'])
     if module._diff:
