@@ -37,6 +37,7 @@ def run_playbook(name, *extra_vars, **kwargs):
         cmd += ['-e', '@' + path]
     for ev in extra_vars:
         cmd += ['-e', json.dumps(ev)]
+    cmd += list(kwargs.get('args', ()))
     env = dict(os.environ)
     env.setdefault('ANSIBLE_COLLECTIONS_PATH', os.path.join(PROJECT, '.collections'))
     env['ANSIBLE_NOCOLOR'] = '1'

@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The converge shortcut on the converged pair: a no-op run skips every role and changes nothing,
+and drift it cannot see through the record is impossible to hide: a file edited by hand, a unit
+disabled and a limits file removed are each named and repaired by the next plain run, without
+restarting the pair; check mode reports the repair and does not make it."""
+
+from __future__ import absolute_import, division, print_function
+
+import os
+import re
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
+from ds4_drill import INVENTORY, node, run_playbook, started_at  # noqa: E402  pylint: disable=wrong-import-position
+
+pytestmark = pytest.mark.skipif(not INVENTORY, reason='runs inside molecule verify only')
+
+ROLES = ('host_hardening', 'firewall', 'peer_access', 'container_image', 'model_cache', 'nccl_fabric',
+         'vllm_service', 'api_proxy')
+SYSCTL = '/etc/sysctl.d/60-dgxspark-ds4.conf'
+FIREWALL_UNIT = 'dgxspark-ds4-firewall.service'
+LIMITS = '/etc/security/limits.d/60-dgxspark-ds4.conf'
+
+
+def changed_counts(out):
+    return dict((m.group(1), int(m.group(2))) for m in re.finditer(r'^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)', out, re.M))
+
+
+def test_noop_run_skips_every_role_and_changes_nothing():
+    rc, out = run_playbook('site.yml')
+    assert rc == 0, out[-3000:]
+    for role in ROLES:
+        assert '%s: as recorded on every node, skipped' % role in out, role
+    assert changed_counts(out) == {'spark1': 0, 'spark2': 0}, out[-1500:]
+
+
+def test_drift_is_named_and_repaired_without_a_restart():
+    head0, worker0 = started_at('spark1', 'head'), started_at('spark2', 'worker')
+    sysctl0 = node('spark2', 'cat', SYSCTL)
+    node('spark2', 'sh', '-c', 'echo "vm.swappiness = 60" >> %s' % SYSCTL)
+    node('spark1', 'systemctl', 'disable', '--quiet', FIREWALL_UNIT)
+    node('spark1', 'rm', '-f', LIMITS)
+
+    # Check mode names the drift and repairs nothing.
+    rc, out = run_playbook('site.yml', args=['--check'])
+    assert rc == 0, out[-3000:]
+    flat = ' '.join(out.split())  # the yaml callback folds long messages
+    assert 'host_hardening: runs (file %s: recorded sha1:' % SYSCTL in flat
+    assert 'firewall: runs (' in flat and 'unit %s: recorded enabled/' % FIREWALL_UNIT in flat
+    assert 'recorded sha1:' in flat and 'file %s: recorded sha1:' % LIMITS in flat and ', now absent' in flat
+    assert changed_counts(out)['spark2'] > 0
+    assert 'vm.swappiness = 60' in node('spark2', 'cat', SYSCTL)
+    assert node('spark1', 'systemctl', 'is-enabled', FIREWALL_UNIT, check=False) == 'disabled'
+    assert node('spark1', 'sh', '-c', 'test -e %s && echo present || echo absent' % LIMITS) == 'absent'
+
+    # The next plain run repairs all three, restarts nothing, and the one after is a no-op again.
+    rc, out = run_playbook('site.yml')
+    assert rc == 0, out[-3000:]
+    assert node('spark2', 'cat', SYSCTL) == sysctl0
+    assert node('spark1', 'systemctl', 'is-enabled', FIREWALL_UNIT, check=False) == 'enabled'
+    assert 'memlock' in node('spark1', 'cat', LIMITS)
+    assert 'vllm_service: as recorded on every node, skipped' in out
+    assert (started_at('spark1', 'head'), started_at('spark2', 'worker')) == (head0, worker0)
+    rc, out = run_playbook('site.yml')
+    assert rc == 0, out[-3000:]
+    assert changed_counts(out) == {'spark1': 0, 'spark2': 0}, out[-1500:]

@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller side of dgxspark.ds4.converge_state: the inputs digest, then the node-side module.
+
+The digest covers the role's input values (given as ``inputs``, already templated by Ansible) and
+the bytes of the role's own directory and of the collection's ``plugins/`` (a new collection
+version or an edited template changes it). Only hashes leave the controller. ``state=record`` reuses
+the digest of the probe at the start of the role (``probe``), so facts the role sets on its way are
+never mistaken for inputs.
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+
+_ARG_SPEC = dict(
+    role=dict(type='str', required=True),
+    state=dict(type='str', default='probe', choices=['probe', 'begin', 'record']),
+    inputs=dict(type='dict', default={}),
+    checks=dict(type='dict', default={}),
+    published=dict(type='dict', default={}),
+    probe=dict(type='dict'),
+    state_dir=dict(type='path', default='/var/lib/dgxspark-ds4/converge'),
+)
+# One code hash per role directory per controller process (files do not change during a run).
+_CODE_HASHES = {}
+
+
+def code_hash_for(role_path):
+    """Hash of the role's directory and the collection's plugins/ next to it."""
+    role_path = os.path.realpath(role_path)
+    if role_path not in _CODE_HASHES:
+        collection_root = os.path.dirname(os.path.dirname(role_path))
+        _CODE_HASHES[role_path] = cs.content_hash([role_path, os.path.join(collection_root, 'plugins')])
+    return _CODE_HASHES[role_path]
+
+
+class ActionModule(ActionBase):
+
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        dummy, args = self.validate_argument_spec(argument_spec=_ARG_SPEC)
+        role = getattr(self._task, '_role', None)
+        role_path = getattr(role, '_role_path', None)
+        if not role_path:
+            raise AnsibleActionFail('dgxspark.ds4.converge_state runs inside a role (it hashes the role\'s own files); '
+                                    'task %r has none' % self._task.get_name())
+        if args['state'] in ('begin', 'record'):
+            # The record keeps the digest of the inputs as the probe at the start of the role saw them:
+            # facts the role sets on its way (some under its own prefix) are not inputs.
+            probe = args['probe'] or {}
+            if not probe.get('digest') or args['inputs']:
+                raise AnsibleActionFail('dgxspark.ds4.converge_state state=begin/record takes probe (the registered result of '
+                                        'the state=probe task at the start of the role), not inputs')
+            digest, per_input = probe['digest'], probe.get('inputs') or {}
+        else:
+            digest, per_input = cs.inputs_digest(args['inputs'], code_hash_for(role_path))
+        module_args = dict(role=args['role'], state=args['state'], digest=digest, inputs=per_input,
+                           checks=args['checks'], published=args['published'], state_dir=args['state_dir'])
+        result.update(self._execute_module(module_name='dgxspark.ds4.converge_state', module_args=module_args,
+                                           task_vars=task_vars))
+        return result
+

@@ -1,0 +1,239 @@
+# -*- coding: utf-8 -*-
+# Copyright: dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The converge shortcut: a role's inputs digest and the recorded state of what it manages.
+
+A role that converged successfully records, on each node, the digest of its inputs (every
+variable it reads, plus the collection's own code) and what it observed afterwards of the things
+it manages (file checksums and modes, unit states, the output of read-only commands such as
+``nft list table``, a directory tree's names, sizes and mtimes). The next run probes the same
+things again: when the inputs digest and every observation equal the record on every node of the
+pair, nothing the role would do can change anything, and its tasks are skipped. Any difference
+(an input, the code, a file edited by hand, a unit disabled, a table flushed) is named in the
+result and the whole role runs, which repairs it.
+
+Pure Python (no Ansible imports): the controller side (digests) and the node side (observe,
+compare, record) are tested without Ansible.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import os
+import stat
+import tempfile
+
+RECORD_VERSION = 1
+CHECK_KINDS = ('files', 'units', 'commands', 'trees')
+# Names and files that never feed a role's behaviour (bytecode, editor droppings).
+_SKIP_DIRS = ('__pycache__', '.pytest_cache')
+_SKIP_SUFFIXES = ('.pyc', '.pyo', '~', '.swp')
+
+
+def value_hash(value):
+    """Stable short hash of any JSON-able value (secrets are only ever stored hashed)."""
+    blob = json.dumps(value, sort_keys=True, separators=(',', ':'), default=str)
+    return hashlib.sha256(blob.encode('utf-8')).hexdigest()[:16]
+
+
+def content_hash(paths):
+    """Hash of every file under `paths` (names and bytes), independent of walk order."""
+    digest = hashlib.sha256()
+    for root_path in sorted(paths):
+        if not os.path.exists(root_path):
+            digest.update(('absent:%s\n' % root_path).encode('utf-8'))
+            continue
+        entries = []
+        for dirpath, dirnames, filenames in os.walk(root_path):
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+            for name in filenames:
+                if name.endswith(_SKIP_SUFFIXES):
+                    continue
+                entries.append(os.path.join(dirpath, name))
+        for path in sorted(entries):
+            digest.update(os.path.relpath(path, root_path).encode('utf-8') + b'\0')
+            with open(path, 'rb') as handle:
+                digest.update(hashlib.sha256(handle.read()).digest())
+    return digest.hexdigest()[:16]
+
+
+def inputs_digest(inputs, code_hash):
+    """(digest, per-input hashes) of a role's inputs mapping and its code hash."""
+    per_input = dict((name, value_hash(value)) for name, value in (inputs or {}).items())
+    per_input['(collection code)'] = code_hash
+    return value_hash(per_input), per_input
+
+
+def normalise_checks(checks):
+    """Validate the checks mapping; returns (checks, error or None)."""
+    checks = dict(checks or {})
+    unknown = sorted(set(checks) - set(CHECK_KINDS))
+    if unknown:
+        return None, 'unknown check kind(s) %s; known: %s' % (', '.join(unknown), ', '.join(CHECK_KINDS))
+    out = {}
+    for kind in CHECK_KINDS:
+        items = checks.get(kind) or []
+        if not isinstance(items, list):
+            return None, 'checks.%s must be a list, got %r' % (kind, items)
+        if kind == 'commands':
+            for argv in items:
+                if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+                    return None, 'checks.commands entries must be non-empty argv lists of strings, got %r' % (argv,)
+            out[kind] = [list(a) for a in items]
+        else:
+            for item in items:
+                if not isinstance(item, str) or not item:
+                    return None, 'checks.%s entries must be non-empty strings, got %r' % (kind, item)
+            out[kind] = sorted(set(items))
+    return out, None
+
+
+def _observe_file(path):
+    path = os.path.expanduser(path)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 'absent'
+    meta = '%o:%d:%d' % (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
+    if stat.S_ISLNK(st.st_mode):
+        return 'link:%s:%s' % (os.readlink(path), meta)
+    if stat.S_ISDIR(st.st_mode):
+        return 'dir:%s' % meta
+    try:
+        with open(path, 'rb') as handle:
+            return 'sha1:%s:%s' % (hashlib.sha1(handle.read()).hexdigest(), meta)
+    except OSError as exc:
+        return 'unreadable:%s' % exc.strerror
+
+
+def _observe_tree(path):
+    """Names, sizes and mtimes under `path` (symlinks not followed; no file is read)."""
+    if not os.path.isdir(path):
+        return 'absent'
+    digest = hashlib.sha256()
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames.sort()
+        for name in sorted(filenames):
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            digest.update(('%s\0%d\0%d\n' % (os.path.relpath(full, path), st.st_size, st.st_mtime_ns)).encode('utf-8'))
+            count += 1
+    return '%d files:%s' % (count, digest.hexdigest()[:16])
+
+
+def observe(checks, run):
+    """Observe every check. `run(argv)` returns (rc, stdout, stderr) and never raises."""
+    seen = {'files': {}, 'units': {}, 'commands': {}, 'trees': {}}
+    for path in checks.get('files', []):
+        seen['files'][path] = _observe_file(path)
+    for path in checks.get('trees', []):
+        seen['trees'][path] = _observe_tree(path)
+    units = checks.get('units', [])
+    if units:
+        argv = ['systemctl', 'show', '--property=Id,UnitFileState,ActiveState'] + list(units)
+        rc, out, err = run(argv)
+        blocks = [b for b in out.strip().split('\n\n')] if rc == 0 else []
+        parsed = []
+        for block in blocks:
+            props = dict(line.split('=', 1) for line in block.splitlines() if '=' in line)
+            parsed.append('%s/%s' % (props.get('UnitFileState', '') or 'none', props.get('ActiveState', '') or 'none'))
+        for index, unit in enumerate(units):
+            seen['units'][unit] = parsed[index] if index < len(parsed) else 'unknown (systemctl rc=%s: %s)' % (rc, err.strip()[:200])
+    for argv in checks.get('commands', []):
+        rc, out, err = run(argv)
+        seen['commands'][' '.join(argv)] = 'rc=%d:%s' % (rc, hashlib.sha1((out + '\0' + err).encode('utf-8')).hexdigest())
+    return seen
+
+
+def compare(record, role, digest, per_input, seen):
+    """Reasons why the recorded state does not stand for this run (empty list: current)."""
+    if not record:
+        return ['%s has no converge record on this node (first run, or the last run of the role failed)' % role]
+    if record.get('version') != RECORD_VERSION:
+        return ['converge record version %r, expected %d' % (record.get('version'), RECORD_VERSION)]
+    reasons = []
+    if record.get('digest') != digest:
+        before = record.get('inputs') or {}
+        changed = sorted(name for name in set(before) | set(per_input) if before.get(name) != per_input.get(name))
+        reasons.append('inputs changed: %s' % (', '.join(changed) or 'digest differs'))
+    recorded_state = record.get('state') or {}
+    for kind in CHECK_KINDS:
+        was = recorded_state.get(kind) or {}
+        now = seen.get(kind) or {}
+        for name in sorted(set(was) | set(now)):
+            if was.get(name) != now.get(name):
+                reasons.append('%s %s: recorded %s, now %s' % (kind[:-1], name, was.get(name, 'not checked'),
+                                                                 now.get(name, 'not checked')))
+    return reasons
+
+
+def record_path(state_dir, role):
+    return os.path.join(state_dir, '%s.json' % role)
+
+
+def running_path(path):
+    """Where the record waits while the role runs: a run that fails leaves no record behind."""
+    return path + '.running'
+
+
+def begin(path):
+    """Move the record aside before the role changes anything. Returns True if there was one."""
+    if os.path.exists(path):
+        os.rename(path, running_path(path))
+        return True
+    return False
+
+
+def finish(path, record):
+    """Write the record and drop the one moved aside. Returns True if the record differs from the last one."""
+    previous = load_record(path) or load_record(running_path(path))
+    write_record(path, record)
+    if os.path.exists(running_path(path)):
+        os.unlink(running_path(path))
+    return previous != record
+
+
+def load_record(path):
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def build_record(role, digest, per_input, seen, published):
+    return {'version': RECORD_VERSION, 'role': role, 'digest': digest, 'inputs': per_input,
+            'state': seen, 'published': published or {}}
+
+
+def write_record(path, record):
+    """Atomic write (0600: published values may name hosts and keys' paths). Returns True if changed."""
+    text = json.dumps(record, sort_keys=True, indent=1) + '\n'
+    try:
+        with open(path) as handle:
+            if handle.read() == text:
+                return False
+    except OSError:
+        pass
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o700)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path))
+    try:
+        with os.fdopen(fd, 'w') as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, path)
+    except Exception:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True

@@ -1,0 +1,168 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: converge_state
+short_description: Probe or record what a role manages on a node, for the converge shortcut
+version_added: 0.2.0
+description:
+  - With O(state=probe) (read-only) observes the O(checks) on the node and compares them, and the inputs O(digest),
+    with the record the role wrote after its last successful run. RV(current) is true only when all of it is equal;
+    otherwise RV(reasons) names every difference (an input by name, a file with its recorded and current checksum
+    and mode, a unit with its recorded and current enablement and activity, a command whose output differs).
+  - With O(state=record) observes the same checks and writes the record (atomically, mode 0600), together with
+    the facts the role publishes for later roles (O(published)), which a later probe returns when current.
+  - The action plugin of the same name computes O(digest) and O(inputs) on the controller from the role's input
+    variables and the collection's code; call the module through it. With O(state=record) the action plugin takes
+    the registered probe result (option C(probe)) and records its digest, so that facts the role set on its way
+    are never taken for inputs.
+author:
+  - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
+attributes:
+  check_mode:
+    support: full
+    details: O(state=probe) only reads. O(state=record) reports whether the record would change and writes nothing.
+  diff_mode:
+    support: full
+    details: O(state=record) returns the record before and after.
+options:
+  role:
+    description: Name of the role (the record is O(state_dir)/<role>.json).
+    type: str
+    required: true
+  state:
+    description:
+      - V(probe) compares. V(begin) (first task of the role's run) moves the record aside, so that a run that fails
+        half-way leaves no record and the next run runs the role again. V(record) (last task) writes the record.
+      - V(begin) is bookkeeping of the collection's own state and is not reported as a change; V(record) reports a
+        change only when the record differs from the one before the run.
+    type: str
+    choices: [probe, begin, record]
+    default: probe
+  digest:
+    description: Digest of the role's inputs and the collection's code (computed by the action plugin).
+    type: str
+    required: true
+  inputs:
+    description: Per-input hashes (name -> hash) behind O(digest), so that a difference is named.
+    type: dict
+    default: {}
+  checks:
+    description:
+      - What the role manages on this node. C(files) (paths; checksum, mode, owner, link target), C(units) (systemd
+        unit names; UnitFileState and ActiveState), C(commands) (argv lists of read-only commands; exit code and
+        output hash), C(trees) (directories; names, sizes and mtimes, no file is read).
+    type: dict
+    default: {}
+  published:
+    description: Facts the role sets for later roles; stored with O(state=record), returned by a current probe.
+    type: dict
+    default: {}
+  state_dir:
+    description: Directory of the records.
+    type: path
+    default: /var/lib/dgxspark-ds4/converge
+'''
+
+EXAMPLES = r'''
+- name: Is this node already as the inputs say
+  dgxspark.ds4.converge_state:
+    role: firewall
+    inputs:
+      firewall_enabled: "{{ firewall_enabled }}"
+    checks:
+      files: [/etc/dgxspark-ds4/firewall.nft]
+      units: [dgxspark-ds4-firewall.service]
+      commands: [[nft, list, table, inet, dgxspark_ds4]]
+  register: firewall_converge
+'''
+
+RETURN = r'''
+current:
+  description: True when the record exists and the digest and every check equal it.
+  returned: always
+  type: bool
+reasons:
+  description: Every difference between the record and now (empty when current).
+  returned: always
+  type: list
+  elements: str
+  sample: ["file /etc/sysctl.d/60-dgxspark-ds4.conf: recorded sha1:ab..:644:0:0, now sha1:cd..:644:0:0"]
+published:
+  description: The published facts of the record (empty unless current).
+  returned: always
+  type: dict
+digest:
+  description: The inputs digest compared or recorded.
+  returned: always
+  type: str
+inputs:
+  description: The per-input hashes behind RV(digest).
+  returned: always
+  type: dict
+record:
+  description: Path of the record.
+  returned: always
+  type: str
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            role=dict(type='str', required=True),
+            state=dict(type='str', default='probe', choices=['probe', 'begin', 'record']),
+            digest=dict(type='str', required=True),
+            inputs=dict(type='dict', default={}),
+            checks=dict(type='dict', default={}),
+            published=dict(type='dict', default={}),
+            state_dir=dict(type='path', default='/var/lib/dgxspark-ds4/converge'),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    checks, error = cs.normalise_checks(p['checks'])
+    if error:
+        module.fail_json(msg='converge_state %s: %s' % (p['role'], error))
+
+    def run(argv):
+        return module.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
+
+    path = cs.record_path(p['state_dir'], p['role'])
+    if p['state'] == 'begin':
+        moved = False if module.check_mode else cs.begin(path)
+        module.exit_json(changed=False, current=False, reasons=[], record=path, digest=p['digest'], inputs=p['inputs'],
+                         published={}, moved_aside=moved)
+    seen = cs.observe(checks, run)
+    previous = cs.load_record(path)
+    if p['state'] == 'probe':
+        reasons = cs.compare(previous, p['role'], p['digest'], p['inputs'], seen)
+        module.exit_json(changed=False, current=not reasons, reasons=reasons, record=path, digest=p['digest'], inputs=p['inputs'],
+                         published=(previous or {}).get('published', {}) if not reasons else {})
+
+    record = cs.build_record(p['role'], p['digest'], p['inputs'], seen, p['published'])
+    previous = previous or cs.load_record(cs.running_path(path))
+    changed = previous != record
+    if not module.check_mode:
+        cs.finish(path, record)
+    result = dict(changed=changed, current=True, reasons=[], record=path, published=p['published'], digest=p['digest'],
+                  inputs=p['inputs'])
+    if module._diff:
+        result['diff'] = dict(before=previous or {}, after=record, before_header=path, after_header=path)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,151 @@
+# -*- coding: utf-8 -*-
+"""The converge shortcut's logic: digests, observations, comparison, the record's life cycle."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+
+
+def _run_factory(outputs):
+    calls = []
+
+    def run(argv):
+        calls.append(list(argv))
+        return outputs.get(argv[0], (0, '', ''))
+    return run, calls
+
+
+def _probe(tmp_path, checks, inputs, run, role='r'):
+    digest, per_input = cs.inputs_digest(inputs, 'code1')
+    seen = cs.observe(checks, run)
+    path = cs.record_path(str(tmp_path / 'state'), role)
+    return cs.compare(cs.load_record(path), role, digest, per_input, seen), (digest, per_input, seen, path)
+
+
+def _record(probe):
+    digest, per_input, seen, path = probe
+    cs.finish(path, cs.build_record('r', digest, per_input, seen, {'fact': 1}))
+
+
+def test_digest_is_stable_and_names_the_changed_input():
+    d1, h1 = cs.inputs_digest({'a': 1, 'b': {'x': [1, 2]}}, 'code')
+    d2, dummy = cs.inputs_digest({'b': {'x': [1, 2]}, 'a': 1}, 'code')
+    d3, h3 = cs.inputs_digest({'a': 2, 'b': {'x': [1, 2]}}, 'code')
+    d4, dummy = cs.inputs_digest({'a': 1, 'b': {'x': [1, 2]}}, 'code2')
+    assert d1 == d2
+    assert len({d1, d3, d4}) == 3
+    assert [k for k in h1 if h1[k] != h3[k]] == ['a']
+
+
+def test_first_run_is_not_current_then_a_recorded_run_is(tmp_path):
+    conf = tmp_path / 'a.conf'
+    conf.write_text('x=1\n')
+    checks = {'files': [str(conf)]}
+    run, dummy = _run_factory({})
+    reasons, probe = _probe(tmp_path, checks, {'v': 1}, run)
+    assert reasons and 'no converge record' in reasons[0]
+    _record(probe)
+    reasons, dummy = _probe(tmp_path, checks, {'v': 1}, run)
+    assert reasons == []
+
+
+def test_file_edited_by_hand_mode_change_and_removal_are_drift(tmp_path):
+    conf = tmp_path / 'a.conf'
+    conf.write_text('x=1\n')
+    checks = {'files': [str(conf)]}
+    run, dummy = _run_factory({})
+    dummy, probe = _probe(tmp_path, checks, {'v': 1}, run)
+    _record(probe)
+    conf.write_text('x=2\n')
+    reasons, dummy = _probe(tmp_path, checks, {'v': 1}, run)
+    assert len(reasons) == 1 and reasons[0].startswith('file %s: recorded sha1:' % conf)
+    conf.write_text('x=1\n')
+    os.chmod(str(conf), 0o600)
+    reasons, dummy = _probe(tmp_path, checks, {'v': 1}, run)
+    assert reasons and ':600:' in reasons[0]
+    conf.unlink()
+    reasons, dummy = _probe(tmp_path, checks, {'v': 1}, run)
+    assert reasons and reasons[0].endswith('now absent')
+
+
+def test_changed_input_is_named(tmp_path):
+    run, dummy = _run_factory({})
+    dummy, probe = _probe(tmp_path, {}, {'v': 1, 'w': 'a'}, run)
+    _record(probe)
+    reasons, dummy = _probe(tmp_path, {}, {'v': 1, 'w': 'b'}, run)
+    assert reasons == ['inputs changed: w']
+
+
+def test_unit_disabled_or_stopped_is_drift(tmp_path):
+    show = 'Id=a.service\nUnitFileState=enabled\nActiveState=active\n\nId=b.service\nUnitFileState=enabled\nActiveState=active\n'
+    run, calls = _run_factory({'systemctl': (0, show, '')})
+    checks = {'units': ['a.service', 'b.service']}
+    dummy, probe = _probe(tmp_path, checks, {}, run)
+    assert probe[2]['units'] == {'a.service': 'enabled/active', 'b.service': 'enabled/active'}
+    assert calls[0][:2] == ['systemctl', 'show']
+    _record(probe)
+    run2, dummy = _run_factory({'systemctl': (0, show.replace('enabled\nActiveState=active\n\nId=b', 'disabled\nActiveState=active\n\nId=b'), '')})
+    reasons, dummy = _probe(tmp_path, checks, {}, run2)
+    assert reasons == ['unit a.service: recorded enabled/active, now disabled/active']
+
+
+def test_command_output_change_is_drift(tmp_path):
+    checks = {'commands': [['nft', 'list', 'table', 'inet', 't']]}
+    run, dummy = _run_factory({'nft': (0, 'table inet t { chain input { } }', '')})
+    dummy, probe = _probe(tmp_path, checks, {}, run)
+    _record(probe)
+    run2, dummy = _run_factory({'nft': (1, '', 'Error: No such file or directory')})
+    reasons, dummy = _probe(tmp_path, checks, {}, run2)
+    assert len(reasons) == 1 and reasons[0].startswith('command nft list table inet t: recorded rc=0')
+
+
+def test_tree_sees_size_and_mtime_but_reads_nothing(tmp_path):
+    model = tmp_path / 'model'
+    model.mkdir()
+    shard = model / 'a.safetensors'
+    shard.write_bytes(b'0' * 100)
+    checks = {'trees': [str(model)]}
+    run, dummy = _run_factory({})
+    dummy, probe = _probe(tmp_path, checks, {}, run)
+    _record(probe)
+    assert _probe(tmp_path, checks, {}, run)[0] == []
+    shard.write_bytes(b'0' * 99)
+    reasons, dummy = _probe(tmp_path, checks, {}, run)
+    assert reasons and reasons[0].startswith('tree %s' % model)
+
+
+def test_a_run_that_fails_half_way_leaves_no_record(tmp_path):
+    run, dummy = _run_factory({})
+    dummy, probe = _probe(tmp_path, {}, {'v': 1}, run)
+    _record(probe)
+    path = probe[3]
+    assert cs.begin(path) is True
+    # the role fails here: no finish()
+    reasons, dummy = _probe(tmp_path, {}, {'v': 1}, run)
+    assert reasons and 'no converge record' in reasons[0]
+    # the next successful run writes it again and reports no change when it is the same
+    dummy, probe = _probe(tmp_path, {}, {'v': 1}, run)
+    digest, per_input, seen, path = probe
+    assert cs.finish(path, cs.build_record('r', digest, per_input, seen, {'fact': 1})) is False
+    assert not os.path.exists(cs.running_path(path))
+    assert oct(os.stat(path).st_mode & 0o777) == '0o600'
+
+
+def test_checks_are_validated():
+    assert cs.normalise_checks({'file': ['/x']})[1].startswith('unknown check kind')
+    assert 'argv lists' in cs.normalise_checks({'commands': ['nft list']})[1]
+    assert cs.normalise_checks({'files': ['/b', '/a', '/a']})[0]['files'] == ['/a', '/b']
+
+
+def test_code_hash_follows_file_bytes(tmp_path):
+    (tmp_path / 'r').mkdir()
+    (tmp_path / 'r' / 'main.yml').write_text('a')
+    h1 = cs.content_hash([str(tmp_path / 'r')])
+    (tmp_path / 'r' / 'x.pyc').write_text('ignored')
+    assert cs.content_hash([str(tmp_path / 'r')]) == h1
+    (tmp_path / 'r' / 'main.yml').write_text('b')
+    assert cs.content_hash([str(tmp_path / 'r')]) != h1
