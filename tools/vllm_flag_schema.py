@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Write vLLM's own `vllm serve` flag schema as data (issue 14, item 1).
+"""Write vLLM's own `vllm serve` flag schema as data.
 
 Imports the installed `vllm` package, builds the `vllm serve` argument parser with vLLM's own
 code (`make_arg_parser(FlexibleArgumentParser())`, the call `vllm serve` makes in

@@ -507,7 +507,7 @@ def check_merged(merged, errors, warnings):
 
 
 def check_vllm_schema(merged, profile, site, errors, warnings):
-    """serve_args and env against the flag schema of the image's vLLM (image.vllm_version; issue 14)."""
+    """serve_args and env against the flag schema of the image's vLLM (image.vllm_version)."""
     image = merged['image']
     version = image.get('vllm_version')
     where = ('ds4_site_overrides.image.vllm_version' if isinstance(site.get('image'), dict) and 'vllm_version' in site['image']
@@ -711,7 +711,7 @@ def validate_all(inputs):
     if merged is not None:
         check_merged(merged, errors, warnings)
         check_vllm_schema(merged, profile, site, errors, warnings)
-        # API exposure (issue 11): vLLM binds loopback; ds4_api_allowed_networks puts a proxy in front.
+        # API exposure: vLLM binds loopback; ds4_api_allowed_networks puts a proxy in front.
         first = hostvars.get(spark[0], {}) if spark else {}
         plan, perrors, pwarnings = plan_exposure(merged['api'], first.get('ds4_api_allowed_networks'),
                                                  first.get('ds4_api_upstream_port'), merged.get('master_port'))

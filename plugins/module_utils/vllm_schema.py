@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""serve_args and env checked against vLLM's own `vllm serve` flag schema (issue 14).
+"""serve_args and env checked against vLLM's own `vllm serve` flag schema.
 
 Pure Python (no Ansible imports). The schemas are data written by `tools/vllm_flag_schema.py`
 from the real vLLM wheel (its own argparse parser): `vllm_schemas/vllm-<version>.json` beside

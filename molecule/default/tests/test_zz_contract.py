@@ -3,10 +3,10 @@
 """Deploy-contract drills on the converged pair, run last (file name sorts after the others).
 
 Each test runs playbooks/site.yml again from the controller against the Molecule inventory:
-- a bad host_hardening value is refused before anything on the hosts changes (issue #4);
-- a changed launch flag restarts both ranks, worker first (issue #8);
+- a bad host_hardening value is refused before anything on the hosts changes (hardening contract);
+- a changed launch flag restarts both ranks, worker first (restart contract);
 - a unit that would reference a missing path is refused at deploy time and the running pair
-  is left alone (issue #8, seed 000's ghost ExecStart).
+  is left alone (restart contract; seed 000's ghost ExecStart, docs/sources.md).
 The pair is restored to the scenario's own configuration at the end.
 """
 

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The operations playbooks (issue #10) against the converged two-node pair, run last.
+"""The operations playbooks (status, logs, stop, restart, validate, bench, switch, rollback) against the converged two-node pair, run last.
 
 status, logs, stop (head first), restart (worker first, readiness), validate, bench (table, JSON,
 plot), then a profile switch balanced -> throughput and a rollback, both through readiness. The

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Failure drills on the converged pair (issue #9), in order; each one ends with the pair serving.
+"""Failure drills on the converged pair (pair failure drills), in order; each one ends with the pair serving.
 
 1. worker rank killed -> both ranks restarted, worker first, serving again (pair guard);
 2. head rank killed   -> same (the head's prestart restarts the stale worker first);

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Issue 11 on the converged pair, seen from a third container on ds4-fabric.
+"""API exposure on the converged pair, seen from a third container on ds4-fabric.
 
 spark1 (head, 10.77.0.11) and spark2 (worker, 10.77.0.12) run site.yml with the API open to
 10.77.0.1/32 (the controller) and 10.77.0.20/32 (`client`), two client keys, vLLM's own key and a

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""serve_args and env against vLLM's own flag schema (issue 14 items 1 and 2)."""
+"""serve_args and env against vLLM's own flag schema."""
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
