@@ -102,6 +102,8 @@ class ActionModule(ActionBase):
         sdir_base = args.pop("state_dir", None)
         role = args["role"]
         node = task_vars.get("inventory_hostname", role)
+        # What this run waits for, in its result: the playbooks pass ds4_ready_timeout / ds4_ready_chat_timeout here.
+        result["limits"] = dict(timeout=timeout, chat_timeout=args.get("chat_timeout"))
         if self._play_context.check_mode:
             checks = ["unit %s state, NRestarts and main PID" % args["unit"], "container %s" % args["container_name"],
                       "journal of %s: startup phases and failure catalogue" % args["unit"]]

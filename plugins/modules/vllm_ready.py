@@ -129,6 +129,11 @@ ready:
   description: (action) The pair serves and every check passed.
   returned: always
   type: bool
+limits:
+  description: (action) What this run waited for, as given (O(timeout), O(chat_timeout); null = the module's default).
+  returned: always
+  type: dict
+  sample: {"timeout": 2400.0, "chat_timeout": 60.0}
 time_to_ready:
   description: (action, head) Seconds from the task start to every check passing.
   returned: success

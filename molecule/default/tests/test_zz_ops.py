@@ -45,6 +45,15 @@ def served_max_model_len():
     return json.loads(body)['data'][0]['max_model_len']
 
 
+# Both readiness timeouts mean the same in every playbook that readies the pair (playbooks/tasks/ready.yml).
+READY_LIMITS = {'ds4_ready_timeout': 1234, 'ds4_ready_chat_timeout': 45}
+
+
+def assert_ready_limits(out):
+    flat = ' '.join(out.split())
+    assert 'chat_timeout: 45.0' in flat and ' timeout: 1234.0' in flat, 'readiness did not get both timeouts: ' + out[-2000:]
+
+
 def test_status_one_table_for_both_ranks():
     out = ops('status.yml')
     rows = [ln.split() for ln in out.splitlines() if ln.strip().startswith(('spark1 ', 'spark2 ')) and ' ok=' not in ln]
@@ -66,7 +75,8 @@ def test_stop_head_first_then_restart_worker_first():
     assert head['ActiveState'] == 'inactive' and worker['ActiveState'] == 'inactive'
     # Both containers share the CI machine's kernel: their monotonic clocks are the same clock.
     assert int(head['InactiveEnterTimestampMonotonic']) < int(worker['InactiveEnterTimestampMonotonic']), 'head must stop first'
-    ops('restart.yml')
+    out = ops('restart.yml', READY_LIMITS, args=['-v'])
+    assert_ready_limits(out)
     head1, worker1 = d.started_at('spark1', 'head'), d.started_at('spark2', 'worker')
     assert worker1 < head1, 'worker must start first'
     assert d.chat()
@@ -89,7 +99,8 @@ def test_bench_writes_table_json_and_plot():
 
 def test_switch_to_throughput_then_rollback_both_pass_readiness():
     assert served_max_model_len() == 131072
-    ops('switch.yml', {'ds4_profile': 'throughput'}, var_files=[THROUGHPUT_PROFILE])
+    out = ops('switch.yml', dict(READY_LIMITS, ds4_profile='throughput'), var_files=[THROUGHPUT_PROFILE], args=['-v'])
+    assert_ready_limits(out)
     assert '65536' in head_script()
     assert served_max_model_len() == 65536
     ops('rollback.yml')
