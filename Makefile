@@ -16,7 +16,7 @@ export ANSIBLE_FORCE_COLOR := false
 TEST_STEPS := bootstrap unit integration lint sanity changelog-lint build node-image molecule
 SCENARIOS ?= $(patsubst molecule/%/molecule.yml,%,$(sort $(wildcard molecule/*/molecule.yml)))
 
-.PHONY: venv collection-link install test $(TEST_STEPS)
+.PHONY: venv collection-link install test converge-bench $(TEST_STEPS)
 
 venv: $(BIN)/ansible-playbook
 $(BIN)/ansible-playbook: requirements.txt
@@ -103,3 +103,12 @@ molecule: venv collection-link node-image
 	  flock $(MOLECULE_LOCK) $(BIN)/molecule --base-config .config/molecule/config.yml test -s "$$s"; \
 	  awk -v s="$$t" -v e="$$(date +%s.%N)" -v n="$$s" 'BEGIN { printf "TIMING molecule:%-7s %7.1f s\n", n, e - s }'; \
 	done
+
+# The converge benchmark (not part of `make test`): creates and converges the Molecule `default` pair,
+# then benchmarks/converge_bench.py measures a no-op and a one-flag site.yml against the floor taken in
+# the same run. The pair is left up (`molecule destroy -s default` removes it).
+converge-bench: venv collection-link node-image
+	@set -euo pipefail; mkdir -p .cache/images/inner; \
+	flock $(MOLECULE_LOCK) $(BIN)/molecule --base-config .config/molecule/config.yml converge -s default; \
+	inv=$$($(BIN)/python -c 'import glob, os; print(max(glob.glob(os.path.expanduser("~/.ansible/tmp/molecule.*.default/inventory")), key=os.path.getmtime))'); \
+	flock $(MOLECULE_LOCK) $(BIN)/python benchmarks/converge_bench.py --inventory "$$inv"
