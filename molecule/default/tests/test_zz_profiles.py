@@ -1,0 +1,46 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The profile matrix: every shipped profile (inventories/<profile>/group_vars/spark/profile.yml, as a user
+gets it) is deployed on the converged pair with switch.yml, served by the vLLM simulator (the test
+inventory's ds4_site_overrides swap only the image ref and the model revision), passes readiness and
+validate.yml (reasoning and tool checks as the profile implies), and serves with the profile's own
+served name and context length. Runs after the operations tests; the pair ends on balanced."""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+import re
+import sys
+
+import pytest
+import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
+import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
+
+pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
+
+# balanced last: the scenario's own profile, so the pair ends where it started.
+PROFILES = ['latency', 'throughput', 'conservative', 'long-context-1m', 'dspark-nvfp4-1m', 'dspark-c16', 'balanced']
+
+
+def profile_file(name):
+    return os.path.join(d.PROJECT, 'inventories', name, 'group_vars', 'spark', 'profile.yml')
+
+
+@pytest.mark.parametrize('profile', PROFILES)
+def test_profile_deploys_serves_and_validates(profile):
+    with open(profile_file(profile)) as handle:
+        serve_args = yaml.safe_load(handle)['ds4_profile_config']['serve_args']
+    rc, out = d.run_playbook('switch.yml', {'ds4_profile': profile, 'ds4_validate_levels': [1, 2]},
+                             var_files=[profile_file(profile)])
+    assert rc == 0, out[-4000:]
+    assert re.search(r'ready after [0-9.]+ s', out), out[-2000:]
+    assert re.search(r'msg: [1-9][0-9]* request\(s\), 0 failure\(s\)', out), 'validate.yml did not pass: ' + out[-2000:]
+    _status, body = d.request('/v1/models')
+    served = json.loads(body)['data'][0]
+    assert served['id'] == serve_args['served-model-name']
+    assert served['max_model_len'] == serve_args['max-model-len']
+    script = d.node('spark1', 'cat', '/etc/dgxspark-ds4/launch-head.sh')
+    assert re.search(r"'?--max-model-len'? '?%d'?" % serve_args['max-model-len'], script), script[-1500:]
