@@ -242,11 +242,13 @@ def _sleep(seconds):
         time.sleep(seconds)
 
 
-def _mem_available_gib():
+def _mem_free_gib():
+    """MemFree of VLLM_SIM_MEMINFO (default /proc/meminfo) in GiB: on GB10 CUDA's free memory leaves
+    out the page cache (seed 000: 4.75/119.67 GiB free with 110 GiB in cache), so not MemAvailable."""
     try:
-        with open('/proc/meminfo') as handle:
+        with open(os.environ.get('VLLM_SIM_MEMINFO') or '/proc/meminfo') as handle:
             for line in handle:
-                if line.startswith('MemAvailable:'):
+                if line.startswith('MemFree:'):
                     return int(line.split()[1]) / (1024.0 * 1024.0)
     except (OSError, ValueError, IndexError):
         pass
@@ -351,10 +353,11 @@ def run_serve(parser, args, version):
     free = None
     if cfg.fail == 'free_memory':
         free = _env_f('VLLM_SIM_FREE_GIB', max(1.0, requested - 12.5))
-    elif os.environ.get('VLLM_SIM_CHECK_MEMAVAILABLE', '0') == '1':
-        avail = _mem_available_gib()
-        if avail is not None and avail < requested:
-            free = avail
+    elif '1' in (os.environ.get('VLLM_SIM_CHECK_MEMFREE', '0'), os.environ.get('VLLM_SIM_CHECK_MEMAVAILABLE', '0')):
+        # VLLM_SIM_CHECK_MEMAVAILABLE: the old name of the switch; it checks MemFree too.
+        mem_free = _mem_free_gib()
+        if mem_free is not None and mem_free < requested:
+            free = mem_free
     if free is not None:
         _fail([FREE_MEMORY % (free, cfg.total_gib, cfg.gpu_mem_util, requested)], is_head, proc='Worker_TP%d' % rank)
 

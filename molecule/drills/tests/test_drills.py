@@ -119,7 +119,8 @@ def test_memory_short_at_start_is_refused_with_the_numbers():
     d.node('spark1', 'python3', '-c', 'import sys; open(sys.argv[1], "w").write(sys.argv[2])', path, json.dumps(cfg))
     try:
         text = _start_head_expecting_refusal()
-        assert 'FAILED at memory: MemAvailable' in text and 'is below gpu_memory_utilization 1.00 x MemTotal' in text, text[-2000:]
+        assert 'FAILED at memory: MemFree below gpu_memory_utilization 1.00 x MemTotal' in text, text[-2000:]
+        assert 'MemAvailable' in text, text[-2000:]
         assert 'bytes' in text and 'GiB' in text
     finally:
         d.node('spark1', 'python3', '-c', 'import sys; open(sys.argv[1], "w").write(sys.argv[2])', path, saved)

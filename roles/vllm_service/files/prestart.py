@@ -17,7 +17,10 @@ Steps, in order (seed 000 "required cleanup sequence before any cold restart"):
      every worker rank is a fresh one (pairguard.py: a worker that was paired with the previous
      head, or is down, is restarted first -- the pair restarts worker first);
   6. sync + drop the page cache (skippable on test hosts that share a kernel), then wait
-     (bounded) until MemAvailable >= fraction x MemTotal.
+     (bounded) until MemFree >= fraction x MemTotal. MemFree, not MemAvailable: on GB10 CUDA's
+     free memory leaves out the page cache (seed 000: "Free memory on device cuda:0
+     (4.75/119.67 GiB)" with 110 GiB in page cache), and MemFree >= the request also satisfies
+     the vLLM releases that count reclaimable cache as free (vllm-ops 2.3 D); the message shows both.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -270,16 +273,23 @@ def meminfo(cfg):
         parts = line.split()
         if len(parts) >= 2 and parts[1].isdigit():
             out[parts[0].rstrip(':')] = int(parts[1]) * 1024
-    if 'MemTotal' not in out or 'MemAvailable' not in out:
-        raise PrestartError('cannot read MemTotal/MemAvailable from %s/meminfo' % cfg.get('proc_root', '/proc'))
+    missing = [k for k in ('MemTotal', 'MemFree', 'MemAvailable') if k not in out]
+    if missing:
+        raise PrestartError('cannot read %s from %s/meminfo' % ('/'.join(missing), cfg.get('proc_root', '/proc')))
     return out
+
+
+def mem_line(info):
+    """'MemFree X (n bytes), MemAvailable Y (n bytes)': both numbers, for every memory message."""
+    return 'MemFree %s (%d bytes), MemAvailable %s (%d bytes)' % (
+        gib(info['MemFree']), info['MemFree'], gib(info['MemAvailable']), info['MemAvailable'])
 
 
 def drop_caches(cfg):
     if not cfg.get('drop_caches', True):
         say('page-cache drop skipped (vllm_service_drop_caches: false; test host sharing a kernel)')
         return
-    before = meminfo(cfg)['MemAvailable']
+    before = meminfo(cfg)
     os.sync()
     path = os.path.join(cfg.get('proc_root', '/proc'), 'sys/vm/drop_caches')
     try:
@@ -288,11 +298,13 @@ def drop_caches(cfg):
     except (IOError, OSError) as exc:
         raise PrestartError('cannot write %s (%s). On a host that shares its kernel (a test container) set '
                             'vllm_service_drop_caches: false' % (path, exc))
-    after = meminfo(cfg)['MemAvailable']
-    say('dropped the page cache: MemAvailable %s -> %s' % (gib(before), gib(after)))
+    after = meminfo(cfg)
+    say('dropped the page cache: MemFree %s -> %s, MemAvailable %s -> %s'
+        % (gib(before['MemFree']), gib(after['MemFree']), gib(before['MemAvailable']), gib(after['MemAvailable'])))
 
 
 def memory_gate(cfg):
+    """Wait (bounded) until MemFree >= fraction x MemTotal (see the module docstring: not MemAvailable)."""
     fraction = cfg.get('memory_fraction')
     if not fraction:
         say('memory gate off')
@@ -302,17 +314,21 @@ def memory_gate(cfg):
     while True:
         info = meminfo(cfg)
         need = int(float(fraction) * info['MemTotal'])
-        if info['MemAvailable'] >= need:
-            say('MemAvailable %s >= %.2f x MemTotal %s = %s'
-                % (gib(info['MemAvailable']), float(fraction), gib(info['MemTotal']), gib(need)))
+        if info['MemFree'] >= need:
+            say('MemFree %s >= %.2f x MemTotal %s = %s (MemAvailable %s)'
+                % (gib(info['MemFree']), float(fraction), gib(info['MemTotal']), gib(need), gib(info['MemAvailable'])))
             return
         if time.time() >= deadline:
-            raise PrestartError('MemAvailable %s (%d bytes) is below gpu_memory_utilization %.2f x MemTotal %s = %s '
-                                '(%d bytes) after waiting %ds; vLLM would fail with "Free memory on device ... is less '
-                                'than desired GPU memory utilization" (vllm-ops 2.3 D). Find what holds the memory '
-                                '(another container, /dev/shm, page cache) or lower gpu-memory-utilization'
-                                % (gib(info['MemAvailable']), info['MemAvailable'], float(fraction),
-                                   gib(info['MemTotal']), gib(need), need, limit))
+            hint = ''
+            if info['MemAvailable'] >= need:
+                hint = (' MemAvailable is enough, so the difference is reclaimable page cache: on GB10 CUDA counts '
+                        'it as used (seed 000: 4.75 GiB free with 110 GiB in cache); drop it (vllm_service_drop_caches: '
+                        'true, the default) or find what refills it.')
+            raise PrestartError('MemFree below gpu_memory_utilization %.2f x MemTotal %s = %s (%d bytes) after waiting '
+                                '%ds: %s.%s vLLM would fail with "Free memory on device ... is less than desired GPU '
+                                'memory utilization" (vllm-ops 2.3 D). Find what holds the memory (another container, '
+                                '/dev/shm, page cache) or lower gpu-memory-utilization'
+                                % (float(fraction), gib(info['MemTotal']), gib(need), need, limit, mem_line(info), hint))
         time.sleep(float(cfg.get('memory_poll_s', 5)))
 
 

@@ -41,6 +41,19 @@ def test_free_memory_real_check_against_memavailable(sim_factory):
     assert 'Free memory on device' not in enough.output
 
 
+def test_free_memory_is_memfree_not_memavailable(sim_factory, tmp_path):
+    """Seed 000: 4.75/119.67 GiB free with 110 GiB in page cache. MemAvailable (115 GiB) would pass;
+    the simulator reports MemFree, like CUDA on GB10."""
+    meminfo = tmp_path / 'meminfo'
+    meminfo.write_text('MemTotal: %d kB\nMemFree: %d kB\nMemAvailable: %d kB\nCached: %d kB\n'
+                       % (int(119.67 * 1048576), int(4.75 * 1048576), 115 * 1048576, 110 * 1048576))
+    sim = sim_factory(['--gpu-memory-utilization', '0.9'],
+                      env={'VLLM_SIM_CHECK_MEMFREE': '1', 'VLLM_SIM_MEMINFO': str(meminfo)})
+    assert sim.wait_exit() == 1
+    match = re.search(FREE_RE, sim.output)
+    assert match and match.group(1) == '4.75', sim.output[-2000:]
+
+
 @pytest.mark.parametrize('env', [{'VLLM_SIM_FAIL': 'shm_ring'}, {'VLLM_WORKER_MULTIPROC_METHOD': 'fork'}])
 def test_shm_ring_buffer_error(sim_factory, env):
     sim = sim_factory(env=env)

@@ -31,8 +31,9 @@ def fake_proc(tmp_path, procs, meminfo=(100 * 1024 * 1024, 50 * 1024 * 1024), li
         (d / 'fd').mkdir(parents=True)
         (d / 'cmdline').write_bytes(title.encode() + b'\0--flag\0')
         (d / 'cgroup').write_text(cgroup)
-    total_kb, avail_kb = meminfo
-    (root / 'meminfo').write_text('MemTotal: %d kB\nMemFree: 1 kB\nMemAvailable: %d kB\n' % (total_kb, avail_kb))
+    total_kb, avail_kb = meminfo[:2]
+    free_kb = meminfo[2] if len(meminfo) > 2 else avail_kb
+    (root / 'meminfo').write_text('MemTotal: %d kB\nMemFree: %d kB\nMemAvailable: %d kB\n' % (total_kb, free_kb, avail_kb))
     header = '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n'
     rows = ''
     if listen:
@@ -110,6 +111,29 @@ def test_memory_gate_fails_with_the_numbers(tmp_path):
     assert '50.0 GiB' in msg and '0.90' in msg and '100.0 GiB' in msg and '90.0 GiB' in msg
     prestart.memory_gate(base_cfg(root, memory_fraction=0.4, memory_wait_s=0))
     prestart.memory_gate(base_cfg(root, memory_fraction=0))
+
+
+def test_memory_gate_counts_memfree_not_the_page_cache(tmp_path):
+    """Seed 000: CUDA reported 4.75/119.67 GiB free with 110 GiB in page cache. MemAvailable counts
+    that cache as free; the gate must not, and the refusal shows both numbers."""
+    gib_kb = 1024 * 1024
+    root = fake_proc(tmp_path, [], meminfo=(int(119.67 * gib_kb), 115 * gib_kb, int(4.75 * gib_kb)))
+    with pytest.raises(prestart.PrestartError) as err:
+        prestart.memory_gate(base_cfg(root, memory_fraction=0.9, memory_wait_s=0))
+    msg = str(err.value)
+    assert 'MemFree 4.8 GiB' in msg and 'MemAvailable 115.0 GiB' in msg, msg
+    assert 'reclaimable page cache' in msg and 'vllm_service_drop_caches' in msg, msg
+    # after the drop the cache is free again: the gate opens
+    root2 = fake_proc(tmp_path / 'after', [], meminfo=(int(119.67 * gib_kb), 116 * gib_kb, 116 * gib_kb))
+    prestart.memory_gate(base_cfg(root2, memory_fraction=0.9, memory_wait_s=0))
+
+
+def test_meminfo_without_memfree_is_refused(tmp_path):
+    root = tmp_path / 'proc'
+    root.mkdir()
+    (root / 'meminfo').write_text('MemTotal: 100 kB\nMemAvailable: 50 kB\n')
+    with pytest.raises(prestart.PrestartError, match='cannot read MemFree from'):
+        prestart.meminfo(base_cfg(str(root)))
 
 
 def test_drop_caches_skip_and_readonly(tmp_path):
