@@ -43,8 +43,9 @@ options:
     description:
       - V(probe) compares. V(begin) (first task of the role's run) moves the record aside, so that a run that fails
         half-way leaves no record and the next run runs the role again. V(record) (last task) writes the record.
-      - V(begin) is bookkeeping of the collection's own state and is not reported as a change; V(record) reports a
-        change only when the record differs from the one before the run.
+      - The record is the collection's memory of the role's last run, not something the role manages: neither
+        V(begin) nor V(record) is reported as a change (a playbook that applies two configurations in turn would
+        otherwise never be idempotent). In diff mode V(record) shows the record before and after.
     type: str
     choices: [probe, begin, record]
     default: probe
@@ -101,6 +102,10 @@ published:
   description: The published facts of the record (empty unless current).
   returned: always
   type: dict
+updated:
+  description: (O(state=record)) The record differs from the one before this run of the role.
+  returned: when state is record
+  type: bool
 digest:
   description: The inputs digest compared or recorded.
   returned: always
@@ -154,10 +159,9 @@ def main():
 
     record = cs.build_record(p['role'], p['digest'], p['inputs'], seen, p['published'])
     previous = previous or cs.load_record(cs.running_path(path))
-    changed = previous != record
     if not module.check_mode:
         cs.finish(path, record)
-    result = dict(changed=changed, current=True, reasons=[], record=path, published=p['published'], digest=p['digest'],
+    result = dict(changed=False, updated=previous != record, current=True, reasons=[], record=path, published=p['published'], digest=p['digest'],
                   inputs=p['inputs'])
     if module._diff:
         result['diff'] = dict(before=previous or {}, after=record, before_header=path, after_header=path)
