@@ -9,7 +9,8 @@ Pure Python (no Ansible imports).  Discovery itself is fabric_discovery; log par
 API:
   ipv4_from_interface_facts(facts) -> {ifname: [ipv4, ...]}
   gid_index_by_hca(discovered) -> {hca: index|None}   (RoCE v2 IPv4 GID of each fabric twin)
-  twin_findings(discovered) -> [{'check', 'finding', 'fix'}]
+  twin_findings(discovered) -> [{'check', 'finding', 'fix'}]   (only when NCCL_IB_GID_INDEX is pinned)
+  hca_findings(discovered, hcas, expected_mtu) -> [{'check', 'finding', 'fix'}]   (every HCA of NCCL_IB_HCA)
   build_env(effective, discovered, fabric_env, gid_mode='auto') -> dict (see build_env)
   render_env_file(built, header) -> str
   ping_args(peer_ip, mtu, count=3) / ping_finding(rc, stdout, stderr, peer_ip, mtu) -> dict|None
@@ -58,15 +59,55 @@ def gid_index_by_hca(discovered):
 
 
 def twin_findings(discovered):
-    """NCCL_IB_GID_INDEX is one value for all HCAs of a node: the twins must agree."""
+    """A pinned NCCL_IB_GID_INDEX is one value for all HCAs of a node: the twins must agree."""
     by_hca = gid_index_by_hca(discovered)
     values = set(v for v in by_hca.values() if v is not None)
     if len(values) > 1:
         return [{"check": "gid_index_differs_between_twins",
                  "finding": "RoCE v2 IPv4 GID index differs between the twins: %s" % ", ".join(
                      "%s=%s" % (k, by_hca[k]) for k in sorted(by_hca)),
-                 "fix": "set nccl_fabric_gid_index: unset (NCCL picks the RoCE v2 GID per HCA) or give both twins the same address layout"}]
+                 "fix": "leave NCCL_IB_GID_INDEX unset (nccl_fabric_gid_index: auto and no ds4_nccl_ib_gid_index: NCCL picks the "
+                        "RoCE v2 GID per HCA) or give both twins the same address layout"}]
     return []
+
+
+def hca_findings(discovered, hcas, expected_mtu=9000):
+    """Every HCA NCCL_IB_HCA lists (both RoCE twins) must exist on this node, have a RoCE v2 IPv4 GID
+    (NCCL picks that GID itself when NCCL_IB_GID_INDEX is unset; a twin without an IPv4 address has
+    none) and a netdev whose MTU is at least expected_mtu. Each finding names the twin.
+
+    The fabric netdev's own MTU and GID are checked by fabric_discovery.checks (mtu_low,
+    no_roce_v2_gid); they are not repeated here."""
+    nd = discovered.get("netdevs") or {}
+    by_hca = dict((d["hca"], name) for name, d in nd.items() if d.get("hca"))
+    fabric_ifname = discovered.get("fabric_ifname")
+    out = []
+    for pos, hca in enumerate(hcas or []):
+        label = "twin %d of %d" % (pos + 1, len(hcas))
+        ifname = by_hca.get(hca)
+        if ifname is None:
+            out.append({"check": "hca_missing",
+                        "finding": "NCCL_IB_HCA lists %s (%s) but this node has no such RDMA device (ConnectX-7 HCAs here: %s)" % (
+                            hca, label, ", ".join("%s (%s)" % (h, by_hca[h]) for h in sorted(by_hca)) or "none"),
+                        "fix": "set ds4_rdma_hcas in this node's host_vars to the HCAs ibdev2netdev shows for the cabled port"})
+            continue
+        if ifname == fabric_ifname:
+            continue
+        dev = nd[ifname]
+        if dev.get("roce_v2_ipv4_gid_index") is None:
+            addrs = ", ".join(dev.get("ipv4") or []) or "no IPv4 address"
+            out.append({"check": "hca_no_roce_v2_gid",
+                        "finding": "RoCE twin %s (%s, netdev %s: %s) in NCCL_IB_HCA has no RoCE v2 IPv4 GID: NCCL cannot use it "
+                                   "(one twin = half the bandwidth, vllm-ops 3.4)" % (hca, label, ifname, addrs),
+                        "fix": "give %s its own static IPv4 in the fabric subnet plan (netplan, both nodes) so the RoCE v2 "
+                               "IPv4 GID appears (show_gids), or remove %s from ds4_rdma_hcas" % (ifname, hca)})
+        mtu = dev.get("mtu")
+        if expected_mtu and (mtu is None or mtu < int(expected_mtu)):
+            out.append({"check": "hca_mtu_low",
+                        "finding": "RoCE twin %s (%s, netdev %s) MTU is %s, expected at least %d" % (
+                            hca, label, ifname, mtu, int(expected_mtu)),
+                        "fix": "set mtu: %d on %s in netplan on both nodes and netplan apply" % (int(expected_mtu), ifname)})
+    return out
 
 
 def _fabric(effective):
@@ -83,12 +124,14 @@ def build_env(effective, discovered, fabric_env=None, gid_mode="auto", exact_mat
     effective: ds4_effective (reads fabric{ip,ifname,rdma_hcas,gid_index}, env, per_node_env, host,
     role, profile); discovered: fabric_discovery.discover(); fabric_env: the role's fabric values
     (NCCL_NET=IB, ...); a profile NCCL_* value for the same key wins (the launch script exports it)
-    and is listed in 'profile_overrides'.  gid_mode: auto (inventory, else discovery), discover
-    (discovery, warning when the inventory differs), inventory (inventory only, else unset), unset.
+    and is listed in 'profile_overrides'.  gid_mode: auto (the inventory's ds4_nccl_ib_gid_index when
+    set, else unset: NCCL picks the RoCE v2 GID itself, and a pinned index drifts after a reboot),
+    discover (pin discovery's index, warning when the inventory differs), inventory (inventory only,
+    else unset; the same as auto), unset (never written; an inventory value is an error).
     exact_match: prefix NCCL_SOCKET_IFNAME / NCCL_IB_HCA with '=' (NCCL exact match).
 
-    Returns {'env': [[name, value]], 'sources': {name: 'inventory'|'discovery'|'profile'|'role'},
-    'profile_overrides': [{'name', 'role', 'profile'}], 'errors': [str]}.
+    Returns {'env': [[name, value]], 'sources': {name: 'inventory'|'discovery'|'profile'|'role'|'unset'},
+    'profile_overrides': [{'name', 'role', 'profile'}], 'hcas': [the HCAs of NCCL_IB_HCA], 'errors': [str]}.
     """
     inv = _fabric(effective)
     disc = discovered or {}
@@ -142,18 +185,18 @@ def build_env(effective, discovered, fabric_env=None, gid_mode="auto", exact_mat
             errors.append("NCCL_IB_GID_INDEX: nccl_fabric_gid_index is 'unset' but ds4_nccl_ib_gid_index=%s is set (the launch "
                           "script would export it); remove ds4_nccl_ib_gid_index from host_vars" % inv["gid_index"])
         sources["NCCL_IB_GID_INDEX"] = "unset"
-    elif gid_mode == "inventory":
+    elif gid_mode in ("auto", "inventory"):
         gid = inv["gid_index"]
         sources["NCCL_IB_GID_INDEX"] = "inventory" if gid is not None else "unset"
-    elif gid_mode == "discover" and disc.get("fabric_gid_index") is not None:
+    elif disc.get("fabric_gid_index") is not None:  # discover
         gid = disc.get("fabric_gid_index")
         sources["NCCL_IB_GID_INDEX"] = "discovery"
     else:
-        gid = pick("NCCL_IB_GID_INDEX", inv["gid_index"], disc.get("fabric_gid_index"), "ds4_nccl_ib_gid_index")
+        gid = pick("NCCL_IB_GID_INDEX", inv["gid_index"], None, "ds4_nccl_ib_gid_index")
     if gid is not None:
         env.append(["NCCL_IB_GID_INDEX", str(gid)])
     env = [[k, str(v)] for k, v in env if v is not None]
-    return {"env": env, "sources": sources, "profile_overrides": overrides, "errors": errors}
+    return {"env": env, "sources": sources, "profile_overrides": overrides, "hcas": list(hcas or []), "errors": errors}
 
 
 def render_env_file(built, header_lines=None):
@@ -226,9 +269,14 @@ def judge(text, rank, threshold_gbps=18.0, expected_hcas=2):
     return summary
 
 
-def discovery_checks(discovered, expected_mtu, dev_infiniband_present):
-    """fabric_discovery.checks plus the twin GID check."""
-    return fabric_discovery.checks(discovered, expected_mtu, dev_infiniband_present) + twin_findings(discovered)
+def discovery_checks(discovered, expected_mtu, dev_infiniband_present, hcas=None, gid_pinned=False):
+    """fabric_discovery.checks, every HCA of NCCL_IB_HCA (hcas), and, when NCCL_IB_GID_INDEX is
+    pinned (one value for all HCAs of the node), the twins' GID indexes agreeing."""
+    out = fabric_discovery.checks(discovered, expected_mtu, dev_infiniband_present)
+    out += hca_findings(discovered, hcas if hcas is not None else discovered.get("fabric_hcas"), expected_mtu)
+    if gid_pinned:
+        out += twin_findings(discovered)
+    return out
 
 
 def fabric_facts(params, dev_infiniband_present):
@@ -244,9 +292,10 @@ def fabric_facts(params, dev_infiniband_present):
     inventory = {"ds4_fabric_ifname": fab.get("ifname"), "ds4_rdma_hcas": fab.get("rdma_hcas"),
                  "ds4_nccl_ib_gid_index": fab.get("gid_index"), "ds4_fabric_ip": fab.get("ip")}
     disagreements = fabric_discovery.compare(inventory, disc)
-    findings = discovery_checks(disc, params.get("expected_mtu"), dev_infiniband_present)
     built = build_env(eff, disc, params.get("fabric_env") or {}, params.get("gid_index") or "auto",
                       params.get("exact_match", True))
+    findings = discovery_checks(disc, params.get("expected_mtu"), dev_infiniband_present, built["hcas"],
+                                any(k == "NCCL_IB_GID_INDEX" for k, _v in built["env"]))
     warnings = []
     for d in disagreements:
         used = "inventory"

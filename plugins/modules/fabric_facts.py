@@ -63,8 +63,9 @@ options:
     default: {}
   gid_index:
     description:
-      - Where C(NCCL_IB_GID_INDEX) comes from. C(auto) inventory else discovery; C(discover) discovery
-        (warns when the inventory differs); C(inventory) inventory only; C(unset) never written.
+      - Where C(NCCL_IB_GID_INDEX) comes from. C(auto) the inventory's value when set, else unset (NCCL picks the
+        RoCE v2 GID itself; pinned indexes drift after reboots); C(discover) pin the discovered index (warns when the
+        inventory differs); C(inventory) the same as C(auto); C(unset) never written.
     type: str
     choices: [auto, discover, inventory, unset]
     default: auto

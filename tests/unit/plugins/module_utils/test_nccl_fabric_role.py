@@ -58,8 +58,10 @@ def test_both_nodes_get_correct_different_env_files(trees):
     b, _wb = run(trees[1], eff("spark2", "worker", "192.168.100.11"), 11)
     env_a, lines_a = env_of(a)
     env_b, lines_b = env_of(b)
-    assert env_a["NCCL_IB_GID_INDEX"] == "3" and env_b["NCCL_IB_GID_INDEX"] == "5"
-    assert a["env_sources"]["NCCL_IB_GID_INDEX"] == "discovery"
+    # NCCL_IB_GID_INDEX is not pinned unless the inventory asks: NCCL picks the RoCE v2 GID itself
+    # (node A's is 3, node B's 5; a pinned index drifts after a reboot, vllm-ops 2.3 C)
+    assert "NCCL_IB_GID_INDEX" not in env_a and "NCCL_IB_GID_INDEX" not in env_b
+    assert a["env_sources"]["NCCL_IB_GID_INDEX"] == "unset" and "NCCL_IB_GID_INDEX=unset" in a["env_file"]
     assert env_a["VLLM_HOST_IP"] == "192.168.100.10" and env_b["VLLM_HOST_IP"] == "192.168.100.11"
     for env in (env_a, env_b):
         assert env["NCCL_SOCKET_IFNAME"] == "=enp1s0f1np1"
@@ -72,6 +74,17 @@ def test_both_nodes_get_correct_different_env_files(trees):
     assert a["env_file"] != b["env_file"]
     assert a["findings"] == [] and b["findings"] == [] and a["disagreements"] == []
     assert a["fabric"]["gid_index_by_hca"] == {"rocep1s0f1": 3, "roceP2p1s0f1": 3}
+
+
+def test_gid_index_pinned_only_when_the_inventory_asks(trees):
+    r, _w = run(trees[1], eff("spark2", "worker", "192.168.100.11", gid=5), 11)
+    assert env_of(r)[0]["NCCL_IB_GID_INDEX"] == "5" and r["env_sources"]["NCCL_IB_GID_INDEX"] == "inventory"
+    a, _wa = run(trees[0], eff("spark1", "head", "192.168.100.10"), 10, gid_index="discover")
+    b, _wb = run(trees[1], eff("spark2", "worker", "192.168.100.11"), 11, gid_index="discover")
+    assert env_of(a)[0]["NCCL_IB_GID_INDEX"] == "3" and env_of(b)[0]["NCCL_IB_GID_INDEX"] == "5"
+    assert a["env_sources"]["NCCL_IB_GID_INDEX"] == "discovery"
+    r, _w = run(trees[0], eff("spark1", "head", "192.168.100.10"), 10, gid_index="inventory")
+    assert "NCCL_IB_GID_INDEX" not in env_of(r)[0] and r["errors"] == []
 
 
 def test_discovery_fills_values_the_inventory_leaves_out(trees):
@@ -169,8 +182,40 @@ def test_failure_twins_disagree_on_gid_index(trees, tmp_path):
             fh.write(val)
     with open(os.path.join(gids, "3"), "w") as fh:
         fh.write(_MOD.ZERO_GID + "\n")
-    r, _w = run(root, eff("spark1", "head", "192.168.100.10"), 10)
+    r, _w = run(root, eff("spark1", "head", "192.168.100.10"), 10, gid_index="discover")
     assert "RoCE v2 IPv4 GID index differs between the twins: roceP2p1s0f1=4, rocep1s0f1=3" in _checks(r)["gid_index_differs_between_twins"]
+    # unset (the default): NCCL picks each HCA's own RoCE v2 GID, so differing indexes are fine
+    r, _w = run(root, eff("spark1", "head", "192.168.100.10"), 10)
+    assert r["findings"] == []
+
+
+def test_failure_twin_without_ipv4_has_no_roce_v2_gid(tmp_path):
+    root = _MOD.build_twin_without_ipv4(str(tmp_path))
+    no_twin_ip = {"enp1s0f1np1": ["192.168.100.10"], "enP7s7": ["10.0.0.10"]}
+    r, _w = run(root, eff("spark1", "head", "192.168.100.10"), 10, ipv4_by_ifname=no_twin_ip)
+    c = _checks(r)
+    assert list(c) == ["hca_no_roce_v2_gid"], c
+    msg = c["hca_no_roce_v2_gid"]
+    assert "RoCE twin roceP2p1s0f1 (twin 2 of 2, netdev enP2p1s0f1np1: no IPv4 address) in NCCL_IB_HCA has no RoCE v2 IPv4 GID" in msg
+    assert "give enP2p1s0f1np1 its own static IPv4" in msg and "remove roceP2p1s0f1 from ds4_rdma_hcas" in msg
+    # only the HCAs NCCL_IB_HCA lists are checked
+    r, _w = run(root, eff("spark1", "head", "192.168.100.10", hcas=["rocep1s0f1"]), 10, ipv4_by_ifname=no_twin_ip)
+    assert r["findings"] == []
+
+
+def test_failure_twin_mtu_low_and_unknown_hca(trees, tmp_path):
+    root = _copy(trees[0], tmp_path)
+    with open(os.path.join(root, "class", "net", "enP2p1s0f1np1", "mtu"), "w") as fh:
+        fh.write("1500\n")
+    r, _w = run(root, eff("spark1", "head", "192.168.100.10"), 10)
+    c = _checks(r)
+    assert list(c) == ["hca_mtu_low"], c
+    assert "RoCE twin roceP2p1s0f1 (twin 2 of 2, netdev enP2p1s0f1np1) MTU is 1500, expected at least 9000" in c["hca_mtu_low"]
+    assert "set mtu: 9000 on enP2p1s0f1np1" in c["hca_mtu_low"]
+    r, _w = run(trees[0], eff("spark1", "head", "192.168.100.10", hcas=["rocep1s0f1", "mlx5_9"]), 10)
+    msg = _checks(r)["hca_missing"]
+    assert "NCCL_IB_HCA lists mlx5_9 (twin 2 of 2) but this node has no such RDMA device" in msg
+    assert "roceP2p1s0f1 (enP2p1s0f1np1)" in msg and "ds4_rdma_hcas" in msg
 
 
 def test_ipv4_from_interface_facts():

@@ -84,7 +84,9 @@ def test_fabric_facts_on_fixture_with_jumbo_ping(trees, tmp_path):
                          "ipv4_by_ifname": {"enp1s0f1np1": ["192.168.100.11"], "enP2p1s0f1np1": ["192.168.101.11"]},
                          "dev_infiniband": str(tmp_path), "peers": ["10.77.0.11"], "fabric_env": {"NCCL_NET": "IB"}})
     assert kind is ExitJson and res["changed"] is False
-    assert "NCCL_IB_GID_INDEX=5\n" in res["env_file"] and "VLLM_HOST_IP=10.77.0.12\n" in res["env_file"]
+    # NCCL_IB_GID_INDEX unset by default (NCCL picks RoCE v2 itself); the header says so
+    assert "NCCL_IB_GID_INDEX=" not in res["env_file"].replace("NCCL_IB_GID_INDEX=unset", "")
+    assert "VLLM_HOST_IP=10.77.0.12\n" in res["env_file"]
     assert "NCCL_SOCKET_IFNAME==eth0\n" in res["env_file"] and "NCCL_NET=IB\n" in res["env_file"]
     assert CALLS == [["ping", "-M", "do", "-s", "8972", "-c", "3", "-W", "2", "10.77.0.11"]]
     assert res["ping_findings"] == [] and res["findings"] == [] and res["dev_infiniband_present"] is True
