@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action for dgxspark.ds4.vllm_ready: poll this host's rank with the module every interval, print the
 phases on the controller, coordinate with the other rank's instance through a controller-side directory.
-Logic: plugins/module_utils/readiness.py (ReadyInstance)."""
+Logic: plugins/module_utils/readiness_pair.py (ReadyInstance), one poll: plugins/module_utils/node_probe.py
+(poll_command, parse_poll)."""
 
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
@@ -14,8 +15,9 @@ from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness import (
-    PEER_RECHECK, SETTLE_INTERVAL, ReadyInstance, parse_poll, poll_command, state_dir)
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node_probe import parse_poll, poll_command
+from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness_pair import (
+    PEER_RECHECK, SETTLE_INTERVAL, ReadyInstance, state_dir)
 from ansible_collections.dgxspark.ds4.plugins.module_utils.service_layout import (
     CONTAINER_NAME, DEFAULTS, UNIT_NAME)
 

@@ -15,6 +15,8 @@ import errno
 import os
 import re
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe
+
 
 LEVELS = (1, 2, 3)
 LEVEL_MEANING = {
@@ -87,15 +89,13 @@ def read_mem_available(proc_root):
     path = meminfo_path(proc_root)
     try:
         with open(path) as handle:
-            for line in handle:
-                if line.startswith('MemAvailable:'):
-                    parts = line.split()
-                    value = int(parts[1])
-                    unit = parts[2].lower() if len(parts) > 2 else 'b'
-                    return value * 1024 if unit == 'kb' else value
+            text = handle.read()
     except (IOError, OSError) as exc:
         raise DropCachesError('cannot read %s: %s (is proc_root=%s right?)' % (path, exc, proc_root))
-    except (ValueError, IndexError):
+    values = node_probe.parse_meminfo(text, in_bytes=True)
+    if 'MemAvailable' in values:
+        return values['MemAvailable']
+    if any(line.startswith('MemAvailable:') for line in text.splitlines()):
         raise DropCachesError('cannot parse the MemAvailable line of %s' % path)
     raise DropCachesError('%s has no MemAvailable line (kernel older than 3.14?)' % path)
 

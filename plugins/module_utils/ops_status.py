@@ -4,10 +4,11 @@
 """status.yml logic: one row per rank from systemctl show, docker inspect, the
 deployment evidence file and (head) the endpoint and /metrics; rows rendered as one short table.
 
-Pure Python (no Ansible imports).
+Pure Python (no Ansible imports).  The unit and container are read by the node probe (node_probe.py).
 
-  parse_systemctl_show(text) -> {Key: value}
+  parse_systemctl_show(text) -> {Key: value}   (node_probe.parse_unit_show)
   parse_docker_inspect(text) -> {exists, running, status, started_at, image_id, image_ref, restart_count}
+                                (node_probe.parse_container_inspect)
   parse_iso8601(text) -> epoch seconds | None;  human_duration(seconds) -> '2d03h' / '1h02m' / '4m05s'
   metrics_summary(text) -> {kv_cache_usage_perc, requests_running, requests_waiting, ...}
   guard_summary(state, now) -> the pair guard's state file (pairguard-state.json) summarised: last hang, last cause
@@ -19,11 +20,11 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import calendar
-import json
 import re
 import time
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_stats
+from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe
 
 UNIT_PROPS = ("ActiveState", "SubState", "Result", "NRestarts", "MainPID", "ExecMainStatus", "ActiveEnterTimestamp",
               "LoadState", "UnitFileState")
@@ -32,13 +33,8 @@ COLUMNS = (("node", "node"), ("role", "role"), ("unit", "unit"), ("container", "
            ("reqs", "running/waiting"))
 
 
-def parse_systemctl_show(text):
-    out = {}
-    for line in (text or "").splitlines():
-        if "=" in line:
-            k, v = line.split("=", 1)
-            out[k.strip()] = v.strip()
-    return out
+parse_systemctl_show = node_probe.parse_unit_show
+parse_docker_inspect = node_probe.parse_container_inspect
 
 
 _ISO = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:?\d{2})?$")
@@ -74,22 +70,6 @@ def human_duration(seconds):
     if h:
         return "%dh%02dm" % (h, m)
     return "%dm%02ds" % (m, s)
-
-
-def parse_docker_inspect(text):
-    """`docker inspect <container>` output (a JSON list) -> summary; exists False when it is absent."""
-    try:
-        data = json.loads(text or "[]")
-    except ValueError:
-        data = []
-    if not data:
-        return {"exists": False, "running": False, "status": "absent", "started_at": None, "image_id": None,
-                "image_ref": None, "restart_count": None}
-    c = data[0]
-    st = c.get("State") or {}
-    return {"exists": True, "running": bool(st.get("Running")), "status": st.get("Status") or "?",
-            "started_at": st.get("StartedAt"), "image_id": c.get("Image"),
-            "image_ref": (c.get("Config") or {}).get("Image"), "restart_count": c.get("RestartCount")}
 
 
 def metrics_summary(text):

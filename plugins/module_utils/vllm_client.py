@@ -1,11 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Minimal OpenAI-compatible client for validate.yml and bench.yml.
+"""The collection's one HTTP client: a minimal OpenAI-compatible client for readiness (vllm_ready), status
+(vllm_status), validate.yml and bench.yml.
 
-Pure Python standard library (http.client, threading); no Ansible imports.
+Pure Python standard library (http.client, threading); no Ansible imports.  Requests go straight to the
+endpoint (no proxy from the environment is used).
 
+  base_url(host, port) -> 'http://host:port' ('[::1]' for an IPv6 address)
   get(base_url, path, api_key=None, timeout=10) -> (status, text)
+  post(base_url, path, body, api_key=None, timeout=120) -> (status, text)   connection errors raise
   post_json(base_url, path, body, api_key=None, timeout=120) -> (status, obj_or_text, seconds)
   stream_chat(base_url, body, api_key=None, timeout=600, clock=time.monotonic) -> record
   run_concurrent(fn, args_list) -> [result, ...]   all calls released together (barrier)
@@ -78,9 +82,26 @@ def _request(base_url, method, path, body=None, api_key=None, timeout=10.0):
         raise
 
 
+def base_url(host, port, scheme="http"):
+    """The base URL of host:port (an IPv6 address in brackets)."""
+    host = str(host)
+    if ":" in host and not host.startswith("["):
+        host = "[%s]" % host
+    return "%s://%s:%d" % (scheme, host, int(port))
+
+
 def get(base_url, path, api_key=None, timeout=10.0):
     """GET; returns (status, text).  Connection errors raise (OSError / HTTPException)."""
     conn, resp = _request(base_url, "GET", path, api_key=api_key, timeout=timeout)
+    try:
+        return resp.status, resp.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
+
+
+def post(base_url, path, body, api_key=None, timeout=120.0):
+    """POST a JSON body; returns (status, text).  Connection errors and timeouts raise (OSError / HTTPException)."""
+    conn, resp = _request(base_url, "POST", path, body=body, api_key=api_key, timeout=timeout)
     try:
         return resp.status, resp.read().decode("utf-8", "replace")
     finally:

@@ -136,11 +136,15 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe
 from ansible_collections.dgxspark.ds4.plugins.module_utils.failure_catalogue import diagnose, verdict
-from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness import redact
+from ansible_collections.dgxspark.ds4.plugins.module_utils.redact import redact
 
 _START_RX = re.compile(r"systemd\[1\]: Starting |systemd\[1\]: Started ")
 _KERNEL_RX = re.compile(r"NVRM|Xid|NV_ERR|Out of memory|oom-kill|oom_reaper|mlx5|segfault|hung_task|BUG:", re.I)
+_UNIT_PROPS = ("LoadState", "ActiveState", "SubState", "NRestarts", "MainPID", "ExecMainStatus", "Result", "ExecMainStartTimestamp",
+               "ExecMainExitTimestamp", "FragmentPath")
+_MEMORY_KEYS = ("MemTotal", "MemAvailable", "Cached", "SwapTotal", "SwapFree", "Shmem")
 
 
 def main():
@@ -183,15 +187,13 @@ def main():
 
     unit_state = {}
     for unit in units:
-        rc, out, err = run(["systemctl", "show", unit, "--timestamp=us+utc", "-p",
-                            "LoadState,ActiveState,SubState,NRestarts,MainPID,ExecMainStatus,Result,ExecMainStartTimestamp,"
-                            "ExecMainExitTimestamp,FragmentPath"])
-        props = dict(ln.split("=", 1) for ln in out.splitlines() if "=" in ln)
+        shown = node_probe.probe_unit(run, unit, _UNIT_PROPS, "us+utc")
+        props = shown.value
         unit_state[unit] = props
-        keep("unit_%s" % unit, out + err)
+        keep("unit_%s" % unit, shown.out + shown.err)
         if props.get("LoadState") == "not-found":
             continue
-        rc, out, err = run(["journalctl", "-u", unit, "-o", "short-iso", "--no-pager", "-n", str(p["journal_lines"])])
+        rc, out, err = run(node_probe.journal_argv(unit, output="short-iso", lines=p["journal_lines"]))
         text = keep("journal_%s" % unit, out + err)
         unit_role = "head" if "head" in unit else ("worker" if "worker" in unit else role)
         raw = text.splitlines()
@@ -200,19 +202,17 @@ def main():
         starts = [i + 1 for i, ln in enumerate(raw) if _START_RX.search(ln)]
         sources.append({"lines": msgs, "node": node, "role": unit_role, "source": None, "last_start": starts[-1] if starts else 0})
 
-    rc, out, err = run([docker, "inspect", "--type", "container", "--format",
-                        "{{.Id}} running={{.State.Running}} exit={{.State.ExitCode}} started={{.State.StartedAt}} "
-                        "oom={{.State.OOMKilled}} image={{.Image}}", container])
-    keep("container_state", out if rc == 0 else "no container %s" % container)
+    inspected = node_probe.probe_container(run, container, docker, node_probe.CONTAINER_SUMMARY_FORMAT,
+                                           node_probe.parse_container_summary)
+    keep("container_state", inspected.out if inspected.rc == 0 else "no container %s" % container)
     container_image = ""
-    if rc == 0:
-        m = re.search(r"image=(\S+)", out)
-        container_image = m.group(1) if m else ""
+    if inspected.value is not None:
+        container_image = inspected.value["image"]
         rc, out, err = run([docker, "logs", "--tail", str(p["journal_lines"]), container])
         text = keep("container_log", out + err)
         sources.append({"lines": text.splitlines(), "node": node, "role": role, "source": "vllm"})
 
-    rc, out, err = run(["journalctl", "-k", "-o", "short-iso", "--no-pager", "-n", str(p["kernel_lines"])])
+    rc, out, err = run(node_probe.journal_argv(kernel=True, output="short-iso", lines=p["kernel_lines"]))
     if rc != 0 or not out.strip():
         rc, out, err = run(["dmesg", "-T"])
     kern = [ln for ln in out.splitlines() if _KERNEL_RX.search(ln)][-200:]
@@ -221,13 +221,9 @@ def main():
 
     memory = {}
     try:
-        with open("/proc/meminfo") as fh:
-            meminfo = fh.read()
+        meminfo, values = node_probe.read_meminfo()
         keep("meminfo", meminfo)
-        for ln in meminfo.splitlines():
-            k, _sep, v = ln.partition(":")
-            if k in ("MemTotal", "MemAvailable", "Cached", "SwapTotal", "SwapFree", "Shmem"):
-                memory[k] = int(v.split()[0])
+        memory = dict((k, values[k]) for k in _MEMORY_KEYS if k in values)
     except (IOError, OSError) as e:
         keep("meminfo", str(e))
 

@@ -188,65 +188,18 @@ http:
   type: dict
 '''
 
-import json
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness import http_checks, probe_host, tcp_state
-
-_PROPS = ("ActiveState", "SubState", "NRestarts", "MainPID", "ExecMainStatus", "ExecMainCode", "InactiveExitTimestamp", "Result")
-
-
-def unit_status(module, unit):
-    rc, out, err = module.run_command(["systemctl", "show", unit, "--timestamp=unix", "-p", ",".join(_PROPS)])
-    props = {}
-    for line in out.splitlines():
-        if "=" in line:
-            k, v = line.split("=", 1)
-            props[k] = v
-
-    def _int(v):
-        try:
-            return int(v)
-        except (TypeError, ValueError):
-            return None
-    since = props.get("InactiveExitTimestamp", "")
-    return {
-        "unit": unit,
-        "active_state": props.get("ActiveState"),
-        "sub_state": props.get("SubState"),
-        "n_restarts": _int(props.get("NRestarts")),
-        "main_pid": _int(props.get("MainPID")),
-        "exec_main_status": _int(props.get("ExecMainStatus")),
-        "result": props.get("Result"),
-        "since": since[1:] if since.startswith("@") else None,
-    }
+from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe
+from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness_http import http_checks
 
 
-def container_status(module, docker_cli, name):
-    rc, out, err = module.run_command([docker_cli, "inspect", "--type", "container", "--format",
-                                       "{{json .Id}} {{json .State.Running}} {{json .State.StartedAt}} {{json .State.ExitCode}}", name])
-    if rc != 0:
-        return None
-    parts = out.split()
-    try:
-        return {"id": json.loads(parts[0]), "running": json.loads(parts[1]), "started_at": json.loads(parts[2]),
-                "exit_code": json.loads(parts[3])}
-    except (IndexError, ValueError):
-        return None
-
-
-def journal(module, unit, cursor, since, max_lines):
-    cmd = ["journalctl", "-u", unit, "-o", "cat", "--no-pager", "--show-cursor", "-n", str(max_lines)]
-    if cursor:
-        cmd += ["--after-cursor", cursor]
-    elif since:
-        cmd += ["--since", "@" + since]
-    rc, out, err = module.run_command(cmd)
-    lines = out.splitlines()
-    new_cursor = cursor
-    if lines and lines[-1].startswith("-- cursor: "):
-        new_cursor = lines.pop()[len("-- cursor: "):]
-    return [ln for ln in lines if ln != "-- No entries --"], new_cursor
+def poll(run, unit, container_name, docker_cli, cursor, max_lines):
+    """One poll of this rank through the node probe: (status, lines, cursor)."""
+    status = node_probe.unit_state(node_probe.probe_unit(run, unit, node_probe.READY_UNIT_PROPS, "unix").value, unit)
+    if container_name:
+        status["container"] = node_probe.probe_container(run, container_name, docker_cli).value
+    lines, cursor = node_probe.probe_journal(run, unit, cursor, status.get("since"), max_lines).value
+    return status, lines, cursor
 
 
 def main():
@@ -278,13 +231,11 @@ def main():
     if module.check_mode:
         module.exit_json(changed=False, msg="check mode: would poll unit %s, container %s, the journal and the API" % (
             p["unit"], p["container_name"]), status={}, lines=[], cursor=p["cursor"])
-    status = unit_status(module, p["unit"])
-    status["container"] = container_status(module, p["docker_cli"], p["container_name"]) if p["container_name"] else None
-    lines, cursor = journal(module, p["unit"], p["cursor"], status.get("since"), p["max_lines"])
+    status, lines, cursor = poll(module.run_command, p["unit"], p["container_name"], p["docker_cli"], p["cursor"], p["max_lines"])
     result = dict(changed=False, status=status, lines=lines, cursor=cursor)
     if p["api_port"]:
-        host = probe_host(p["api_host"])
-        result["api_port"] = tcp_state(host, p["api_port"])
+        host = node_probe.probe_host(p["api_host"])
+        result["api_port"] = node_probe.tcp_state(host, p["api_port"])
         if p["checks"] and result["api_port"] == "open":
             result["http"] = http_checks(host, p["api_port"], api_key=p["api_key"], served_name=p["served_model_name"],
                                          max_model_len=p["max_model_len"], thinking=bool(p["thinking"]), timeout=p["chat_timeout"])

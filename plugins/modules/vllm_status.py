@@ -98,7 +98,7 @@ import json
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import ops_status, vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe, ops_status, vllm_client
 
 PROMPT = 'Reply with exactly: OK'
 
@@ -150,13 +150,14 @@ def main():
     unit = {'ActiveState': 'no-systemctl', 'SubState': '-'}
     systemctl = module.get_bin_path('systemctl')
     if systemctl:
-        _rc, out, _err = module.run_command([systemctl, 'show', '-p', ','.join(ops_status.UNIT_PROPS), p['unit']])
-        unit = ops_status.parse_systemctl_show(out)
+        unit = node_probe.probe_unit(module.run_command, p['unit'], ops_status.UNIT_PROPS, systemctl=systemctl).value
     docker = module.get_bin_path(p['docker_cli'])
-    rc, out = 1, '[]'
+    container = None
     if docker:
-        rc, out, _err = module.run_command([docker, 'inspect', p['container']])
-    container = ops_status.parse_docker_inspect(out if rc == 0 else '[]')
+        container = node_probe.probe_container(module.run_command, p['container'], docker, fmt=None,
+                                               parse=node_probe.parse_container_inspect).value
+    if container is None:
+        container = node_probe.parse_container_inspect('[]')
     if not docker:
         container['status'] = 'no docker CLI'
     deployed = None

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/readiness.py (lines verbatim from vllm-ops.md §1.3 / the simulator)."""
+"""Unit tests for readiness (readiness_phases, readiness_pair, readiness_http, node_probe, redact, through the names
+readiness.py re-exports; lines verbatim from vllm-ops.md §1.3 / the simulator)."""
 
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type

@@ -1,0 +1,99 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Readiness HTTP checks: what the head must answer before the pair counts as ready (``/health`` 200,
+``/v1/models`` with the served model name and ``max_model_len``, a real chat completion).
+
+Pure Python (no Ansible imports); every request goes through ``vllm_client`` (the collection's one HTTP client).
+Used by the module ``dgxspark.ds4.vllm_ready`` (run on the head node itself).
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import json
+import time
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
+
+
+def check_models(status, text, served_name, max_model_len):
+    """Problems with a /v1/models answer (list of str; [] = fine)."""
+    if status == 401:
+        return ["/v1/models answered 401 Unauthorized: the API key given does not match the server's --api-key / VLLM_API_KEY"]
+    if status != 200:
+        return ["/v1/models answered HTTP %s: %s" % (status, text[:200])]
+    try:
+        data = json.loads(text)["data"]
+    except (ValueError, KeyError, TypeError):
+        return ["/v1/models answer is not a model list: %s" % text[:200]]
+    ids = [d.get("id") for d in data]
+    problems = []
+    card = [d for d in data if d.get("id") == served_name] if served_name else data[:1]
+    if not card:
+        problems.append("served model name %r not in /v1/models %r" % (served_name, ids))
+    elif max_model_len is not None and int(card[0].get("max_model_len") or -1) != int(max_model_len):
+        problems.append("max_model_len %s != expected %s" % (card[0].get("max_model_len"), max_model_len))
+    return problems
+
+
+def check_chat(status, text, thinking):
+    """Problems with a /v1/chat/completions answer; returns (problems, content, reasoning)."""
+    if status != 200:
+        return ["chat completion answered HTTP %s: %s" % (status, text[:200])], None, None
+    try:
+        msg = json.loads(text)["choices"][0]["message"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ["chat completion answer has no choices[0].message: %s" % text[:200]], None, None
+    content = msg.get("content") or ""
+    reasoning = msg.get("reasoning") or msg.get("reasoning_content")
+    problems = []
+    if not content.strip():
+        problems.append("chat completion returned empty content")
+    if thinking and not reasoning:
+        problems.append("thinking is on but the reply has no reasoning field (is --reasoning-parser set?)")
+    return problems, content, reasoning
+
+
+def http_checks(host, port, api_key=None, served_name=None, max_model_len=None, thinking=False,
+                prompt="What is the capital of France? Answer with one word.", max_tokens=64, timeout=60.0):
+    """/health, /v1/models, a real chat completion.  Returns a dict: ok, problems, health, models, chat, timings."""
+    res = {"ok": False, "problems": [], "timings": {}}
+    url = vllm_client.base_url(host, port)
+    t0 = time.monotonic()
+    try:
+        st = vllm_client.get(url, "/health", timeout=5)[0]
+    except Exception as e:  # connection reset / refused after open: still starting
+        res["problems"].append("/health: %s" % e)
+        return res
+    res["health"] = st
+    res["timings"]["health"] = round(time.monotonic() - t0, 3)
+    if st != 200:
+        res["problems"].append("/health answered %s (503 = the engine is dead)" % st)
+        return res
+    t0 = time.monotonic()
+    try:
+        st, text = vllm_client.get(url, "/v1/models", api_key=api_key, timeout=10)
+    except Exception as e:  # reset right after the port opened: still starting
+        res["problems"].append("/v1/models: %s" % e)
+        return res
+    res["timings"]["models"] = round(time.monotonic() - t0, 3)
+    res["models_status"] = st
+    res["problems"].extend(check_models(st, text, served_name, max_model_len))
+    if res["problems"]:
+        return res
+    body = {"model": served_name, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
+    if served_name is None:
+        body["model"] = json.loads(text)["data"][0]["id"]
+    t0 = time.monotonic()
+    try:
+        st, text = vllm_client.post(url, "/v1/chat/completions", body, api_key=api_key, timeout=timeout)
+    except Exception as e:
+        res["problems"].append("chat completion did not finish within %.0f s (%s): port open but no tokens = hang" % (timeout, e))
+        return res
+    res["timings"]["chat"] = round(time.monotonic() - t0, 3)
+    problems, content, reasoning = check_chat(st, text, thinking)
+    res["problems"].extend(problems)
+    res["chat"] = {"status": st, "content": (content or "")[:200], "reasoning": bool(reasoning)}
+    res["ok"] = not res["problems"]
+    return res
