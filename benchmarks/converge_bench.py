@@ -89,7 +89,7 @@ def floor(inventory):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--inventory', default=os.environ.get('MOLECULE_INVENTORY_DIR', ''), required=False)
     parser.add_argument('--json', action='store_true')
     args = parser.parse_args()

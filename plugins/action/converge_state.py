@@ -70,4 +70,3 @@ class ActionModule(ActionBase):
         result.update(self._execute_module(module_name='dgxspark.ds4.converge_state', module_args=module_args,
                                            task_vars=task_vars))
         return result
-

@@ -140,7 +140,7 @@ def observe(checks, run):
     if units:
         argv = ['systemctl', 'show', '--property=Id,UnitFileState,ActiveState'] + list(units)
         rc, out, err = run(argv)
-        blocks = [b for b in out.strip().split('\n\n')] if rc == 0 else []
+        blocks = out.strip().split('\n\n') if rc == 0 else []
         parsed = []
         for block in blocks:
             props = dict(line.split('=', 1) for line in block.splitlines() if '=' in line)
@@ -170,8 +170,8 @@ def compare(record, role, digest, per_input, seen):
         now = seen.get(kind) or {}
         for name in sorted(set(was) | set(now)):
             if was.get(name) != now.get(name):
-                reasons.append('%s %s: recorded %s, now %s' % (kind[:-1], name, was.get(name, 'not checked'),
-                                                                 now.get(name, 'not checked')))
+                reasons.append('%s %s: recorded %s, now %s'
+                               % (kind[:-1], name, was.get(name, 'not checked'), now.get(name, 'not checked')))
     return reasons
 
 
