@@ -10,7 +10,9 @@ status=127 for hours).  Checks, and names every missing path:
   * the executable of every Exec* line exists and is executable;
   * every absolute-path argument of a non-docker Exec* line exists;
   * for `docker run`: the host side of every -v/--volume, --env-file and --device exists, and
-    the --entrypoint is a read-only bind mount of an executable host file;
+    the --entrypoint is a read-only bind mount of an executable host file; exactly one
+    --log-driver, journald or a json-file bounded by max-size and max-file (never Docker's
+    default unbounded json-file beside the journal);
   * `systemd-analyze verify` accepts the unit (copied under its real name).
 Python 3 standard library only.
 """
@@ -44,8 +46,26 @@ def exec_lines(text):
             yield key.strip(), value.strip()
 
 
+def check_log_args(drivers, opts, problems):
+    """One --log-driver: journald, or json-file with max-size and max-file."""
+    if len(drivers) != 1:
+        problems.append('docker run has %d --log-driver (%s); exactly one is needed: journald, or json-file with '
+                        '--log-opt max-size and max-file (vllm_service_container_log_driver)'
+                        % (len(drivers), ', '.join(drivers) or 'none: Docker\'s default json-file grows without bound'))
+    elif drivers[0] == 'json-file':
+        keys = set(o.split('=', 1)[0] for o in opts)
+        missing = [k for k in ('max-size', 'max-file') if k not in keys]
+        if missing:
+            problems.append('docker run --log-driver json-file without --log-opt %s: the log grows without bound '
+                            '(vllm_service_container_log_max_size / _max_file)' % ' and '.join(missing))
+    elif drivers[0] != 'journald':
+        problems.append('docker run --log-driver %s: use journald or a bounded json-file (vllm_service_container_log_driver)'
+                        % drivers[0])
+
+
 def check_docker_run(words, problems):
     mounts, entrypoint, i = {}, None, 0
+    log_drivers, log_opts = [], []
     take_value = ('--name', '--network', '--ipc', '--shm-size', '--ulimit', '--cap-add', '--cap-drop', '--gpus',
                   '--runtime', '--memory', '--restart', '--security-opt', '--log-driver', '--log-opt', '--label',
                   '-e', '--env', '--stop-timeout', '--stop-signal', '--user', '--workdir', '--hostname', '--pids-limit')
@@ -71,7 +91,12 @@ def check_docker_run(words, problems):
             problems.append('--device %s does not exist' % val.split(':')[0])
         elif w == '--entrypoint':
             entrypoint = val
+        elif w == '--log-driver':
+            log_drivers.append(val)
+        elif w == '--log-opt':
+            log_opts.append(val)
         i += 1
+    check_log_args(log_drivers, log_opts, problems)
     if entrypoint is None:
         return
     if entrypoint not in mounts:

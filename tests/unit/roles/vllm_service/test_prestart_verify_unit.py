@@ -165,6 +165,7 @@ Description=x
 ExecStartPre={prestart} {cfg}
 ExecStart={docker} run \\
     --rm --name dgxspark-ds4-head \\
+    --log-driver journald --log-opt tag=dgxspark-ds4-head \\
     -v {script}:/etc/dgxspark-ds4/launch-head.sh:ro \\
     --env-file {env} \\
     --entrypoint /etc/dgxspark-ds4/launch-head.sh \\
@@ -207,3 +208,22 @@ def test_verify_unit_accepts_a_complete_unit(tmp_path, monkeypatch):
             verify_unit.check_docker_run(words[2:], problems)
     assert problems == []
     assert verify_unit.main(['verify-unit', unit, 'dgxspark-ds4-head.service']) == 1
+
+
+@pytest.mark.parametrize('args, expected', [
+    ([], '0 --log-driver (none: Docker\'s default json-file grows without bound)'),
+    (['--log-driver', 'journald', '--log-driver', 'json-file'], '2 --log-driver (journald, json-file)'),
+    (['--log-driver', 'json-file', '--log-opt', 'max-size=100m'], 'json-file without --log-opt max-file'),
+    (['--log-driver', 'syslog'], '--log-driver syslog: use journald or a bounded json-file'),
+])
+def test_verify_unit_refuses_unbounded_or_double_container_logs(args, expected):
+    problems = []
+    verify_unit.check_docker_run(['--rm'] + args + ['sha256:abc'], problems)
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_verify_unit_accepts_one_bounded_log_driver():
+    for args in (['--log-driver', 'journald'], ['--log-driver=json-file', '--log-opt', 'max-size=100m', '--log-opt=max-file=3']):
+        problems = []
+        verify_unit.check_docker_run(['--rm'] + args + ['sha256:abc'], problems)
+        assert problems == [], problems

@@ -1,0 +1,64 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+name: container_log_args
+short_description: The logging arguments of the vLLM container's docker run
+version_added: 0.1.0
+description:
+  - Returns exactly one C(--log-driver) with its options. C(journald) logs to the systemd journal (tagged with the
+    container name); C(json-file) is bounded by O(max_size) x O(max_file).
+  - Fails naming the variable, the value and the fix for an unknown driver or an unbounded json-file.
+author:
+  - dgxspark.ds4 contributors (@dgxspark)
+options:
+  _input:
+    description: The driver, C(journald) or C(json-file).
+    type: str
+    required: true
+  max_size:
+    description: Size of one json-file log (a number with k, m or g).
+    type: str
+    default: 100m
+  max_file:
+    description: Number of json-file logs kept.
+    type: int
+    default: 3
+  tag:
+    description: Journal tag (C(SYSLOG_IDENTIFIER), C(CONTAINER_TAG)) for journald.
+    type: str
+'''
+
+EXAMPLES = r'''
+- name: Logging arguments
+  ansible.builtin.debug:
+    msg: "{{ 'journald' | dgxspark.ds4.container_log_args('100m', 3, 'dgxspark-ds4-head') }}"
+'''
+
+RETURN = r'''
+_value:
+  description: docker run arguments, one word per item.
+  type: list
+  elements: str
+'''
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.dgxspark.ds4.plugins.module_utils.container_logs import docker_log_args
+
+
+def container_log_args(driver, max_size='100m', max_file=3, tag=None):
+    try:
+        return docker_log_args(driver, max_size, max_file, tag)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'container_log_args': container_log_args}
