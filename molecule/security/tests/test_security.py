@@ -4,7 +4,7 @@
 
 spark1 (head, 10.77.0.11) and spark2 (worker, 10.77.0.12) run site.yml with the API open to
 10.77.0.1/32 (the controller) and 10.77.0.20/32 (`client`), two client keys, vLLM's own key and a
-fake HF token (inventory/hosts.yml). Every check can fail: each asserts an observed status, a
+fake HF token (inventory/hosts.yml: model_cache_hf_token, which must never reach the serving container). Every check can fail: each asserts an observed status, a
 connection outcome, a file's mode or the absence of a test secret in real output.
 """
 
@@ -180,6 +180,9 @@ def test_no_secret_in_argv_or_logs():
             assert secret not in container_log, (name, 'container log')
             assert secret not in inspect_args, (name, 'docker inspect args')
         assert 'Application startup complete' in container_log or role == 'worker'
+        # the HF token goes to the download task only, never into the serving container (it runs offline)
+        container_env = d.node(name, 'docker', 'inspect', '-f', '{{json .Config.Env}}', 'dgxspark-ds4-%s' % role)
+        assert HF not in container_env and 'HF_TOKEN=' not in container_env, (name, 'HF_TOKEN in the container env')
 
 
 def test_containers_not_privileged():
