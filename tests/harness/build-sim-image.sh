@@ -2,15 +2,21 @@
 # Build the inner test image `ds4-vllm-sim:test`: the node image `ds4-node:bookworm` plus the vLLM
 # SIMULATOR (tests/vllm_sim, a stand-in for vLLM; test code, never deployed to real nodes) at
 # /opt/vllm_sim, with /usr/local/bin/vllm and /usr/local/bin/dsv4-vllm-entrypoint pointing at it.
+# The simulator parses `vllm serve` argv with vLLM's own flag schema: the collection's
+# plugins/module_utils/vllm_schema.py and vllm_schemas/*.json are copied to /opt/vllm_sim/vllm_schema/
+# (plain Python, no Ansible). The image declares the vLLM version it stands in for the way the
+# simulator reads it: ENV VLLM_SIM_VERSION (DS4_SIM_VLLM_VERSION, default 0.27.1; also the label
+# org.dgxspark.ds4.vllm-version). A container env VLLM_SIM_VERSION overrides it per deployment.
 #
 # No registry, no network: legacy builder, FROM the locally built node image, COPY only.
 # Output: the image in `docker images` and `docker save` at .cache/images/inner/ds4-vllm-sim.tar
 # (loaded into the Molecule nodes' inner Docker engines).
-# Cached by a content hash of tests/vllm_sim/ + this script (image label org.dgxspark.ds4.vllm-sim-key):
+# Cached by a content hash of tests/vllm_sim/ + the flag schemas + this script + the declared version
+# (image label org.dgxspark.ds4.vllm-sim-key):
 # rebuilds only when they change (or DS4_FORCE_BUILD=1).
 #
 # Env: DS4_SIM_IMAGE (default ds4-vllm-sim:test), DS4_NODE_IMAGE (default ds4-node:bookworm),
-#      DS4_CACHE_DIR (default <repo>/.cache), DS4_FORCE_BUILD=1.
+#      DS4_SIM_VLLM_VERSION (default 0.27.1), DS4_CACHE_DIR (default <repo>/.cache), DS4_FORCE_BUILD=1.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -19,6 +25,8 @@ BASE="${DS4_NODE_IMAGE:-ds4-node:bookworm}"
 OUT_DIR="${DS4_CACHE_DIR:-${REPO_ROOT}/.cache}/images/inner"
 TAR="${OUT_DIR}/ds4-vllm-sim.tar"
 SRC="${REPO_ROOT}/tests/vllm_sim"
+SCHEMA_SRC="${REPO_ROOT}/plugins/module_utils"
+SIM_VLLM_VERSION="${DS4_SIM_VLLM_VERSION:-0.27.1}"
 LABEL="org.dgxspark.ds4.vllm-sim-key"
 
 start=$(date +%s.%N)
@@ -32,7 +40,10 @@ base_id=$(docker image inspect -f '{{.Id}}' "$BASE")
 # Content key: every file of the simulator (path + bytes, caches excluded), this script, the base image ID.
 SELF="${REPO_ROOT}/tests/harness/$(basename "${BASH_SOURCE[0]}")"
 key=$( { (cd "$SRC" && find . -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | LC_ALL=C sort -z \
-          | xargs -0 sha256sum); sha256sum "$SELF" | cut -d' ' -f1; echo "$base_id"; } \
+          | xargs -0 sha256sum)
+          (cd "$SCHEMA_SRC" && find vllm_schema.py vllm_schemas -type f -name '*.py' -o -type f -name '*.json' \
+             | LC_ALL=C sort | xargs sha256sum)
+          sha256sum "$SELF" | cut -d' ' -f1; echo "$base_id"; echo "vllm ${SIM_VLLM_VERSION}"; } \
         | sha256sum | cut -c1-16)
 
 current=$(docker image inspect -f "{{ index .Config.Labels \"${LABEL}\" }}" "$IMAGE" 2>/dev/null || true)
@@ -45,12 +56,16 @@ ctx=$(mktemp -d /var/tmp/ds4-vllm-sim-ctx.XXXXXX)
 trap 'rm -rf --one-file-system "$ctx"' EXIT
 mkdir -p "$ctx/vllm_sim"
 (cd "$SRC" && tar --exclude='__pycache__' --exclude='*.pyc' -cf - .) | tar -C "$ctx/vllm_sim" -xf -
+mkdir -p "$ctx/vllm_sim/vllm_schema/vllm_schemas"
+cp "$SCHEMA_SRC/vllm_schema.py" "$ctx/vllm_sim/vllm_schema/"
+cp "$SCHEMA_SRC"/vllm_schemas/vllm-*.json "$ctx/vllm_sim/vllm_schema/vllm_schemas/"
 cat >"$ctx/Dockerfile" <<DOCKERFILE
 FROM ${BASE}
 COPY vllm_sim /opt/vllm_sim
 RUN ["/bin/sh", "-c", "chmod 0755 /opt/vllm_sim/bin/vllm && ln -sf /opt/vllm_sim/bin/vllm /usr/local/bin/vllm && ln -sf /opt/vllm_sim/bin/vllm /usr/local/bin/dsv4-vllm-entrypoint && python3 -m compileall -q /opt/vllm_sim && /usr/local/bin/vllm --version"]
-LABEL ${LABEL}=${key} org.dgxspark.ds4.note="vLLM SIMULATOR for tests only; never deploy"
-ENV PYTHONUNBUFFERED=1
+RUN PYTHONPATH=/opt python3 -c "import sys; from vllm_sim import schema; s, v, why = schema.lookup('${SIM_VLLM_VERSION}'); sys.exit(why)"
+LABEL ${LABEL}=${key} org.dgxspark.ds4.note="vLLM SIMULATOR for tests only; never deploy" org.dgxspark.ds4.vllm-version=${SIM_VLLM_VERSION}
+ENV PYTHONUNBUFFERED=1 VLLM_SIM_VERSION=${SIM_VLLM_VERSION}
 CMD ["/usr/local/bin/vllm", "--help"]
 DOCKERFILE
 

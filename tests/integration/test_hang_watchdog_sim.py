@@ -25,6 +25,9 @@ import urllib.request
 TESTS_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 REPO = os.path.dirname(TESTS_DIR)
 VLLM = os.path.join(TESTS_DIR, 'vllm_sim', 'bin', 'vllm')
+if TESTS_DIR not in sys.path:
+    sys.path.insert(0, TESTS_DIR)
+from vllm_sim import standin  # noqa: E402  pylint: disable=import-error,wrong-import-position
 HANG_AFTER = 3.0
 POLL = 0.5
 SSH = ['ssh', 'root@10.77.0.12']
@@ -56,7 +59,7 @@ class Sim(object):
         full = dict(os.environ)
         full.pop('VLLM_API_KEY', None)
         full.update({'PYTHONUNBUFFERED': '1', 'VLLM_SIM_PYTHON': sys.executable, 'VLLM_SIM_STATS_INTERVAL_S': '0',
-                     'VLLM_SIM_TIME_SCALE': '0.02'})
+                     'VLLM_SIM_TIME_SCALE': '0.02', 'VLLM_SIM_ROOT': standin.temp_root()})
         full.update(env)
         self.proc = subprocess.Popen([VLLM, 'serve', '/models/ds4', '--host', '127.0.0.1', '--port', str(self.port)],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full, text=True)

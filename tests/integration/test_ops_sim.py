@@ -36,10 +36,15 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_sweep, s
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VLLM = os.path.join(REPO, "tests", "vllm_sim", "bin", "vllm")
+if os.path.join(REPO, "tests") not in sys.path:
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+from vllm_sim import standin  # noqa: E402  pylint: disable=import-error,wrong-import-position
 BIN = os.path.dirname(sys.executable)
 MODEL = "deepseek-v4-flash"
 ENV = {"PYTHONUNBUFFERED": "1", "VLLM_SIM_PYTHON": sys.executable, "VLLM_SIM_STATS_INTERVAL_S": "0",
-       "VLLM_SIM_RENDEZVOUS_TIMEOUT_S": "20", "VLLM_SIM_ORPHAN_EXIT_S": "-1", "VLLM_SIM_TIME_SCALE": "0.05"}
+       "VLLM_SIM_RENDEZVOUS_TIMEOUT_S": "20", "VLLM_SIM_ORPHAN_EXIT_S": "-1", "VLLM_SIM_TIME_SCALE": "0.05",
+       # the simulator checks its model at start: /models/ds4 lives in a stand-in container root
+       "VLLM_SIM_ROOT": standin.temp_root()}
 # the balanced profile's serving flags that the checks depend on (thinking, reasoning parser, tools, MTP 2)
 SERVE = ["--served-model-name", MODEL, "--max-model-len", "131072", "--max-num-seqs", "16",
          "--reasoning-parser", "deepseek_v4", "--default-chat-template-kwargs", '{"thinking": true}',

@@ -32,9 +32,14 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils import readiness as r
 
 TESTS_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 VLLM = os.path.join(TESTS_DIR, "vllm_sim", "bin", "vllm")
+if TESTS_DIR not in sys.path:
+    sys.path.insert(0, TESTS_DIR)
+from vllm_sim import standin  # noqa: E402  pylint: disable=import-error,wrong-import-position
 INTERVAL = 0.5  # the action's default poll interval
 ENV = {"PYTHONUNBUFFERED": "1", "VLLM_SIM_PYTHON": sys.executable, "VLLM_SIM_STATS_INTERVAL_S": "0",
-       "VLLM_SIM_RENDEZVOUS_TIMEOUT_S": "20", "VLLM_SIM_TOKENS_PER_S": "500", "VLLM_SIM_ORPHAN_EXIT_S": "-1"}
+       "VLLM_SIM_RENDEZVOUS_TIMEOUT_S": "20", "VLLM_SIM_TOKENS_PER_S": "500", "VLLM_SIM_ORPHAN_EXIT_S": "-1",
+       # the simulator checks its model at start: /models/ds4 lives in a stand-in container root
+       "VLLM_SIM_ROOT": standin.temp_root()}
 
 
 def _free_port():

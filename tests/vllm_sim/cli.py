@@ -3,10 +3,16 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """`vllm` command line of the simulator (a STAND-IN for vLLM, test code, never deployed).
 
-Argument handling follows vLLM's FlexibleArgumentParser where the collection depends on it:
-`--flag_name` == `--flag-name`, `--flag=value`, JSON flags parsed with json.loads,
-`--json-flag.key=value` dotted updates, unknown flags rejected by argparse itself
-(`vllm: error: unrecognized arguments: ...`, exit 2).
+The `vllm serve` flags come from vLLM's own parser, as data: the collection's flag schema for the
+vLLM version the image declares (VLLM_SIM_VERSION, see schema.py and README.md). Every flag of that
+version is accepted with vLLM's type, choices and nargs; anything else is refused the way argparse
+refuses it in vLLM (`vllm serve: error: unrecognized arguments: --foo`, `argument --max-num-seqs:
+invalid int value: 'lots'`, exit 2). A version without a schema falls back to the simulator's own
+short flag list (with a note on stderr).
+
+FlexibleArgumentParser behaviour the collection depends on: `--flag_name` == `--flag-name`,
+`--flag=value`, JSON flags parsed with json.loads, `--json-flag.key=value` dotted updates, no
+abbreviations (allow_abbrev=False).
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -15,7 +21,10 @@ __metaclass__ = type
 import argparse
 import json
 import os
+import re
 import sys
+
+from vllm_sim import schema as flag_schema
 
 DEFAULT_VERSION = '0.27.1'
 
@@ -62,15 +71,90 @@ def _float_type(text):
 
 _float_type.__name__ = 'float'
 
+_HUMAN_RE = re.compile(r'(\d+(?:\.\d+)?)([kKmMgGtT])')
 
-def build_parser():
-    parser = argparse.ArgumentParser(prog='vllm', description='vLLM CLI (simulator: a stand-in for vLLM, test code only)')
-    parser.add_argument('-v', '--version', action='store_true', help='show the version and exit')
-    sub = parser.add_subparsers(dest='subparser', metavar='{chat,complete,serve,bench,collect-env,run-batch}')
-    serve = sub.add_parser('serve', usage='vllm serve [model_tag] [options]',
-                           help='Launch a local OpenAI-compatible API server (simulated).')
-    serve.add_argument('model_tag', nargs='?', default=None, help='model name or path')
-    serve.add_argument('--model', default=None)
+
+def human_readable_int(value):
+    """vLLM's human_readable_int: 25600, 25.6k (decimal: k m g t), 25K (binary: K M G T)."""
+    value = value.strip()
+    match = _HUMAN_RE.fullmatch(value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in 'kmgt':
+            return int(float(number) * 10 ** (3 * ('kmgt'.index(suffix) + 1)))
+        try:
+            return int(number) * 2 ** (10 * ('KMGT'.index(suffix) + 1))
+        except ValueError:
+            raise argparse.ArgumentTypeError('Decimals are not allowed with binary suffixes like %s. Did you mean to use '
+                                             '%s%s instead?' % (suffix, number, suffix.lower()))
+    return int(value)
+
+
+def human_readable_int_or_auto(value):
+    """vLLM's human_readable_int_or_auto: also `auto` / -1 (= derive from the model)."""
+    if value.strip().lower() in ('auto', '-1'):
+        return -1
+    return human_readable_int(value)
+
+
+def _json_or_str(text):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+_json_or_str.__name__ = 'json_or_str'
+
+SCHEMA_TYPES = {'int': int, 'float': _float_type, 'str': str, 'json': _json_type, 'json_or_str': _json_or_str,
+                'human_readable_int': human_readable_int, 'human_readable_int_or_auto': human_readable_int_or_auto}
+
+
+def _optional(func):
+    """vLLM's optional_type: '' and 'None' mean None (argparse then names the type `_optional_type`)."""
+    def _optional_type(val):
+        if val in ('', 'None'):
+            return None
+        return func(val)
+    return _optional_type
+
+
+def image_version():
+    """The vLLM version the (simulated) image declares: VLLM_SIM_VERSION, baked into the test image."""
+    return os.environ.get('VLLM_SIM_VERSION', DEFAULT_VERSION)
+
+
+def _add_schema_flags(serve, schema):
+    json_flags = set()
+    for name, entry in sorted(schema['flags'].items()):
+        options = list(entry.get('options') or ['--' + name])
+        dest = entry.get('dest') or name.replace('-', '_')
+        if entry.get('json'):
+            json_flags.add(name)
+        if entry.get('type') == 'bool':
+            negative = ['--' + n for n in entry.get('negative') or []]
+            positive = [o for o in options if o not in negative]
+            serve.add_argument(*positive, dest=dest, action='store_true', default=None if negative else False)
+            if negative:
+                serve.add_argument(*negative, dest=dest, action='store_false', default=None)
+            continue
+        func = SCHEMA_TYPES.get(entry.get('type'), str)
+        if entry.get('nullable'):
+            func = _optional(func)
+        kwargs = {'dest': dest, 'type': func, 'default': None}
+        if entry.get('nargs') not in (None, 0):
+            kwargs['nargs'] = entry['nargs']
+            if entry['nargs'] == '?':
+                kwargs['const'] = True
+        if entry.get('append'):
+            kwargs['action'] = 'append'
+        if entry.get('choices'):
+            kwargs['choices'] = entry['choices']
+        serve.add_argument(*options, **kwargs)
+    return json_flags
+
+
+def _add_builtin_flags(serve):
     for flag in STR_FLAGS:
         names = ['--' + flag] + ([SHORT[flag]] if flag in SHORT else [])
         serve.add_argument(*names, default=None)
@@ -88,13 +172,41 @@ def build_parser():
         serve.add_argument('--' + flag, action='store_true', default=False)
     serve.add_argument('--api-key', nargs='+', default=None)
     serve.add_argument('--served-model-name', nargs='+', default=None)
+    return set(JSON_FLAGS)
+
+
+def build_parser(version=None):
+    """argparse parser of `vllm`; `serve` built from the flag schema of `version` (default: the image's).
+
+    The parser carries `sim_serve` (the serve subparser), `sim_json_flags`, `sim_schema`,
+    `sim_schema_version` and `sim_schema_problem` (why the built-in list is used, or None)."""
+    version = version or image_version()
+    schema, used, problem = flag_schema.lookup(version)
+    parser = argparse.ArgumentParser(prog='vllm', description='vLLM CLI (simulator: a stand-in for vLLM, test code only)',
+                                     allow_abbrev=False)
+    parser.add_argument('-v', '--version', action='store_true', help='show the version and exit')
+    sub = parser.add_subparsers(dest='subparser', metavar='{chat,complete,serve,bench,collect-env,run-batch}')
+    serve = sub.add_parser('serve', usage='vllm serve [model_tag] [options]', allow_abbrev=False,
+                           help='Launch a local OpenAI-compatible API server (simulated).')
+    serve.add_argument('model_tag', nargs='?', default=None, help='model name or path')
+    if schema is not None:
+        json_flags = _add_schema_flags(serve, schema)
+    else:
+        serve.add_argument('--model', default=None)
+        json_flags = _add_builtin_flags(serve)
     for sub_name in ('chat', 'complete', 'bench', 'collect-env', 'run-batch'):
         sub.add_parser(sub_name, help='not implemented by the simulator')
+    parser.sim_serve = serve
+    parser.sim_json_flags = json_flags
+    parser.sim_schema = schema
+    parser.sim_schema_version = used
+    parser.sim_schema_problem = problem
     return parser
 
 
-def normalize_argv(argv):
+def normalize_argv(argv, json_flags=None):
     """FlexibleArgumentParser behaviour: underscores in flag names, dotted JSON keys."""
+    json_flags = JSON_FLAGS if json_flags is None else json_flags
     out = []
     dotted = {}
     i = 0
@@ -105,7 +217,7 @@ def normalize_argv(argv):
             base, dot, keys = name.partition('.')
             base = base.replace('_', '-')
             name = base + dot + keys
-            if '.' in name and base in JSON_FLAGS:
+            if '.' in name and base in json_flags:
                 key_path = name.split('.')[1:]
                 if not eq:
                     if i + 1 < len(argv):
@@ -143,17 +255,20 @@ def apply_dotted(args, dotted):
         setattr(args, attr, current)
 
 
-def parse(argv):
-    parser = build_parser()
-    norm, dotted = normalize_argv(list(argv))
-    args = parser.parse_args(norm)
+def parse(argv, version=None):
+    """-> (parser, args). Unknown words end the process like vLLM: the serve parser's usage and
+    `vllm serve: error: unrecognized arguments: ...`, exit 2."""
+    parser = build_parser(version)
+    norm, dotted = normalize_argv(list(argv), parser.sim_json_flags)
+    args, extras = parser.parse_known_args(norm)
+    if extras:
+        (parser.sim_serve if args.subparser == 'serve' else parser).error('unrecognized arguments: %s' % ' '.join(extras))
     apply_dotted(args, dotted)
     return parser, args
 
 
 def non_default_args(parser, args):
-    serve_parser = parser._subparsers._group_actions[0].choices['serve']  # pylint: disable=protected-access
-    defaults = vars(serve_parser.parse_args([]))
+    defaults = vars(parser.sim_serve.parse_args([]))
     out = {}
     for key, value in vars(args).items():
         if key in ('subparser', 'version'):
@@ -168,8 +283,8 @@ def non_default_args(parser, args):
 def main(argv=None):
     if argv is None:
         argv = sys.argv[1:]
-    version = os.environ.get('VLLM_SIM_VERSION', DEFAULT_VERSION)
-    parser, args = parse(argv)
+    version = image_version()
+    parser, args = parse(argv, version)
     if args.version:
         sys.stderr.write('vllm-sim: stand-in for vLLM (test code only)\n')
         print(version)

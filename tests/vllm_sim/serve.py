@@ -10,7 +10,6 @@ listed in README.md; every one is read here through `_env_*`.
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
-import glob
 import os
 import queue
 import signal
@@ -20,6 +19,7 @@ import time
 
 from vllm_sim import STAND_IN_NOTICE
 from vllm_sim import api
+from vllm_sim import checks
 from vllm_sim import dist
 from vllm_sim import engine as eng
 from vllm_sim import logs
@@ -51,34 +51,44 @@ class Config:
     """Everything the simulator needs, from argv + VLLM_SIM_* env."""
 
     def __init__(self, args):
-        self.model = args.model or args.model_tag or 'Qwen/Qwen3-0.6B'
-        self.served_names = list(args.served_model_name or [self.model])
-        self.host = args.host
-        self.port = args.port if args.port is not None else 8000
-        self.tp = args.tensor_parallel_size or 1
-        self.pp = args.pipeline_parallel_size or 1
-        self.nnodes = args.nnodes or 1
-        self.node_rank = args.node_rank or 0
-        self.headless = bool(args.headless)
-        self.master_addr = args.master_addr or '127.0.0.1'
-        self.master_port = args.master_port if args.master_port is not None else 29501
-        self.backend = args.distributed_executor_backend
-        self.max_model_len = args.max_model_len or _env_i('VLLM_SIM_MODEL_MAX_LEN', 1048576)
-        self.max_num_seqs = args.max_num_seqs or 256
-        self.block_size = args.block_size or 256
-        self.kv_cache_dtype = args.kv_cache_dtype or 'auto'
-        self.gpu_mem_util = args.gpu_memory_utilization if args.gpu_memory_utilization is not None else 0.9
-        self.prefix_caching = args.enable_prefix_caching is not False and args.prefix_caching is not False
-        self.enforce_eager = bool(args.enforce_eager)
-        self.api_keys = [k for k in (args.api_key or [os.environ.get('VLLM_API_KEY', '')]) if k]
-        self.chat_template_kwargs = dict(args.default_chat_template_kwargs or {})
-        self.reasoning_parser = args.reasoning_parser
-        self.tool_call_parser = args.tool_call_parser
-        self.auto_tool_choice = bool(args.enable_auto_tool_choice)
-        self.disable_log_stats = bool(args.disable_log_stats)
-        self.disable_access_log = bool(args.disable_uvicorn_access_log)
-        self.force_usage = bool(args.enable_force_include_usage)
-        spec = args.speculative_config or {}
+        def arg(name, default=None):
+            """argv value (the schema of the image's vLLM decides which flags exist)."""
+            value = getattr(args, name, None)
+            return default if value is None else value
+        self.args = args
+        self.model = arg('model') or arg('model_tag') or 'Qwen/Qwen3-0.6B'
+        self.revision = arg('revision')
+        self.load_format = arg('load_format')
+        self.compilation_config = arg('compilation_config')
+        self.fail_on_environ_validation = bool(arg('fail_on_environ_validation'))
+        self.served_names = list(arg('served_model_name') or [self.model])
+        self.host = arg('host')
+        self.port = arg('port', 8000)
+        self.tp = arg('tensor_parallel_size') or 1
+        self.pp = arg('pipeline_parallel_size') or 1
+        self.nnodes = arg('nnodes') or 1
+        self.node_rank = arg('node_rank') or 0
+        self.headless = bool(arg('headless'))
+        self.master_addr = arg('master_addr') or '127.0.0.1'
+        self.master_port = arg('master_port', 29501)
+        self.backend = arg('distributed_executor_backend')
+        max_len = arg('max_model_len')
+        self.max_model_len = max_len if max_len and max_len > 0 else _env_i('VLLM_SIM_MODEL_MAX_LEN', 1048576)
+        self.max_num_seqs = arg('max_num_seqs') or 256
+        self.block_size = arg('block_size') or 256
+        self.kv_cache_dtype = arg('kv_cache_dtype') or 'auto'
+        self.gpu_mem_util = arg('gpu_memory_utilization', 0.9)
+        self.prefix_caching = arg('enable_prefix_caching') is not False and arg('prefix_caching') is not False
+        self.enforce_eager = bool(arg('enforce_eager'))
+        self.api_keys = [k for k in (arg('api_key') or [os.environ.get('VLLM_API_KEY', '')]) if k]
+        self.chat_template_kwargs = dict(arg('default_chat_template_kwargs') or {})
+        self.reasoning_parser = arg('reasoning_parser')
+        self.tool_call_parser = arg('tool_call_parser')
+        self.auto_tool_choice = bool(arg('enable_auto_tool_choice'))
+        self.disable_log_stats = bool(arg('disable_log_stats'))
+        self.disable_access_log = bool(arg('disable_uvicorn_access_log'))
+        self.force_usage = bool(arg('enable_force_include_usage'))
+        spec = arg('speculative_config') or {}
         self.spec_k = int(spec.get('num_speculative_tokens') or 0) if isinstance(spec, dict) else 0
         acc = [float(x) for x in os.environ.get('VLLM_SIM_SPEC_ACCEPTANCE', '0.91,0.81,0.72,0.67,0.57').split(',') if x.strip()]
         while len(acc) < self.spec_k:
@@ -119,11 +129,9 @@ class Config:
         # chunked prefill: prompt tokens and engine steps advance per chunk while a prompt is prefilled
         self.prefill_chunk_tokens = max(1, _env_i('VLLM_SIM_PREFILL_CHUNK_TOKENS', 8192))
         # shards
+        # the shard count shown while loading: the weight files found by the start-up checks, unless set here
         self.shards = _env_i('VLLM_SIM_SHARDS', 8)
-        if os.path.isdir(self.model):
-            found = glob.glob(os.path.join(self.model, '*.safetensors'))
-            if found:
-                self.shards = len(found)
+        self.model_dir = None     # set by the start-up checks (the directory vLLM loads), else a non-path model id
         # KV cache sizing (GiB -> tokens) like a DSV4-Flash rank: ~20k tokens per GiB of fp8 KV.
         self.kv_gib = max(0.5, self.total_gib * self.gpu_mem_util - self.weights_gib - 3.0)
         kv_override = _env_i('VLLM_SIM_KV_TOKENS', 0)
@@ -265,6 +273,39 @@ def _install_signals():
     signal.signal(signal.SIGINT, on_term)
 
 
+def _check_failed(exc, head_wrapper=False, proc=None):
+    """A start-up check failed: vLLM's traceback lines, the simulator's note, exit 1."""
+    if exc.note:
+        logs.raw('vllm-sim: start-up check: %s' % exc.note, sys.stderr)
+    _fail([line for text in exc.lines for line in text.split('\n')], head_wrapper, proc=proc)
+
+
+def _startup_checks(parser, cfg):
+    """What vLLM checks before its engine starts (checks.py): env names, the model, writable caches."""
+    if parser.sim_schema is not None:
+        for name in checks.unknown_env(set(parser.sim_schema.get('env') or [])):
+            if cfg.fail_on_environ_validation:
+                _fail(['ValueError: ' + checks.UNKNOWN_ENV % name], False)
+            logs.log(checks.UNKNOWN_ENV % name, level='WARNING', src='envs.py:1744')
+    try:
+        cfg.model_dir = checks.resolve_model(cfg.model, cfg.revision)
+        for what, path in checks.cache_dirs(cfg.compilation_config, cfg.enforce_eager):
+            checks.check_writable(what, path)
+    except checks.StartupError as exc:
+        _check_failed(exc)
+
+
+def _check_weights(cfg, is_head, proc):
+    """The loader's view of the weights (at `Starting to load model`): the shard count, or exit 1."""
+    if cfg.model_dir is None:
+        return cfg.shards
+    try:
+        files = checks.weight_files(cfg.model_dir, cfg.model, cfg.load_format)
+    except checks.StartupError as exc:
+        _check_failed(exc, is_head, proc=proc)
+    return cfg.shards if os.environ.get('VLLM_SIM_SHARDS') else (len(files) or cfg.shards)
+
+
 def run_serve(parser, args, version):
     logs.raw(STAND_IN_NOTICE)
     logs.raw('vllm-sim: argv: vllm serve %s' % ' '.join(sys.argv[2:] if len(sys.argv) > 2 else []))
@@ -275,9 +316,12 @@ def run_serve(parser, args, version):
     if cfg.fail and cfg.fail not in FAILURES:
         logs.error('vllm-sim: unknown VLLM_SIM_FAIL=%r (known: %s)' % (cfg.fail, ', '.join(FAILURES)))
         return 2
+    if parser.sim_schema_problem:
+        logs.raw('vllm-sim: %s; the serve flags are the simulator\'s built-in list' % parser.sim_schema_problem, sys.stderr)
     if not cfg.headless:
         logs.log('vLLM server version %s, serving model %s' % (version, cfg.model), src='api_server.py:1895')
     logs.log('non-default args: %s' % non_default_args(parser, args), src='utils.py:328')
+    _startup_checks(parser, cfg)
 
     world = cfg.tp * cfg.pp
     local_world = max(1, world // cfg.nnodes)
@@ -313,10 +357,12 @@ def run_serve(parser, args, version):
                  'tensor_parallel_size=%d, pipeline_parallel_size=%d, disable_custom_all_reduce=%s, enforce_eager=%s, '
                  'kv_cache_dtype=%s, served_model_name=%s, enable_prefix_caching=%s, enable_chunked_prefill=%s, '
                  'compilation_config=%s'
-                 % (version, cfg.model, args.speculative_config, cfg.model, args.tokenizer_mode or 'auto', args.revision,
-                    bool(args.trust_remote_code), cfg.max_model_len, args.load_format or 'auto', cfg.tp, cfg.pp,
-                    bool(args.disable_custom_all_reduce), cfg.enforce_eager, cfg.kv_cache_dtype, cfg.served_names[0],
-                    cfg.prefix_caching, args.enable_chunked_prefill is not False, args.compilation_config or {}),
+                 % (version, cfg.model, getattr(args, 'speculative_config', None), cfg.model,
+                    getattr(args, 'tokenizer_mode', None) or 'auto', cfg.revision, bool(getattr(args, 'trust_remote_code', None)),
+                    cfg.max_model_len, cfg.load_format or 'auto', cfg.tp, cfg.pp,
+                    bool(getattr(args, 'disable_custom_all_reduce', None)), cfg.enforce_eager, cfg.kv_cache_dtype,
+                    cfg.served_names[0], cfg.prefix_caching, getattr(args, 'enable_chunked_prefill', None) is not False,
+                    cfg.compilation_config or {}),
                  src='core.py:93', proc=proc)
     _sleep(cfg.t_init)
     if cfg.nnodes > 1:
@@ -363,7 +409,7 @@ def run_serve(parser, args, version):
 
     logs.log('Starting to load model %s...' % cfg.model, src='gpu_model_runner.py:2602', proc='Worker_TP%d' % rank)
     t_load0 = time.monotonic()
-    n = max(1, cfg.shards)
+    n = max(1, _check_weights(cfg, is_head, 'Worker_TP%d' % rank))
     crash_at = n // 2 if cfg.fail == 'load_crash' else None
     logs.raw('(Worker_TP%d pid=%d) Loading safetensors checkpoint shards:   0%% Completed | 0/%d [00:00<?, ?it/s]'
              % (rank, os.getpid(), n), sys.stderr)

@@ -24,6 +24,10 @@ VLLM = os.path.join(TESTS_DIR, 'vllm_sim', 'bin', 'vllm')
 if TESTS_DIR not in sys.path:
     sys.path.insert(0, TESTS_DIR)
 
+from vllm_sim import standin  # noqa: E402  pylint: disable=import-error,wrong-import-position
+
+DEFAULT_MODEL = '/models/sim-model'
+
 FAST_ENV = {
     'VLLM_SIM_TIME_SCALE': '0.02',
     'VLLM_SIM_TOKENS_PER_S': '2000',
@@ -139,13 +143,19 @@ def stream_chat(sim, body, key=None, timeout=30.0):
 
 
 @pytest.fixture
-def sim_factory():
+def sim_root(tmp_path):
+    """The simulated container's / (VLLM_SIM_ROOT): DEFAULT_MODEL is a real model directory in it."""
+    return standin.make_root(str(tmp_path / 'container-root'), models=(DEFAULT_MODEL,), shards=8)
+
+
+@pytest.fixture
+def sim_factory(sim_root):
     started = []
 
-    def start(args=(), env=None, model='/models/sim-model', port=None, api=True):
+    def start(args=(), env=None, model=DEFAULT_MODEL, port=None, api=True):
         port = port or free_port()
         full = ['serve', model] + (['--host', '127.0.0.1', '--port', str(port)] if api else []) + list(args)
-        sim = Sim(full, env=env, port=port)
+        sim = Sim(full, env=dict({'VLLM_SIM_ROOT': sim_root}, **(env or {})), port=port)
         started.append(sim)
         return sim
 

@@ -8,6 +8,7 @@ __metaclass__ = type
 
 import http.client
 import json
+import os
 import socket
 import threading
 import time
@@ -15,6 +16,7 @@ import time
 import pytest
 
 from conftest import stream_chat  # pylint: disable=import-error
+from vllm_sim import standin  # pylint: disable=import-error
 
 PROFILE_ARGS = ['--served-model-name', 'deepseek-v4-flash', '--max-model-len', '200000', '--max-num-seqs', '4',
                 '--block-size', '256', '--kv-cache-dtype', 'fp8', '--gpu-memory-utilization', '0.9',
@@ -94,10 +96,10 @@ def test_kv_line_one_line_form_on_033(sim_factory):
     assert 'Loading safetensors checkpoint shards: 100% Completed | 3/3' in sim.output
 
 
-def test_shards_counted_from_model_dir(sim_factory, tmp_path):
-    for i in range(5):
-        (tmp_path / ('model-%05d-of-00005.safetensors' % (i + 1))).write_bytes(b'')
-    sim = sim_factory(model=str(tmp_path)).wait_ready()
+def test_shards_counted_from_model_dir(sim_factory, sim_root):
+    # no index: every *.safetensors of the directory is a shard (vLLM's default loader)
+    standin.make_model(os.path.join(sim_root, 'models', 'five'), shards=5, index=False)
+    sim = sim_factory(model='/models/five').wait_ready()
     assert 'Loading safetensors checkpoint shards: 100% Completed | 5/5' in sim.output
 
 

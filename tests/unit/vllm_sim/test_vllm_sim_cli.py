@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Command line of the vLLM simulator: the profiles' flags parse, unknown flags are rejected like argparse."""
+"""Command line of the vLLM simulator: vLLM's own flag schema for the image's version; the profiles' flags
+parse, unknown flags and bad values are refused the way vLLM's argparse refuses them."""
 
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
@@ -11,8 +12,11 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 from conftest import VLLM  # pylint: disable=import-error
 from vllm_sim import cli  # pylint: disable=import-error
+from vllm_sim import schema as flag_schema  # pylint: disable=import-error
 
 SEED_000 = """serve /models/DeepSeek-V4-Flash --served-model-name deepseek-v4-flash --host 0.0.0.0 --port 8000
 --trust-remote-code --tensor-parallel-size 2 --pipeline-parallel-size 1 --kv-cache-dtype fp8 --block-size 256
@@ -29,7 +33,7 @@ SEED_001_EXTRA = """--distributed-executor-backend mp
 --default-chat-template-kwargs.thinking=true --default-chat-template-kwargs.reasoning_effort=high
 --enable-flashinfer-autotune --headless --node-rank 1 --master-port 25000"""
 
-SEED_002_003 = """--prefix-caching --enable-expert-parallel --compilation-config '{"cudagraph_mode":"PIECEWISE"}'
+SEED_002_003 = """--enable-expert-parallel --compilation-config '{"cudagraph_mode":"PIECEWISE"}'
 --generation-config vllm --override-generation-config '{"temperature":0.0,"top_p":1.0}' --enforce-eager
 --revision 9e165c30e2704aec5d9d593cce3eebd58bbef1cb --allowed-origins '["https://example.test"]' --disable-log-stats
 --api-key k1 k2"""
@@ -66,7 +70,7 @@ def test_seed_001_dotted_json_and_headless():
 def test_seed_002_003_flags_and_underscores():
     _parser, args = cli.parse(['serve', 'm', '--max_num_seqs', '6', '--no-enable-prefix-caching'] + shlex.split(SEED_002_003))
     assert args.max_num_seqs == 6 and args.enable_prefix_caching is False
-    assert args.prefix_caching is True and args.enable_expert_parallel is True and args.enforce_eager is True
+    assert args.enable_expert_parallel is True and args.enforce_eager is True
     assert args.override_generation_config == {'temperature': 0.0, 'top_p': 1.0}
     assert args.allowed_origins == ['https://example.test'] and args.api_key == ['k1', 'k2']
     assert args.generation_config == 'vllm' and args.disable_log_stats is True
@@ -82,8 +86,8 @@ def test_non_default_args_redacts_api_key():
 def test_unknown_flag_rejected_like_argparse():
     res = run_cli(['serve', 'm', '--max-num-seqs', '2', '--bogus-flag', '7'])
     assert res.returncode == 2
-    assert res.stderr.startswith('usage: vllm ')
-    assert res.stderr.rstrip().endswith('vllm: error: unrecognized arguments: --bogus-flag 7')
+    assert res.stderr.startswith('usage: vllm serve [model_tag] [options]')
+    assert res.stderr.rstrip().endswith('vllm serve: error: unrecognized arguments: --bogus-flag 7')
     assert 'Application startup complete.' not in res.stdout
 
 
@@ -91,7 +95,7 @@ def test_stray_value_rejected():
     # A boolean rendered as `--enable-prefix-caching false` leaves `false` unrecognized, as in vLLM.
     res = run_cli(['serve', 'm', '--enable-prefix-caching', 'false'])
     assert res.returncode == 2
-    assert 'vllm: error: unrecognized arguments: false' in res.stderr
+    assert 'vllm serve: error: unrecognized arguments: false' in res.stderr
 
 
 def test_invalid_json_rejected():
@@ -110,3 +114,71 @@ def test_version_and_entrypoint_name(tmp_path):
     res = subprocess.run([str(link), '--version'], capture_output=True, text=True, timeout=30, check=False,
                          env=dict(os.environ, VLLM_SIM_PYTHON=sys.executable))
     assert res.returncode == 0 and res.stdout.strip() == cli.DEFAULT_VERSION
+
+
+# --------------------------------------------------------------------------- vLLM's flag schema
+
+def test_parser_is_the_schema_of_the_image_version():
+    for version, used in (('0.27.1', '0.27.1'), ('0.33.0', '0.33.0'), ('0.22.0', '0.22.0'), ('0.21.1', '0.21.0')):
+        parser = cli.build_parser(version)
+        assert parser.sim_schema_version == used and parser.sim_schema_problem is None
+        assert set(parser.sim_schema['flags']) == set(flag_schema.module().load_schema(used)['flags'])
+    assert cli.build_parser('0.99.0').sim_schema is None   # no schema: the built-in list, said on stderr at serve
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['--max-num-seqs', 'lots'], "vllm serve: error: argument --max-num-seqs: invalid int value: 'lots'"),
+    (['--gpu-memory-utilization', 'most'], "vllm serve: error: argument --gpu-memory-utilization: invalid float value: 'most'"),
+    (['--max-model-len', 'lots'], "vllm serve: error: argument --max-model-len: invalid human_readable_int_or_auto value: 'lots'"),
+    (['--kv-cache-dtype', 'fp7'], "vllm serve: error: argument --kv-cache-dtype: invalid choice: 'fp7' (choose from "),
+    (['--prefix-caching'], 'vllm serve: error: unrecognized arguments: --prefix-caching'),   # seed 002's spelling
+    (['--max-num'], 'vllm serve: error: unrecognized arguments: --max-num'),                 # no abbreviations
+])
+def test_schema_refusals_in_vllm_wording(argv, message):
+    res = run_cli(['serve', 'm'] + argv)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith('usage: vllm serve [model_tag] [options]')
+    assert message in res.stderr, res.stderr
+    assert res.stdout == ''
+
+
+def test_flag_set_follows_the_declared_version():
+    # nvfp4_ds_mla (the DSpark KV cache) is a 0.33.0 choice; 0.27.1's parser refuses it.
+    argv = ['serve', 'm', '--kv-cache-dtype', 'nvfp4_ds_mla']
+    assert run_cli(argv + ['--help'], env={'VLLM_SIM_VERSION': '0.33.0'}).returncode == 0
+    res = run_cli(argv, env={'VLLM_SIM_VERSION': '0.27.1'})
+    assert res.returncode == 2 and "invalid choice: 'nvfp4_ds_mla'" in res.stderr
+    # --max-num-partial-prefills exists in 0.22.0 and no longer in 0.27.1
+    assert cli.parse(['serve', 'm', '--max-num-partial-prefills', '2'], '0.22.0')[1].max_num_partial_prefills == 2
+    res = run_cli(['serve', 'm', '--max-num-partial-prefills', '2'], env={'VLLM_SIM_VERSION': '0.27.1'})
+    assert 'unrecognized arguments: --max-num-partial-prefills 2' in res.stderr
+
+
+def test_negative_switch_spellings_from_the_schema():
+    assert cli.parse(['serve', 'm', '--no-enable-prefix-caching'], '0.27.1')[1].enable_prefix_caching is False
+    assert cli.parse(['serve', 'm', '--disable-flashinfer-autotune'], '0.33.0')[1].enable_flashinfer_autotune is False
+    assert cli.parse(['serve', 'm', '-tp', '2', '--max-model-len', '128k'], '0.27.1')[1].max_model_len == 128000
+
+
+def golden_argv(path):
+    """The `exec` words of a rendered launch script (tests/golden), without the entrypoint's `serve`."""
+    text = open(path).read()
+    words = shlex.split(text.split('\nexec ', 1)[1].replace('\\\n', ' '))
+    return words[words.index('serve'):]
+
+
+GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'golden')
+
+
+@pytest.mark.parametrize('profile', sorted(d for d in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, d))))
+def test_every_profile_argv_parses_with_its_declared_version(profile):
+    """Each profile's rendered argv (both ranks) parses with the schema of the vLLM its image declares."""
+    sys.path.insert(0, GOLDEN)
+    try:
+        import regen  # pylint: disable=import-error,import-outside-toplevel
+    finally:
+        sys.path.pop(0)
+    version = regen.inputs_for(profile)['ds4_profile_config']['image']['vllm_version']
+    for host, script in (('spark1', 'launch-head.sh'), ('spark2', 'launch-worker.sh')):
+        _parser, args = cli.parse(golden_argv(os.path.join(GOLDEN, profile, host, script)), version)
+        assert args.subparser == 'serve' and args.nnodes == 2 and args.node_rank == (0 if host == 'spark1' else 1)
