@@ -6,6 +6,8 @@
 Regenerate after an intended change to a profile, the base layer or the renderer:
     .venv/bin/python tests/golden/regen.py
 then review `git diff tests/golden/` (every flag change shows up there).
+tests/integration/test_golden_render.py proves, for every profile, that `playbooks/render.yml` run through
+ansible-playbook writes the same files.
 
 Also the shared loader the unit tests use: it reads the inventories' YAML with PyYAML
 the way Ansible layers them (group_vars/spark/*.yml, then host_vars/<host>.yml).

@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The golden files of EVERY profile are what `playbooks/render.yml` writes through real ansible-playbook.
+
+tests/golden/regen.py writes tests/golden/<profile>/<host>/{launch-head.sh|launch-worker.sh, nccl.env} by calling
+ds4_config.compute_effective directly; the unit tests compare the Python output with them. This proves the
+other half for all seven profiles: `ansible-playbook playbooks/render.yml -i inventories/<profile>` (the
+inventory as Ansible layers it, the config role, the dgxspark.ds4.effective_config action, the render play's
+copy tasks) writes byte-identical files, and nothing else is in the golden tree. One ansible-playbook run per
+profile (~5 s each); no host is contacted (render.yml delegates every write to localhost).
+"""
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+GOLDEN = os.path.join(REPO, "tests", "golden")
+PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+SCRIPTS = {"spark1": "launch-head.sh", "spark2": "launch-worker.sh"}
+
+
+def profiles():
+    """Every inventories/<profile>/ that holds a profile (the shared pieces excluded)."""
+    out = []
+    for name in sorted(os.listdir(os.path.join(REPO, "inventories"))):
+        path = os.path.join(REPO, "inventories", name, "group_vars", "spark", "profile.yml")
+        if os.path.isfile(path):
+            out.append(name)
+    return out
+
+
+def test_golden_tree_has_every_profile_and_only_rendered_files():
+    names = sorted(d for d in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, d)) and d != "__pycache__")
+    assert names == profiles(), "tests/golden/ and inventories/ disagree: regenerate with tests/golden/regen.py"
+    assert len(names) == 7, names
+    for profile in names:
+        for host, script in SCRIPTS.items():
+            assert sorted(os.listdir(os.path.join(GOLDEN, profile, host))) == sorted([script, "nccl.env"]), (profile, host)
+
+
+@pytest.mark.parametrize("profile", profiles())
+def test_render_playbook_writes_the_golden_files(profile, tmp_path):
+    if not os.path.exists(PLAYBOOK):
+        pytest.fail("ansible-playbook is not next to the test interpreter (%s): run the tests with .venv/bin/pytest" % PLAYBOOK)
+    with open(os.path.join(REPO, "inventories", profile, "group_vars", "spark", "profile.yml")) as handle:
+        assert yaml.safe_load(handle)["ds4_profile"] == profile
+    out = tmp_path / "render"
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_RETRY_FILES_ENABLED="0")
+    for name in ("ANSIBLE_INVENTORY", "ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_COLLECTIONS_PATHS"):
+        env.pop(name, None)
+    res = subprocess.run([PLAYBOOK, os.path.join(REPO, "playbooks", "render.yml"), "-i", os.path.join(REPO, "inventories", profile),
+                          "-e", "ds4_render_dir=%s" % out], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stdout
+    assert sorted(os.listdir(str(out))) == [profile], "render.yml wrote %s, not %s" % (os.listdir(str(out)), profile)
+    for host, script in SCRIPTS.items():
+        written = out / profile / host
+        assert sorted(os.listdir(str(written))) == sorted([script, "nccl.env", "effective.json"]), (host, os.listdir(str(written)))
+        for name in (script, "nccl.env"):
+            with open(os.path.join(GOLDEN, profile, host, name)) as want:
+                assert (written / name).read_text() == want.read(), (
+                    "%s/%s/%s from render.yml differs from tests/golden: if the change is intended, run "
+                    ".venv/bin/python tests/golden/regen.py and review git diff tests/golden/" % (profile, host, name))
+        assert os.access(str(written / script), os.X_OK)
