@@ -264,32 +264,83 @@ def _retarget(argv, **flags):
     return out
 
 
+def start_pair(root, profile, env_extra):
+    """Worker then head of `profile` (its golden launch scripts) on loopback -> [worker Sim, head Sim]."""
+    mport, port = str(free_port()), str(free_port())
+    sims = []
+    for host, script in (('spark2', 'launch-worker.sh'), ('spark1', 'launch-head.sh')):
+        env, argv = launch_script(os.path.join(GOLDEN, profile, host, script))
+        argv = _retarget(argv, master_addr='127.0.0.1', master_port=mport)
+        if host == 'spark1':
+            argv = _retarget(argv, host='127.0.0.1', port=port)
+        env.update({'VLLM_SIM_ROOT': root, 'HOME': '/root', 'VLLM_SIM_GPUS_PER_NODE': '1'})
+        env.update(env_extra)
+        sims.append(Sim(['serve'] + argv, env=env, port=int(port)))
+    return sims
+
+
 def test_molecule_test_deployment_starts(tmp_path):
     """The balanced profile as Molecule deploys it (tests/golden/balanced; molecule/default/prepare_model.yml's
-    model: config.json + 4 shards, no index; the model volume :ro; ~/.cache/vllm and ~/.cache/flashinfer volumes)."""
+    model: config.json + 4 shards, no index; the model volume :ro; ~/.cache/vllm and ~/.cache/flashinfer volumes;
+    the test image's vLLM 0.27.1)."""
     root = str(tmp_path / 'node')
     model = '/models/DeepSeek-V4-Flash'
     standin.make_model(os.path.join(root, model.lstrip('/')), shards=4, index=False)
-    mport, port = str(free_port()), str(free_port())
-    sims = []
+    sims = start_pair(root, 'balanced', {'VLLM_SIM_RO_MOUNTS': model, 'VLLM_SIM_VERSION': '0.27.1'})
     try:
-        for host, script in (('spark2', 'launch-worker.sh'), ('spark1', 'launch-head.sh')):
-            env, argv = launch_script(os.path.join(GOLDEN, 'balanced', host, script))
-            assert argv[0] == model
-            argv = _retarget(argv, master_addr='127.0.0.1', master_port=mport)
-            if host == 'spark1':
-                argv = _retarget(argv, host='127.0.0.1', port=port)
-            env.update({'VLLM_SIM_ROOT': root, 'HOME': '/root', 'VLLM_SIM_RO_MOUNTS': model,
-                        'VLLM_SIM_GPUS_PER_NODE': '1', 'VLLM_SIM_VERSION': '0.27.1'})
-            sims.append(Sim(['serve'] + argv, env=env, port=int(port)))
-        head = sims[-1]
-        head.wait_ready(30)
-        out = head.output + '\n'.join(sims[0].lines)
+        sims[-1].wait_ready(30)
+        out = sims[-1].output + '\n'.join(sims[0].lines)
         assert 'start-up check' not in out and 'Traceback' not in out, out
         assert 'Loading safetensors checkpoint shards: 100% Completed | 4/4' in out
         assert 'Unknown vLLM environment variable detected: VLLM_TRITON_MLA_SPARSE' in out   # a fork's knob: warned only
         assert os.path.isdir(os.path.join(root, 'root', '.cache', 'vllm', 'torch_compile_cache'))
         assert os.path.isdir(os.path.join(root, 'root', '.cache', 'flashinfer'))
+    finally:
+        for sim in sims:
+            sim.stop()
+
+
+def _profile_inputs(profile):
+    sys.path.insert(0, GOLDEN)
+    try:
+        import regen  # pylint: disable=import-error,import-outside-toplevel
+    finally:
+        sys.path.pop(0)
+    return regen.inputs_for(profile)['ds4_profile_config']
+
+
+@pytest.mark.parametrize('profile', [
+    'balanced', 'conservative', 'dspark-c16', 'dspark-nvfp4-1m', 'latency', 'throughput',
+    pytest.param('long-context-1m', marks=pytest.mark.xfail(strict=True, reason=(
+        'VLLM_CACHE_ROOT=/cache/huggingface/vllm-cache lies inside the model volume, which vllm_service mounts :ro: '
+        "OSError: [Errno 30] Read-only file system: '/cache/huggingface/vllm-cache'"))),
+])
+def test_every_profile_starts_on_its_container_layout(tmp_path, profile):
+    """Each profile's launch scripts, on the container filesystem vllm_service gives it (model volume :ro, other
+    `:ro` volumes, cache volumes writable), with the vLLM version its image declares. A model served by path gets
+    a stand-in model there; one served by repo id gets the Hugging Face hub layout under its HF_HOME."""
+    layer = _profile_inputs(profile)
+    model = layer['model']
+    root = str(tmp_path / 'node')
+    env, argv = launch_script(os.path.join(GOLDEN, profile, 'spark1', 'launch-head.sh'))
+    if model['serve_arg'].startswith('/'):
+        standin.make_model(os.path.join(root, model['serve_arg'].lstrip('/')), shards=4, index=True)
+    else:
+        hub = os.path.join(env.get('HF_HUB_CACHE') or os.path.join(env['HF_HOME'], 'hub'),
+                           'models--' + model['serve_arg'].replace('/', '--'))
+        rev = argv[argv.index('--revision') + 1] if '--revision' in argv else COMMIT
+        standin.make_model(os.path.join(root, hub.lstrip('/'), 'snapshots', rev), shards=4)
+        os.makedirs(os.path.join(root, hub.lstrip('/'), 'refs'))
+        with open(os.path.join(root, hub.lstrip('/'), 'refs', 'main'), 'w') as handle:
+            handle.write(rev)
+    ro = [model['container_dir']] + [v.split(':')[1] for v in (layer.get('container') or {}).get('volumes') or []
+                                     if v.endswith(':ro')]
+    sims = start_pair(root, profile, {'VLLM_SIM_RO_MOUNTS': ':'.join(ro),
+                                      'VLLM_SIM_VERSION': layer['image']['vllm_version']})
+    try:
+        for sim in sims:
+            sim.wait_line('Loading safetensors checkpoint shards: 100% Completed | 4/4', 30)
+        sims[-1].wait_ready(30)
     finally:
         for sim in sims:
             sim.stop()
