@@ -312,27 +312,20 @@ def _profile_inputs(profile):
 @pytest.mark.parametrize('profile', [
     'balanced', 'conservative', 'dspark-c16', 'dspark-nvfp4-1m', 'latency', 'throughput',
     pytest.param('long-context-1m', marks=pytest.mark.xfail(strict=True, reason=(
-        'VLLM_CACHE_ROOT=/cache/huggingface/vllm-cache lies inside the model volume, which vllm_service mounts :ro: '
+        'served by repo id (deepseek-ai/DeepSeek-V4-Flash, HF_HOME=/cache/huggingface) while model_cache writes the '
+        'files flat into model.host_dir (snapshot_download local_dir), not the hub layout: LocalEntryNotFoundError; '
+        'and VLLM_CACHE_ROOT=/cache/huggingface/vllm-cache lies inside the model volume, mounted :ro: '
         "OSError: [Errno 30] Read-only file system: '/cache/huggingface/vllm-cache'"))),
 ])
 def test_every_profile_starts_on_its_container_layout(tmp_path, profile):
-    """Each profile's launch scripts, on the container filesystem vllm_service gives it (model volume :ro, other
-    `:ro` volumes, cache volumes writable), with the vLLM version its image declares. A model served by path gets
-    a stand-in model there; one served by repo id gets the Hugging Face hub layout under its HF_HOME."""
+    """Each profile's launch scripts on the container filesystem the roles give it: the model files where
+    model_cache puts them (flat in model.host_dir, like molecule/default/prepare_model.yml's stand-in: config.json
+    + 4 shards, no index), that volume :ro, the profile's other `:ro` volumes, cache volumes writable; the parser of
+    the vLLM version its image declares."""
     layer = _profile_inputs(profile)
     model = layer['model']
     root = str(tmp_path / 'node')
-    env, argv = launch_script(os.path.join(GOLDEN, profile, 'spark1', 'launch-head.sh'))
-    if model['serve_arg'].startswith('/'):
-        standin.make_model(os.path.join(root, model['serve_arg'].lstrip('/')), shards=4, index=True)
-    else:
-        hub = os.path.join(env.get('HF_HUB_CACHE') or os.path.join(env['HF_HOME'], 'hub'),
-                           'models--' + model['serve_arg'].replace('/', '--'))
-        rev = argv[argv.index('--revision') + 1] if '--revision' in argv else COMMIT
-        standin.make_model(os.path.join(root, hub.lstrip('/'), 'snapshots', rev), shards=4)
-        os.makedirs(os.path.join(root, hub.lstrip('/'), 'refs'))
-        with open(os.path.join(root, hub.lstrip('/'), 'refs', 'main'), 'w') as handle:
-            handle.write(rev)
+    standin.make_model(os.path.join(root, model['container_dir'].lstrip('/')), shards=4, index=False)
     ro = [model['container_dir']] + [v.split(':')[1] for v in (layer.get('container') or {}).get('volumes') or []
                                      if v.endswith(':ro')]
     sims = start_pair(root, profile, {'VLLM_SIM_RO_MOUNTS': ':'.join(ro),
