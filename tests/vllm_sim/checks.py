@@ -221,8 +221,7 @@ def check_writable(what, path):
                            note='%s = %s lies on the read-only mount %s' % (what, path, mount))
     real = container_path(path)
     try:
-        if not os.path.isdir(real):
-            os.makedirs(real)
+        os.makedirs(real, exist_ok=True)
         probe = os.path.join(real, '.vllm-sim-write-probe-%d' % os.getpid())
         with open(probe, 'w') as handle:
             handle.write('probe\n')
