@@ -303,6 +303,7 @@ def _check_weights(cfg, is_head, proc):
         files = checks.weight_files(cfg.model_dir, cfg.model, cfg.load_format)
     except checks.StartupError as exc:
         _check_failed(exc, is_head, proc=proc)
+        return cfg.shards   # not reached: _check_failed ends the process
     return cfg.shards if os.environ.get('VLLM_SIM_SHARDS') else (len(files) or cfg.shards)
 
 
