@@ -36,7 +36,7 @@ def test_profile_deploys_serves_and_validates(profile):
     rc, out = d.run_playbook('switch.yml', {'ds4_profile': profile, 'ds4_validate_levels': [1, 2]},
                              var_files=[profile_file(profile)])
     assert rc == 0, out[-4000:]
-    assert re.search(r'ready after [0-9.]+ s', out), out[-2000:]
+    # rc 0: readiness passed inside switch.yml's block (a failure there fails the run, no auto rollback here).
     assert re.search(r'msg: [1-9][0-9]* request\(s\), 0 failure\(s\)', out), 'validate.yml did not pass: ' + out[-2000:]
     _status, body = d.request('/v1/models')
     served = json.loads(body)['data'][0]
