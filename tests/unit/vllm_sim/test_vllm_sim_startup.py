@@ -311,11 +311,7 @@ def _profile_inputs(profile):
 
 @pytest.mark.parametrize('profile', [
     'balanced', 'conservative', 'dspark-c16', 'dspark-nvfp4-1m', 'latency', 'throughput',
-    pytest.param('long-context-1m', marks=pytest.mark.xfail(strict=True, reason=(
-        'served by repo id (deepseek-ai/DeepSeek-V4-Flash, HF_HOME=/cache/huggingface) while model_cache writes the '
-        'files flat into model.host_dir (snapshot_download local_dir), not the hub layout: LocalEntryNotFoundError; '
-        'and VLLM_CACHE_ROOT=/cache/huggingface/vllm-cache lies inside the model volume, mounted :ro: '
-        "OSError: [Errno 30] Read-only file system: '/cache/huggingface/vllm-cache'"))),
+    'long-context-1m',
 ])
 def test_every_profile_starts_on_its_container_layout(tmp_path, profile):
     """Each profile's launch scripts on the container filesystem the roles give it: the model files where

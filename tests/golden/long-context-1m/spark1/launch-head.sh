@@ -9,7 +9,7 @@ set -euo pipefail
 export HF_HUB_OFFLINE=1
 export TRANSFORMERS_OFFLINE=1
 export HF_HOME=/cache/huggingface
-export VLLM_CACHE_ROOT=/cache/huggingface/vllm-cache
+export VLLM_CACHE_ROOT=/cache/vllm
 export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
 export VLLM_USE_B12X_MOE=1
 export VLLM_SPARSE_INDEXER_MAX_LOGITS_MB=256
@@ -31,7 +31,7 @@ export NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1
 
 # Head: serves the API on 127.0.0.1:8000; start it after the worker.
 exec /usr/local/bin/dsv4-vllm-entrypoint serve \
-  deepseek-ai/DeepSeek-V4-Flash \
+  /models/DeepSeek-V4-Flash \
   --host 127.0.0.1 \
   --port 8000 \
   --tensor-parallel-size 2 \
