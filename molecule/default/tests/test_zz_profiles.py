@@ -32,8 +32,12 @@ def profile_file(name):
 @pytest.mark.parametrize('profile', PROFILES)
 def test_profile_deploys_serves_and_validates(profile):
     with open(profile_file(profile)) as handle:
-        serve_args = yaml.safe_load(handle)['ds4_profile_config']['serve_args']
-    rc, out = d.run_playbook('switch.yml', {'ds4_profile': profile, 'ds4_validate_levels': [1, 2]},
+        layer = yaml.safe_load(handle)['ds4_profile_config']
+    serve_args = layer['serve_args']
+    # The simulator parses argv with the flag schema of the vLLM the profile's image declares.
+    overrides = dict(d.BASE_OVERRIDES, env={'VLLM_SIM_VERSION': layer['image']['vllm_version']})
+    rc, out = d.run_playbook('switch.yml', {'ds4_profile': profile, 'ds4_validate_levels': [1, 2],
+                                            'ds4_site_overrides': overrides},
                              var_files=[profile_file(profile)])
     assert rc == 0, out[-4000:]
     # rc 0: readiness passed inside switch.yml's block (a failure there fails the run, no auto rollback here).
