@@ -42,7 +42,9 @@ def test_profile_deploys_serves_and_validates(profile):
     assert rc == 0, out[-4000:]
     # rc 0: readiness passed inside switch.yml's block (a failure there fails the run, no auto rollback here).
     assert re.search(r'msg: [1-9][0-9]* request\(s\), 0 failure\(s\)', out), 'validate.yml did not pass: ' + out[-2000:]
-    _status, body = d.request('/v1/models')
+    # Through the API proxy on the profile's own public port (seed 003 serves on 8888).
+    port = (layer.get('api') or {}).get('port', 8000)
+    _status, body = d.request('/v1/models', url='http://10.77.0.11:%d' % port)
     served = json.loads(body)['data'][0]
     assert served['id'] == serve_args['served-model-name']
     assert served['max_model_len'] == serve_args['max-model-len']
