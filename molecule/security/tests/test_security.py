@@ -4,7 +4,8 @@
 
 spark1 (head, 10.77.0.11) and spark2 (worker, 10.77.0.12) run site.yml with the API open to
 10.77.0.1/32 (the controller) and 10.77.0.20/32 (`client`), two client keys, vLLM's own key and a
-fake HF token (inventory/hosts.yml: model_cache_hf_token, which must never reach the serving container). Every check can fail: each asserts an observed status, a
+fake HF token (inventory/hosts.yml: model_cache_hf_token, which must never reach the serving
+container). Every check can fail: each asserts an observed status, a
 connection outcome, a file's mode or the absence of a test secret in real output.
 """
 

@@ -21,8 +21,8 @@ def test_journald_is_one_driver_tagged_with_the_container():
 
 
 def test_json_file_is_bounded():
-    assert docker_log_args('json-file', '200M', '2') == ['--log-driver', 'json-file', '--log-opt', 'max-size=200m',
-                                                        '--log-opt', 'max-file=2']
+    expected = ['--log-driver', 'json-file', '--log-opt', 'max-size=200m', '--log-opt', 'max-file=2']
+    assert docker_log_args('json-file', '200M', '2') == expected
 
 
 @pytest.mark.parametrize('args, match', [
