@@ -58,9 +58,8 @@ def lookup(version):
         return None, None, 'no schema directory (set VLLM_SIM_SCHEMA_DIR)'
     schema, used, problem = mod.schema_for(version)
     if schema is None:
-        return None, None, '%s (have: %s)' % ('no schema for vLLM %s' % version if problem == 'missing'
-                                             else 'not a vLLM version: %r' % (version,),
-                                             ', '.join(mod.available_versions()) or 'none')
+        why = 'no schema for vLLM %s' % version if problem == 'missing' else 'not a vLLM version: %r' % (version,)
+        return None, None, '%s (have: %s)' % (why, ', '.join(mod.available_versions()) or 'none')
     return schema, used, None
 
 
