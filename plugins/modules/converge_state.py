@@ -30,7 +30,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: O(state=probe) only reads. O(state=record) reports whether the record would change and writes nothing.
+    details: O(state=probe) only reads. O(state=begin) and O(state=record) write nothing in check mode.
   diff_mode:
     support: full
     details: O(state=record) returns the record before and after.
@@ -43,7 +43,7 @@ options:
     description:
       - V(probe) compares. V(begin) (first task of the role's run) moves the record aside, so that a run that fails
         half-way leaves no record and the next run runs the role again. V(record) (last task) writes the record.
-      - The record is the collection's memory of the role's last run, not something the role manages: neither
+      - The record is the collection's memory of the role's last run, not something the role manages, so neither
         V(begin) nor V(record) is reported as a change (a playbook that applies two configurations in turn would
         otherwise never be idempotent). In diff mode V(record) shows the record before and after.
     type: str
