@@ -371,7 +371,12 @@ def test_effective_shape(inputs):
 
 def test_extra_volumes_listed():
     eff = c.compute_effective(regen.inputs_for('long-context-1m'), 'spark2')
-    assert eff['volumes'] == ['/srv/dgxspark-ds4/huggingface:/cache/huggingface', '/etc/passwd:/etc/passwd:ro', '/etc/group:/etc/group:ro']
+    # The model by path from the shared model directory; HF_HOME, VLLM_CACHE_ROOT and FlashInfer on writable cache volumes.
+    assert eff['volumes'] == ['/srv/dgxspark-ds4/models/DeepSeek-V4-Flash:/models/DeepSeek-V4-Flash',
+                              '/var/cache/dgxspark-ds4/flashinfer:/root/.cache/flashinfer',
+                              '/var/cache/dgxspark-ds4/huggingface:/cache/huggingface',
+                              '/var/cache/dgxspark-ds4/vllm:/cache/vllm',
+                              '/etc/passwd:/etc/passwd:ro', '/etc/group:/etc/group:ro']
 
 
 def test_normalize_flag():
