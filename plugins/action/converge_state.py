@@ -64,9 +64,20 @@ class ActionModule(ActionBase):
                                         'the state=probe task at the start of the role), not inputs')
             digest, per_input = probe['digest'], probe.get('inputs') or {}
         else:
-            digest, per_input = cs.inputs_digest(args['inputs'], code_hash_for(role_path))
+            digest, per_input = cs.inputs_digest(self._without_own_results(args['role'], args['inputs'], task_vars),
+                                                 code_hash_for(role_path))
         module_args = dict(role=args['role'], state=args['state'], digest=digest, inputs=per_input,
                            checks=args['checks'], published=args['published'], state_dir=args['state_dir'])
         result.update(self._execute_module(module_name='dgxspark.ds4.converge_state', module_args=module_args,
                                            task_vars=task_vars))
         return result
+
+    def _without_own_results(self, role, inputs, task_vars):
+        """Inputs minus the role's own results of this run (its registered values and set_fact facts share its
+        prefix): a role included twice in one playbook must not take what its first run set for a new input."""
+        manager = self._task.get_variable_manager()
+        cache = getattr(manager, '_nonpersistent_fact_cache', None) or {}
+        set_this_run = cache.get(task_vars.get('inventory_hostname'), {})
+        prefix = role + '_'
+        return dict((name, value) for name, value in inputs.items()
+                    if not (name.startswith(prefix) and name in set_this_run))
