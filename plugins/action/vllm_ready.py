@@ -16,6 +16,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible_collections.dgxspark.ds4.plugins.module_utils.node_probe import parse_poll, poll_command
+from ansible_collections.dgxspark.ds4.plugins.module_utils.vllm_ready_spec import ACTION_ARGUMENT_SPEC
 from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness_pair import (
     PEER_RECHECK, SETTLE_INTERVAL, ReadyInstance, state_dir)
 from ansible_collections.dgxspark.ds4.plugins.module_utils.service_layout import (
@@ -25,27 +26,9 @@ display = Display()
 
 _MODULE = "dgxspark.ds4.vllm_ready"
 
-# The module's options (plugins/modules/vllm_ready.py) plus the action's own (interval, timeout,
-# state_dir); no defaults here: unset options are filled from ds4_effective below, the rest by the module.
-ARGUMENT_SPEC = dict(
-    role=dict(type="str", choices=["head", "worker"]),
-    unit=dict(type="str"),
-    container_name=dict(type="str"),
-    api_host=dict(type="str"),
-    api_port=dict(type="int"),
-    api_key=dict(type="str", no_log=True),
-    served_model_name=dict(type="str"),
-    max_model_len=dict(type="int"),
-    thinking=dict(type="bool"),
-    checks=dict(type="bool"),
-    cursor=dict(type="str", no_log=False),
-    max_lines=dict(type="int"),
-    chat_timeout=dict(type="float"),
-    docker_cli=dict(type="str"),
-    interval=dict(type="float"),
-    timeout=dict(type="float"),
-    state_dir=dict(type="path"),
-)
+# The module's options (plugins/module_utils/vllm_ready_spec.py), without defaults: unset options are filled
+# from ds4_effective below, the rest by the module.
+ARGUMENT_SPEC = ACTION_ARGUMENT_SPEC
 
 
 def rank_names(eff, role):

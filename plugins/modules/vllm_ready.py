@@ -190,6 +190,7 @@ http:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe
+from ansible_collections.dgxspark.ds4.plugins.module_utils.vllm_ready_spec import ARGUMENT_SPEC
 from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness_http import http_checks
 
 
@@ -204,25 +205,7 @@ def poll(run, unit, container_name, docker_cli, cursor, max_lines):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            role=dict(type="str", choices=["head", "worker"]),
-            unit=dict(type="str"),
-            container_name=dict(type="str"),
-            api_host=dict(type="str"),
-            api_port=dict(type="int"),
-            api_key=dict(type="str", no_log=True),
-            served_model_name=dict(type="str"),
-            max_model_len=dict(type="int"),
-            thinking=dict(type="bool"),
-            checks=dict(type="bool", default=False),
-            cursor=dict(type="str", default="", no_log=False),
-            max_lines=dict(type="int", default=2000),
-            chat_timeout=dict(type="float", default=60),
-            docker_cli=dict(type="str", default="docker"),
-            interval=dict(type="float", default=0.5),
-            timeout=dict(type="float", default=2400),
-            state_dir=dict(type="path"),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     p = module.params
