@@ -107,21 +107,26 @@ def test_vllm_ready_reads_the_published_names():
 
 
 def test_vllm_ready_argument_spec_matches_the_module():
-    """The action validates its options with validate_argument_spec: the same names and types as the module."""
+    """The module and the action take their options from one spec (module_utils/vllm_ready_spec.py): the module
+    passes ARGUMENT_SPEC to AnsibleModule, the action validates the same names and types without defaults (an
+    unset option is filled from ds4_effective there)."""
     import ast
+    from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_ready_spec
     with open(os.path.join(REPO, "plugins", "modules", "vllm_ready.py")) as f:
         tree = ast.parse(f.read())
-    module_spec = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == "argument_spec":
-            module_spec = node.value
-    names = {}
-    for kw in module_spec.keywords:
-        typ = [k.value.value for k in kw.value.keywords if k.arg == "type"]
-        names[kw.arg] = typ[0] if typ else None
-    assert set(names) == set(ready_action.ARGUMENT_SPEC)
-    for name, typ in names.items():
-        assert ready_action.ARGUMENT_SPEC[name]["type"] == typ, name
+    passed = [node.value for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg == "argument_spec"]
+    assert len(passed) == 1 and isinstance(passed[0], ast.Name) and passed[0].id == "ARGUMENT_SPEC", passed
+    imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and node.module.endswith("module_utils.vllm_ready_spec") for alias in node.names]
+    assert imported == ["ARGUMENT_SPEC"], imported
+    module_spec = vllm_ready_spec.ARGUMENT_SPEC
+    assert ready_action.ARGUMENT_SPEC is vllm_ready_spec.ACTION_ARGUMENT_SPEC
+    assert set(ready_action.ARGUMENT_SPEC) == set(module_spec)
+    for name, spec in ready_action.ARGUMENT_SPEC.items():
+        assert "default" not in spec, name
+        assert spec["type"] == module_spec[name]["type"], name
+        assert spec.get("choices") == module_spec[name].get("choices"), name
+        assert spec.get("no_log") == module_spec[name].get("no_log"), name
 
 
 def test_ops_vars_read_the_published_layout():
