@@ -1,0 +1,143 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""container_image's decisions: digest pinning (record / use the record / update), the DeepGEMM commit
+(pinned / recorded / resolved), and which derived images are pruned."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import image_pins as ip
+
+REF = 'ghcr.io/spark-arena/dgx-vllm-eugr-nightly:latest'
+OLD = 'sha256:' + 'a' * 64
+NEW = 'sha256:' + 'b' * 64
+D_OLD = 'ghcr.io/spark-arena/dgx-vllm-eugr-nightly@sha256:' + '1' * 64
+D_NEW = 'ghcr.io/spark-arena/dgx-vllm-eugr-nightly@sha256:' + '2' * 64
+C1, C2 = '1' * 40, '2' * 40
+
+
+def _img(image_id, digests=(), labels=None, tags=()):
+    return {'Id': image_id, 'RepoDigests': list(digests), 'RepoTags': list(tags), 'Config': {'Labels': labels}}
+
+
+def _recorded(image_id=OLD, digest=D_OLD):
+    return {'version': 1, 'images': {REF: {'id': image_id, 'digest': digest, 'source': 'pull', 'history': []}},
+            'deepgemm': {}}
+
+
+@pytest.mark.parametrize('ref, expected', [
+    ('ubuntu', ('ubuntu', None, None)),
+    ('ubuntu:24.04', ('ubuntu', '24.04', None)),
+    ('registry:5000/a/b:tag', ('registry:5000/a/b', 'tag', None)),
+    ('registry:5000/a/b', ('registry:5000/a/b', None, None)),
+    ('a/b:t@sha256:' + '1' * 64, ('a/b', 't', 'sha256:' + '1' * 64)),
+])
+def test_split_ref(ref, expected):
+    assert ip.split_ref(ref) == expected
+
+
+def test_repo_digest_matches_the_ref_repository():
+    assert ip.repo_digest(REF, ['other/x@sha256:' + '9' * 64, D_OLD]) == D_OLD
+    assert ip.repo_digest('ubuntu:24.04', ['docker.io/library/ubuntu@sha256:' + '3' * 64]).endswith('3' * 64)
+    assert ip.repo_digest('ds4-test/vllm:unpatched', []) is None
+
+
+def test_first_run_obtains_and_records_the_digest():
+    assert ip.plan(None, REF)['action'] == 'obtain'
+    out = ip.settle(None, REF, tag_image=_img(OLD, [D_OLD]))
+    assert out['error'] is None and out['id'] == OLD and out['inspect'] == OLD and out['digest'] == D_OLD
+    assert out['record']['images'][REF] == {'id': OLD, 'digest': D_OLD, 'source': 'pull', 'history': []}
+    assert 'recorded as' in out['messages'][0] and not out['moved']
+
+
+def test_later_run_keeps_the_recorded_image_when_the_tag_moved():
+    rec = _recorded()
+    assert ip.plan(rec, REF, recorded_present=True)['action'] == 'keep'
+    out = ip.settle(rec, REF, tag_image=_img(NEW, [D_NEW]), recorded_image=_img(OLD, [D_OLD]))
+    assert out['error'] is None and out['id'] == OLD and out['inspect'] == OLD
+    assert out['drift'] and not out['moved'] and out['record'] == ip.load_record(rec)
+    assert 'container_image_update=true' in out['messages'][0] and NEW in out['messages'][0]
+
+
+def test_later_run_pulls_exactly_the_recorded_digest_when_the_image_is_gone():
+    plan = ip.plan(_recorded(), REF, source='pull', recorded_present=False)
+    assert plan['action'] == 'pull-digest' and plan['pull_ref'] == D_OLD
+    out = ip.settle(_recorded(), REF, tag_image=None, recorded_image=_img(OLD, [D_OLD]))
+    assert out['error'] is None and out['id'] == OLD
+
+
+def test_recorded_image_gone_without_digest_is_obtained_again_and_must_match():
+    rec = _recorded(digest=None)
+    assert ip.plan(rec, REF, source='load', recorded_present=False)['action'] == 'reobtain'
+    out = ip.settle(rec, REF, source='load', tag_image=_img(NEW), recorded_image=None)
+    assert out['error'] and 'container_image_update=true' in out['error'] and OLD in out['error'] and NEW in out['error']
+
+
+def test_update_moves_the_record_and_keeps_old_and_new():
+    rec = _recorded()
+    assert ip.plan(rec, REF, update=True, recorded_present=True)['action'] == 'refresh'
+    out = ip.settle(rec, REF, update=True, tag_image=_img(NEW, [D_NEW]), recorded_image=_img(OLD))
+    assert out['moved'] and out['id'] == NEW and out['digest'] == D_NEW
+    entry = out['record']['images'][REF]
+    assert entry['id'] == NEW and entry['history'] == [{'from_id': OLD, 'from_digest': D_OLD, 'to_id': NEW, 'to_digest': D_NEW}]
+    assert OLD in out['messages'][0] and NEW in out['messages'][0]
+
+
+def test_update_to_the_same_image_moves_nothing():
+    rec = _recorded()
+    out = ip.settle(rec, REF, update=True, tag_image=_img(OLD, [D_OLD]), recorded_image=_img(OLD))
+    assert not out['moved'] and out['record'] == ip.load_record(rec) and 'nothing moves' in out['messages'][0]
+
+
+def test_other_refs_records_are_kept():
+    rec = _recorded()
+    out = ip.settle(rec, 'ds4-test/vllm:x', source='load', tag_image=_img(NEW))
+    assert set(out['record']['images']) == {REF, 'ds4-test/vllm:x'} and out['digest'] is None
+
+
+def test_missing_tag_on_first_run_is_an_error_with_the_fix():
+    out = ip.settle(None, REF, tag_image=None)
+    assert out['error'] and 'Fix:' in out['error']
+
+
+def test_deepgemm_pinned_wins_then_recorded_then_resolve():
+    rec = {'deepgemm': {'r': {'commit': C1, 'history': []}}}
+    assert ip.deepgemm_choice(rec, 'r', pinned=C2) == {'commit': C2, 'source': 'pinned', 'resolve': False}
+    assert ip.deepgemm_choice(rec, 'r') == {'commit': C1, 'source': 'recorded', 'resolve': False}
+    assert ip.deepgemm_choice(rec, 'r', update=True)['resolve'] is True
+    assert ip.deepgemm_choice(None, 'r')['resolve'] is True
+
+
+def test_deepgemm_resolved_commit_is_recorded_and_moved_on_update():
+    first = ip.deepgemm_settle(None, 'r', ip.deepgemm_choice(None, 'r'), '%s\tHEAD\n' % C1)
+    assert first['commit'] == C1 and first['source'] == 'resolved' and first['record']['deepgemm']['r']['commit'] == C1
+    again = ip.deepgemm_choice(first['record'], 'r')
+    assert ip.deepgemm_settle(first['record'], 'r', again)['commit'] == C1
+    moved = ip.deepgemm_settle(first['record'], 'r', ip.deepgemm_choice(first['record'], 'r', update=True), C2 + ' HEAD')
+    assert moved['moved'] and moved['record']['deepgemm']['r']['history'] == [{'from': C1, 'to': C2}]
+
+
+@pytest.mark.parametrize('stdout', ['', 'fatal: unable to access', '%s\trefs/heads/main' % C1, 'abc HEAD'])
+def test_deepgemm_unresolvable_names_the_fix(stdout):
+    out = ip.deepgemm_settle(None, 'r', {'resolve': True}, stdout)
+    assert out['commit'] is None and 'container_image_deepgemm_ref' in out['error'] and 'Fix:' in out['error']
+
+
+def test_prune_only_unkept_derived_images():
+    cur, rollback, running, old, user = ('sha256:%s' % (c * 64) for c in 'cdefa')
+    images = [
+        _img(cur, labels={ip.DERIVED_LABEL: 'x'}, tags=['dgxspark-ds4/vllm:cur']),
+        _img(rollback, labels={ip.DERIVED_LABEL: 'y'}),
+        _img(running, labels={ip.DERIVED_LABEL: 'z'}),
+        _img(old, labels={ip.DERIVED_LABEL: 'o'}, tags=['dgxspark-ds4/vllm:old']),
+        _img(user, labels={'org.example': '1'}, tags=['dgxspark-ds4/vllm:mine']),
+        _img(user, labels=None),
+    ]
+    unit = 'ExecStart=/usr/bin/docker run ... --entrypoint /etc/dgxspark-ds4/launch-head.sh %s\n' % running
+    kept = 'ExecStart=... %s' % rollback
+    assert ip.prune_plan(images, [cur] + sorted(ip.referenced_ids([unit, kept, None]))) == [
+        {'id': old, 'tags': ['dgxspark-ds4/vllm:old']}]
+    assert ip.prune_plan(images, [cur, rollback, running, old]) == []
