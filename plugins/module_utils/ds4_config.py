@@ -103,6 +103,15 @@ ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
 SHA_RE = re.compile(r'^[0-9a-f]{40}$')
 
 DEFAULT_VLLM_CACHE_ROOT = '/root/.cache/vllm'
+# The caches vLLM and its kernels write at start (env variable, where it lands when the variable is unset,
+# for a container running as root). Each must sit on a writable host volume under /var/cache/dgxspark-ds4/,
+# or every restart recompiles and re-autotunes (seed 000: the warm compile cache is +39 % decode).
+PERSISTENT_CACHES = (
+    ('VLLM_CACHE_ROOT', DEFAULT_VLLM_CACHE_ROOT, 'vLLM (torch.compile artifacts, cudagraph captures)'),
+    ('TRITON_CACHE_DIR', '/root/.triton/cache', 'Triton kernels'),
+    ('TORCHINDUCTOR_CACHE_DIR', '/tmp/torchinductor_root', 'TorchInductor'),
+    ('FLASHINFER_WORKSPACE_BASE', '/root', 'FlashInfer JIT and autotune (<base>/.cache/flashinfer)'),
+)
 DEFAULT_NODE_MEMORY_GIB = 128
 GPUS_PER_NODE = 1
 
@@ -360,6 +369,26 @@ def _cache_volumes(container, errors):
     return out
 
 
+def cache_paths(env):
+    """``[(env name, what, container path)]`` of the caches in :data:`PERSISTENT_CACHES` for this env."""
+    out = []
+    for name, default, what in PERSISTENT_CACHES:
+        path = env.get(name) or default
+        if name == 'FLASHINFER_WORKSPACE_BASE':
+            path = path.rstrip('/') + '/.cache/flashinfer'
+        out.append((name, what, path))
+    return out
+
+
+def cache_gaps(merged):
+    """The caches of :func:`cache_paths` that no ``container.cache_volumes`` entry holds."""
+    vols = merged['container'].get('cache_volumes') or {}
+    if not isinstance(vols, dict):
+        return []
+    cdirs = [c for c in vols.values() if _is_abs(c)]
+    return [(n, w, p) for n, w, p in cache_paths(merged['env']) if not any(_under(p, c) for c in cdirs)]
+
+
 def _under(path, parent):
     parent = parent.rstrip('/') or '/'
     return path == parent or path.startswith(parent + '/')
@@ -452,9 +481,9 @@ def check_merged(merged, errors, warnings):
         ops = comp.get('custom_ops')
         if isinstance(ops, list) and 'all' in ops:
             cache_root = env.get('VLLM_CACHE_ROOT', DEFAULT_VLLM_CACHE_ROOT)
+            # Only the writable cache volumes count: the model is mounted read-only, so a cache root under
+            # its container_dir is neither persistent nor writable (vLLM fails to write it at start).
             vols = _cache_volumes(container, errors)
-            if _is_abs(model.get('container_dir')):
-                vols.append((model.get('host_dir'), model['container_dir']))
             if not any(_under(cache_root, cdir) for _h, cdir in vols):
                 errors.append(_msg(fvar('compilation-config', '.custom_ops'), ops,
                                    'custom_ops ["all"] without a persistent compile-cache volume: seed 002 froze both nodes '
@@ -463,6 +492,12 @@ def check_merged(merged, errors, warnings):
                                    'add container.cache_volumes {<host dir>: %s} or drop custom_ops' % cache_root))
     else:
         _cache_volumes(container, errors)
+
+    for name, where, cdir in cache_gaps(merged):
+        warnings.append('%s cache at %s (env %s) is not on a persistent cache volume: every restart recompiles or '
+                        're-autotunes it (seed 000: the warm compile cache is worth +39 %% decode). Fix: add '
+                        'container.cache_volumes {/var/cache/dgxspark-ds4/<name>: %s} and set env %s to it.'
+                        % (where, cdir, name, cdir, name))
 
     if args.get('enforce-eager') is True:
         warnings.append('serve_args[enforce-eager]: seed 000 measured decode 44 -> ~25 tok/s with --enforce-eager; '

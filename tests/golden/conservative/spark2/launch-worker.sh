@@ -8,6 +8,21 @@ set -euo pipefail
 # Environment common to both nodes (base + profile + site overrides).
 export HF_HUB_OFFLINE=1
 export TRANSFORMERS_OFFLINE=1
+export TORCH_CUDA_ARCH_LIST=12.1a
+export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+export VLLM_TRITON_MLA_SPARSE=1
+export VLLM_USE_FLASHINFER_SAMPLER=1
+export FLASHINFER_DISABLE_VERSION_CHECK=1
+export TILELANG_CLEANUP_TEMP_FILES=1
+export DG_JIT_USE_NVRTC=0
+export DG_JIT_NVCC_COMPILER=/usr/local/cuda/bin/nvcc
+export OMP_NUM_THREADS=8
+export NCCL_IB_DISABLE=0
+export NCCL_IGNORE_CPU_AFFINITY=1
+export VLLM_CACHE_ROOT=/root/.cache/vllm
+export TRITON_CACHE_DIR=/root/.triton/cache
+export TORCHINDUCTOR_CACHE_DIR=/root/.cache/torchinductor
+export FLASHINFER_WORKSPACE_BASE=/root
 
 # Per-node environment, from host_vars/spark2.yml (never one global value).
 export VLLM_HOST_IP=192.168.100.11

@@ -20,6 +20,10 @@ export VLLM_DSV4_B12X_COMPRESSED_MLA=0
 export VLLM_DSV4_DSPARK_DEFER_TARGET_CAPTURE=0
 export B12X_W4A16_TC_DECODE=0
 export VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0
+export VLLM_CACHE_ROOT=/cache/vllm
+export TRITON_CACHE_DIR=/cache/triton
+export TORCHINDUCTOR_CACHE_DIR=/cache/torchinductor
+export FLASHINFER_WORKSPACE_BASE=/cache/flashinfer
 
 # Per-node environment, from host_vars/spark1.yml (never one global value).
 export VLLM_HOST_IP=192.168.100.10

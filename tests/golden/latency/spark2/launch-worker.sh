@@ -19,6 +19,10 @@ export DG_JIT_NVCC_COMPILER=/usr/local/cuda/bin/nvcc
 export OMP_NUM_THREADS=8
 export NCCL_IB_DISABLE=0
 export NCCL_IGNORE_CPU_AFFINITY=1
+export VLLM_CACHE_ROOT=/root/.cache/vllm
+export TRITON_CACHE_DIR=/root/.triton/cache
+export TORCHINDUCTOR_CACHE_DIR=/root/.cache/torchinductor
+export FLASHINFER_WORKSPACE_BASE=/root
 
 # Per-node environment, from host_vars/spark2.yml (never one global value).
 export VLLM_HOST_IP=192.168.100.11

@@ -364,8 +364,11 @@ def test_effective_shape(inputs):
     assert eff['container']['ulimits'] == {'memlock': -1, 'stack': 67108864}
     assert eff['volumes'] == ['/srv/dgxspark-ds4/models/DeepSeek-V4-Flash:/models/DeepSeek-V4-Flash',
                               '/var/cache/dgxspark-ds4/flashinfer:/root/.cache/flashinfer',
+                              '/var/cache/dgxspark-ds4/torchinductor:/root/.cache/torchinductor',
+                              '/var/cache/dgxspark-ds4/triton:/root/.triton',
                               '/var/cache/dgxspark-ds4/vllm:/root/.cache/vllm']
     assert eff['host_dirs'] == ['/srv/dgxspark-ds4/models/DeepSeek-V4-Flash', '/var/cache/dgxspark-ds4/flashinfer',
+                                '/var/cache/dgxspark-ds4/torchinductor', '/var/cache/dgxspark-ds4/triton',
                                 '/var/cache/dgxspark-ds4/vllm']
 
 
@@ -373,8 +376,10 @@ def test_extra_volumes_listed():
     eff = c.compute_effective(regen.inputs_for('long-context-1m'), 'spark2')
     # The model by path from the shared model directory; HF_HOME, VLLM_CACHE_ROOT and FlashInfer on writable cache volumes.
     assert eff['volumes'] == ['/srv/dgxspark-ds4/models/DeepSeek-V4-Flash:/models/DeepSeek-V4-Flash',
-                              '/var/cache/dgxspark-ds4/flashinfer:/root/.cache/flashinfer',
+                              '/var/cache/dgxspark-ds4/flashinfer:/cache/flashinfer/.cache/flashinfer',
                               '/var/cache/dgxspark-ds4/huggingface:/cache/huggingface',
+                              '/var/cache/dgxspark-ds4/torchinductor:/cache/torchinductor',
+                              '/var/cache/dgxspark-ds4/triton:/cache/triton',
                               '/var/cache/dgxspark-ds4/vllm:/cache/vllm',
                               '/etc/passwd:/etc/passwd:ro', '/etc/group:/etc/group:ro']
 
@@ -428,3 +433,65 @@ def test_exposure_inputs_refused_with_fix(inputs):
 def test_exposure_must_match_on_both_nodes(inputs):
     inputs['hostvars']['spark2']['ds4_api_allowed_networks'] = ['10.0.0.0/8']
     refused(inputs, 'ds4_api_allowed_networks', 'differs between hosts')
+
+
+# --------------------------------------------------------------------------- issue 15 item 2: persistent caches
+
+def test_custom_ops_all_cache_root_on_the_read_only_model_mount_refused(inputs):
+    """The model is mounted read-only: a VLLM_CACHE_ROOT under it is no persistent compile cache."""
+    cfg = inputs['ds4_profile_config']
+    cfg['container'].pop('cache_volumes')
+    cfg['env']['VLLM_CACHE_ROOT'] = cfg['model']['container_dir'] + '/.cache/vllm'
+    set_everywhere(inputs, 'ds4_profile_config', cfg)
+    msg = refused(inputs, 'custom_ops = ["all"]', 'persistent compile-cache volume')
+    assert cfg['model']['container_dir'] + '/.cache/vllm' in msg
+
+
+@pytest.mark.parametrize('name', c.PROFILES)
+def test_every_profile_has_persistent_writable_caches(name):
+    """vLLM, Triton, TorchInductor and FlashInfer caches each lie on a host volume under /var/cache/dgxspark-ds4/."""
+    eff = c.compute_effective(regen.inputs_for(name), 'spark1')
+    vols = eff['container']['cache_volumes']
+    model_cdir = eff['model']['container_dir']
+    for var, _what, path in c.cache_paths(eff['env']):
+        assert var == 'FLASHINFER_WORKSPACE_BASE' or eff['env'].get(var), (name, var)
+        hits = [h for h, cdir in vols.items() if path == cdir or path.startswith(cdir.rstrip('/') + '/')]
+        assert hits, (name, var, path, vols)
+        assert all(h.startswith('/var/cache/dgxspark-ds4/') for h in hits), (name, hits)
+        assert not (path == model_cdir or path.startswith(model_cdir + '/')), (name, var)
+        assert ('%s:%s' % (hits[0], vols[hits[0]])) in eff['volumes']
+    assert c.cache_gaps(eff) == []
+
+
+def test_cache_off_its_volume_warns(inputs):
+    cfg = inputs['ds4_profile_config']
+    del cfg['container']['cache_volumes']['/var/cache/dgxspark-ds4/torchinductor']
+    set_everywhere(inputs, 'ds4_profile_config', cfg)
+    errors, warnings, _m, _o, _n = c.validate_all(inputs)
+    assert errors == []
+    hits = [w for w in warnings if 'TORCHINDUCTOR_CACHE_DIR' in w and 'persistent cache volume' in w]
+    assert hits and 'Fix:' in hits[0] and '/root/.cache/torchinductor' in hits[0]
+
+
+# --------------------------------------------------------------------------- issue 15 item 7: conservative env
+
+def test_conservative_runs_with_the_eugr_image_env_of_seed_000():
+    """conservative runs the eugr nightly, so it carries seed 000's env for that image like latency/balanced."""
+    cons = c.compute_effective(regen.inputs_for('conservative'), 'spark1')
+    lat = c.compute_effective(regen.inputs_for('latency'), 'spark1')
+    assert cons['image']['ref'] == lat['image']['ref']
+    want = {
+        'TORCH_CUDA_ARCH_LIST': '12.1a', 'VLLM_ALLOW_LONG_MAX_MODEL_LEN': '1', 'VLLM_TRITON_MLA_SPARSE': '1',
+        'VLLM_USE_FLASHINFER_SAMPLER': '1', 'FLASHINFER_DISABLE_VERSION_CHECK': '1', 'TILELANG_CLEANUP_TEMP_FILES': '1',
+        'DG_JIT_USE_NVRTC': '0', 'DG_JIT_NVCC_COMPILER': '/usr/local/cuda/bin/nvcc', 'OMP_NUM_THREADS': '8',
+        'NCCL_IB_DISABLE': '0', 'NCCL_IGNORE_CPU_AFFINITY': '1',
+    }
+    for k, v in want.items():
+        assert cons['env'].get(k) == v, k
+        assert lat['env'].get(k) == v, k
+    assert 'VLLM_USE_V1' not in cons['env']
+    for k in want:
+        assert 'export %s=' % k in cons['launch_script']
+    with open(os.path.join(REPO, 'inventories', 'conservative', 'group_vars', 'spark', 'profile.yml')) as f:
+        env_block = f.read().split('  serve_args:', 1)[0].rsplit('  # seed 002 also sets', 1)[1]
+    assert "seed 000's container env" in env_block  # the source is cited, as the other eugr profiles do
