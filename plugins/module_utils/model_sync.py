@@ -64,8 +64,13 @@ def _excluded(relpath, patterns):
     return False
 
 
-def local_listing(root, excludes=None):
-    """``{relpath: (size, int mtime)}`` of regular files (symlinks to files followed) under ``root``."""
+def local_listing(root, excludes=None, follow=True):
+    """``{relpath: (size, int mtime)}`` of regular files under ``root``.
+
+    ``follow``: symlinks to files count as the file they point to (the source: a Hugging Face hub cache
+    snapshot is symlinks into ``../../blobs/``). ``follow=False`` (a destination) leaves symlinks out, so a
+    link there is not taken for a copy and is replaced by the file.
+    """
     excludes = DEFAULT_EXCLUDES if excludes is None else excludes
     out = {}
     if not os.path.isdir(root):
@@ -77,6 +82,8 @@ def local_listing(root, excludes=None):
         for name in filenames:
             rel = rel_dir + name
             if _excluded(rel, excludes):
+                continue
+            if not follow and os.path.islink(os.path.join(dirpath, name)):
                 continue
             try:
                 st = os.stat(os.path.join(dirpath, name))
@@ -102,11 +109,15 @@ def free_bytes(path):
 
 
 def remote_listing_script(dest):
-    """Shell script for the destination: first line ``<avail bytes> <fs path>``, then NUL-separated listing."""
+    """Shell script for the destination: first line ``<avail bytes> <fs path>``, then NUL-separated listing.
+
+    Regular files only (``find -type f`` without ``-L``): a symlink on the destination is no copy of the
+    model (a link into a hub cache's ``blobs/`` there is dangling) and is replaced by the file.
+    """
     q = shlex.quote(dest)
     return ('d=%s; while [ ! -e "$d" ]; do d=$(dirname "$d"); done; '
             'echo "$(stat -f -c "%%a %%S" "$d") $d"; '
-            'if [ -d %s ]; then cd %s && find -L . -type f -printf "%%P\\0%%s\\0%%T@\\0"; fi' % (q, q, q))
+            'if [ -d %s ]; then cd %s && find . -type f -printf "%%P\\0%%s\\0%%T@\\0"; fi' % (q, q, q))
 
 
 def parse_remote_listing(text, excludes=None):
@@ -181,8 +192,14 @@ def split_ssh(ssh):
 
 
 def rsync_argv(rsync, src, dest, files_from, mode, ssh=None):
-    """argv of one rsync stream. ``mode``: ``whole`` or ``append``."""
-    argv = [rsync, '-a', '--inplace', '--partial', '--stats', '--from0', '--files-from=%s' % files_from]
+    """argv of one rsync stream. ``mode``: ``whole`` or ``append``.
+
+    ``--copy-links``: the listing follows symlinks (a Hugging Face hub cache snapshot is symlinks into
+    ``../../blobs/``), so the copy must too: the destination gets regular files with the bytes, never the
+    links (``-a`` alone copies a link as a link, dangling on the worker).
+    """
+    argv = [rsync, '-a', '--copy-links', '--inplace', '--partial', '--stats', '--from0',
+            '--files-from=%s' % files_from]
     if mode == 'append':
         argv.append('--append-verify')
     else:
@@ -263,7 +280,7 @@ def sync(src, dest, ssh=None, streams=4, force=None, excludes=None, check_mode=F
             raise SyncError('src and dest are the same directory (%s)' % src)
         fs_path = nearest_existing(dest)
         free = free_bytes(dest)
-        dst_list = local_listing(dest, excludes)
+        dst_list = local_listing(dest, excludes, follow=False)
     p = plan(src_list, dst_list, force)
     result = dict(src=src, dest=dest, dest_host=where, files_total=len(src_list), bytes_total=p['bytes_total'],
                   files_copied=p['whole'], files_resumed=p['append'], files_skipped=len(p['skip']),
@@ -320,7 +337,7 @@ def sync(src, dest, ssh=None, streams=4, force=None, excludes=None, check_mode=F
         rc, out, err = runner(list(ssh) + [remote_listing_script(dest)])
         after = parse_remote_listing(out, excludes)[2] if rc == 0 else {}
     else:
-        after = local_listing(dest, excludes)
+        after = local_listing(dest, excludes, follow=False)
     short = [r for r in todo if after.get(r, (None,))[0] != sizes[r]]
     if short:
         raise SyncError('after the copy %d file(s) on %s differ in size from the head: %s'

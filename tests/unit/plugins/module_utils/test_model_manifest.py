@@ -288,3 +288,38 @@ def test_long_lists_are_capped_in_the_message():
                 sha256_mismatch=[], size_only=[])
     text = mm.describe(diff)
     assert text.startswith('15 missing: f00, f01') and text.endswith('f09 and 5 more')
+
+
+# --------------------------------------------------------------------------- issue 15 item 1.2: hub cache snapshots
+
+def test_manifest_reads_through_hub_cache_links(tmp_path):
+    """snapshots/<rev>/<file> -> ../../blobs/<sha256>: sizes and sha256 are the blobs', a bad blob is found,
+    a link whose blob is missing (what a link copied to another node is) is reported, not skipped."""
+    repo = tmp_path / 'models--deepseek-ai--DeepSeek-V4-Flash'
+    snap = repo / 'snapshots' / ('a' * 40)
+    (snap / 'sub').mkdir(parents=True)
+    (repo / 'blobs').mkdir()
+    files = {'model-00001-of-00001.safetensors': os.urandom(200001), 'config.json': b'{}\n', 'sub/tok.json': b'[1]\n'}
+    for rel, data in files.items():
+        blob = repo / 'blobs' / sha(data)
+        blob.write_bytes(data)
+        os.symlink(os.path.relpath(str(blob), str((snap / rel).parent)), str(snap / rel))
+    built = mm.build(str(snap))
+    assert built['ok'] and built['files_hashed'] == 3
+    assert built['manifest']['files'] == dict((r, {'size': len(d), 'sha256': sha(d)}) for r, d in files.items())
+    ref = mm.load_manifest(built['manifest'])
+    assert mm.check(str(snap), ref, 'full')['ok']
+    # a corrupt blob is seen through its link
+    shard = 'model-00001-of-00001.safetensors'
+    with open(str(snap / shard), 'r+b') as f:
+        f.seek(7)
+        f.write(b'XXXX')
+    r = mm.check(str(snap), ref, 'full')
+    assert not r['ok'] and [d['name'] for d in r['sha256_mismatch']] == [shard]
+    # links without their blobs (a copy that shipped the links): every file reported
+    other = tmp_path / 'worker'
+    (other / 'sub').mkdir(parents=True)
+    for rel in files:
+        os.symlink(os.readlink(str(snap / rel)), str(other / rel))
+    r = mm.check(str(other), ref, 'quick')
+    assert not r['ok'] and sorted(d['name'] for d in r['unreadable']) == sorted(files)

@@ -193,3 +193,72 @@ def test_human():
     assert ms.human(512) == '512 B'
     assert ms.human(1536) == '1.5 KiB'
     assert ms.human(149 * 1024 ** 3) == '149.0 GiB'
+
+
+# --------------------------------------------------------------------------- issue 15 item 1.2: hub cache snapshots
+
+def hub_snapshot(tmp_path, rev='0123456789abcdef0123456789abcdef01234567'):
+    """A Hugging Face hub cache: snapshots/<rev>/<file> are relative symlinks to ../../blobs/<sha256>."""
+    import hashlib
+    repo = tmp_path / 'hub' / 'models--deepseek-ai--DeepSeek-V4-Flash'
+    files = {'model-00001-of-00002.safetensors': os.urandom(250000), 'model-00002-of-00002.safetensors': os.urandom(123457),
+             'config.json': b'{"model_type": "deepseek_v4"}\n', 'tokenizer/tokenizer.json': b'{"v": 1}\n'}
+    snap = repo / 'snapshots' / rev
+    for i, (rel, data) in enumerate(sorted(files.items())):
+        sha = hashlib.sha256(data).hexdigest()
+        write(repo / 'blobs' / sha, data, 1700000000 + i)
+        link = snap / rel
+        os.makedirs(str(link.parent), exist_ok=True)
+        os.symlink(os.path.relpath(str(repo / 'blobs' / sha), str(link.parent)), str(link))
+    (repo / 'refs').mkdir()
+    (repo / 'refs' / 'main').write_text(rev)
+    return snap, files
+
+
+def fake_ssh(tmp_path):
+    """An ``ssh`` stand-in that runs the remote command here (rsync -e and the listing go through it)."""
+    path = tmp_path / 'fake-ssh'
+    # rsync -e runs `<rsh> -l root worker rsync --server ...`; the listing runs `<rsh> root@worker '<script>'`.
+    path.write_text('#!/bin/sh\nwhile [ "$1" = -l ]; do shift 2; done\nshift\nexec sh -c "$*"\n')
+    os.chmod(str(path), 0o755)
+    return [str(path), 'root@worker']
+
+
+def assert_regular_copy(dst, files):
+    for rel, data in files.items():
+        path = os.path.join(dst, rel)
+        assert not os.path.islink(path), rel
+        assert os.path.isfile(path), rel
+        with open(path, 'rb') as f:
+            assert f.read() == data, rel
+    assert sorted(ms.local_listing(dst, follow=False)) == sorted(files)
+
+
+@pytest.mark.skipif(not HAVE_RSYNC, reason='rsync not installed')
+@pytest.mark.parametrize('remote', [False, True], ids=['local', 'over-ssh'])
+def test_hub_cache_snapshot_copied_as_regular_files_with_the_bytes(tmp_path, remote):
+    """A snapshot of links into ../../blobs/ arrives as regular files with the blobs' bytes, never as links."""
+    snap, files = hub_snapshot(tmp_path)
+    assert all(os.path.islink(str(snap / rel)) for rel in files)
+    dst = str(tmp_path / 'worker' / 'DeepSeek-V4-Flash')
+    ssh = fake_ssh(tmp_path) if remote else None
+    r = ms.sync(str(snap), dst, ssh=ssh, streams=2)
+    assert r['changed'] and r['bytes_total'] == sum(len(d) for d in files.values())
+    assert r['bytes_copied'] == r['bytes_total'] and r['bytes_total'] > 370000
+    assert_regular_copy(dst, files)
+    # same size and mtime as the blobs: a second run copies nothing
+    r = ms.sync(str(snap), dst, ssh=ssh, streams=2)
+    assert not r['changed'] and r['files_skipped'] == len(files)
+
+
+@pytest.mark.skipif(not HAVE_RSYNC, reason='rsync not installed')
+def test_links_left_on_the_destination_are_replaced_by_files(tmp_path):
+    """A destination holding links (what `rsync -a` used to ship: dangling on the worker) is not a copy."""
+    snap, files = hub_snapshot(tmp_path)
+    dst = tmp_path / 'worker' / 'DeepSeek-V4-Flash'
+    for rel in files:
+        os.makedirs(str((dst / rel).parent), exist_ok=True)
+        os.symlink(os.readlink(str(snap / rel)), str(dst / rel))  # ../../blobs/<sha>: dangling here
+    r = ms.sync(str(snap), str(dst), ssh=fake_ssh(tmp_path))
+    assert sorted(r['files_copied']) == sorted(files)
+    assert_regular_copy(str(dst), files)
