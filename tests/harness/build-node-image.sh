@@ -22,7 +22,9 @@ PACKAGES=(systemd systemd-sysv dbus python3 procps iproute2 iputils-ping sudo do
           openssh-server openssh-client rsync python3-requests
           # roles api_proxy (nginx from apt, as on DGX OS) and firewall (nft, already above);
           # curl for the security scenario's client container
-          nginx curl)
+          nginx curl
+          # role monitoring (the distribution's Prometheus and node exporter, as apt installs them on DGX OS)
+          prometheus prometheus-node-exporter)
 
 start=$(date +%s.%N)
 elapsed() { awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
@@ -75,6 +77,11 @@ rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var
        "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/*
 # No getty on a console that does not exist; the machine-id is generated at boot.
 rm -f "$rootfs"/etc/systemd/system/getty.target.wants/getty@tty1.service
+# Installed, not enabled: apt enables Prometheus (:9090) and the node exporter (:9100, every address) at install;
+# the scenarios that do not turn monitoring on must not have them listening, and the monitoring role enables
+# both itself (with its own listen addresses) where it is on.
+find "$rootfs"/etc/systemd/system -name 'prometheus*.service' -path '*.wants/*' -delete
+find "$rootfs"/etc/systemd/system -name 'prometheus-node-exporter*.timer' -path '*.wants/*' -delete
 : >"$rootfs/etc/machine-id"
 echo "ds4-node" >"$rootfs/etc/hostname"
 
