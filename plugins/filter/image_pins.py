@@ -74,6 +74,9 @@ options:
     description: Texts whose image IDs are kept too, e.g. the live and the kept unit files (V(prune)).
     type: list
     elements: str
+  repository:
+    description: C(container_image_derived_repository) (V(prune)); a candidate is tagged C(<repository>:<inputs hash[:16]>).
+    type: str
 '''
 
 EXAMPLES = r'''
@@ -94,7 +97,8 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils import image_pins as 
 
 
 def image_pins(data, step, ref=None, update=False, source='pull', recorded_present=False, tag_image=None,
-               recorded_image=None, repo=None, pinned='', choice=None, resolved=None, keep_ids=None, texts=None):
+               recorded_image=None, repo=None, pinned='', choice=None, resolved=None, keep_ids=None, texts=None,
+               repository=None):
     if step == 'plan':
         return logic.plan(data, ref, bool(update), source, bool(recorded_present))
     if step == 'settle':
@@ -105,7 +109,7 @@ def image_pins(data, step, ref=None, update=False, source='pull', recorded_prese
         return logic.deepgemm_settle(data, repo, choice or {}, resolved)
     if step == 'prune':
         keep = list(keep_ids or []) + sorted(logic.referenced_ids(texts))
-        return logic.prune_plan(data, keep)
+        return logic.prune_plan(data, keep, repository)
     raise AnsibleFilterError('image_pins: unknown step %r' % (step,))
 
 

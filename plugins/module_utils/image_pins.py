@@ -16,7 +16,8 @@ The head keeps one record (``/var/lib/dgxspark-ds4/image-pins.json``)::
   ``container_image_update=true`` obtains the tag again, moves the record and keeps old -> new in the history.
 * DeepGEMM: a pinned commit wins; else the commit resolved at the first build (seed 000 clones
   ``--recursive`` at the default branch, no commit given) is recorded and reused; update resolves again.
-* Pruning: derived images of this collection (its label) that neither run nor are the rollback target.
+* Pruning: derived images of this collection (its label and the tag it gave them) that neither run nor are the
+  rollback target.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -230,21 +231,25 @@ def referenced_ids(texts):
     return ids
 
 
-def prune_plan(images, keep_ids, label=DERIVED_LABEL):
+def prune_plan(images, keep_ids, repository, label=DERIVED_LABEL):
     """Derived images of this collection to remove.
 
-    ``images``: docker image info dicts (``Id``, ``RepoTags``, ``Config.Labels``); only those carrying ``label``
-    are candidates (never a user image). ``keep_ids``: IDs to keep (the effective image, the running one and
-    the rollback target). Returns ``[{'id', 'tags'}]`` sorted by ID.
+    ``images``: docker image info dicts (``Id``, ``RepoTags``, ``Config.Labels``). A candidate carries ``label`` (the
+    inputs hash H) AND the tag the role gave it, ``<repository>:<H[:16]>``: an image built FROM a derived one
+    inherits the label but not that tag, so a user's image is never a candidate, nor an untagged one.
+    ``keep_ids``: IDs to keep (the effective image, the running one and the rollback target).
+    Returns ``[{'id', 'tags'}]`` sorted by ID.
     """
     keep = set(i for i in keep_ids or [] if i)
     out = {}
     for image in images or []:
         labels = ((image.get('Config') or {}).get('Labels')) or {}
-        if label not in labels:
+        inputs_hash = labels.get(label) or ''
+        tags = sorted(image.get('RepoTags') or [])
+        if len(inputs_hash) < 16 or '%s:%s' % (repository, inputs_hash[:16]) not in tags:
             continue
         image_id = image.get('Id')
         if not image_id or image_id in keep:
             continue
-        out[image_id] = {'id': image_id, 'tags': sorted(image.get('RepoTags') or [])}
+        out[image_id] = {'id': image_id, 'tags': tags}
     return [out[k] for k in sorted(out)]

@@ -6,9 +6,12 @@
 #   ds4-test/vllm:unpatched  mxfp4.py = tests/fixtures/mxfp4/unpatched.py.txt, no DeepGEMM, build-metadata.yaml
 #   ds4-test/vllm:double     mxfp4.py = double_patched.py.txt, a deep_gemm package (fixture), build-metadata.yaml
 #   ds4-test/vllm:impostor   different content (planted on the worker under the effective tag by the scenario)
+#   ds4-test/vllm:venv       vLLM in a venv (/opt/venv first in PATH; vllm/__init__.py + mxfp4.py unpatched, no DeepGEMM),
+#                            built twice: v1 and a newer v2 under the same tag (digest pinning: the tag moves)
 # Output (not in .cache/images/inner itself, so the shared prepare does not load them on every node):
 #   .cache/images/inner/image-test/ds4-test-vllm.tar   (unpatched + double; the head loads it: source=load)
 #   .cache/images/inner/image-test/ds4-test-impostor.tar
+#   .cache/images/inner/image-test/ds4-test-venv-v1.tar, ds4-test-venv-v2.tar (ds4-test/vllm:venv, old and new)
 # Cached by a content hash of the fixtures, this script and the node image ID (rebuilt when they change or
 # DS4_FORCE_BUILD=1). Env: DS4_NODE_IMAGE (default ds4-node:bookworm), DS4_CACHE_DIR (default <repo>/.cache).
 set -euo pipefail
@@ -28,7 +31,7 @@ log() { echo "build-test-images: $*" >&2; }
 docker image inspect "$BASE" >/dev/null 2>&1 || { log "base image ${BASE} missing: run tests/harness/build-node-image.sh first"; exit 1; }
 base_id=$(docker image inspect -f '{{.Id}}' "$BASE")
 key=$( { sha256sum "$FIX"/unpatched.py.txt "$FIX"/double_patched.py.txt "$SELF" | cut -d' ' -f1; echo "$base_id"; } | sha256sum | cut -c1-16)
-if [[ "${DS4_FORCE_BUILD:-0}" != 1 && -s "$OUT_DIR/ds4-test-vllm.tar" && -s "$OUT_DIR/ds4-test-impostor.tar" \
+if [[ "${DS4_FORCE_BUILD:-0}" != 1 && -s "$OUT_DIR/ds4-test-vllm.tar" && -s "$OUT_DIR/ds4-test-impostor.tar" && -s "$OUT_DIR/ds4-test-venv-v2.tar" \
       && "$(cat "$OUT_DIR/key" 2>/dev/null)" == "$key" ]]; then
   log "test images (key ${key}) up to date, nothing to do ($(elapsed) s)"
   exit 0
@@ -89,10 +92,33 @@ cp "$work/rootfs/bin/busybox" "$work/impostor/bin/"; ln -sf busybox "$work/impos
 echo impostor >"$work/impostor/IMPOSTOR"
 tar -C "$work/impostor" --numeric-owner -c . | docker import -c 'CMD ["/bin/sh"]' - ds4-test/vllm:impostor >/dev/null
 
+# vLLM in a venv (the b12x layout): only the venv's python3 finds vllm; built twice under one tag.
+venv_variant() {  # version
+  local ctx="$work/ctx-venv-$1" site=/opt/venv/lib/python3.11/site-packages
+  mkdir -p "$ctx/vllm/model_executor/layers/quantization"
+  echo "__version__ = '0.0.0+venv.$1'" >"$ctx/vllm/__init__.py"
+  cp "$FIX/unpatched.py.txt" "$ctx/vllm/model_executor/layers/quantization/mxfp4.py"
+  cat >"$ctx/Dockerfile" <<DOCKERFILE
+FROM ds4-test/rootfs:base
+RUN ["/usr/bin/python3", "-m", "venv", "--without-pip", "/opt/venv"]
+COPY vllm ${site}/vllm
+ENV PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin
+LABEL org.opencontainers.image.title="ds4 test image (venv $1)" org.dgxspark.ds4.test-variant=venv-$1 ${LABEL}=${key}
+DOCKERFILE
+  DOCKER_BUILDKIT=0 docker build --network none -q -t ds4-test/vllm:venv "$ctx" >/dev/null
+  docker run --rm --network none --entrypoint python3 ds4-test/vllm:venv -c 'import vllm' \
+    || { log "venv $1: python3 does not import vllm"; exit 1; }
+}
 mkdir -p "$OUT_DIR"
+venv_variant v1
+docker save -o "$OUT_DIR/ds4-test-venv-v1.tar.tmp" ds4-test/vllm:venv
+venv_variant v2
+docker save -o "$OUT_DIR/ds4-test-venv-v2.tar.tmp" ds4-test/vllm:venv
+mv -f "$OUT_DIR/ds4-test-venv-v1.tar.tmp" "$OUT_DIR/ds4-test-venv-v1.tar"
+mv -f "$OUT_DIR/ds4-test-venv-v2.tar.tmp" "$OUT_DIR/ds4-test-venv-v2.tar"
 docker save -o "$OUT_DIR/ds4-test-vllm.tar.tmp" ds4-test/vllm:unpatched ds4-test/vllm:double
 docker save -o "$OUT_DIR/ds4-test-impostor.tar.tmp" ds4-test/vllm:impostor
 mv -f "$OUT_DIR/ds4-test-vllm.tar.tmp" "$OUT_DIR/ds4-test-vllm.tar"
 mv -f "$OUT_DIR/ds4-test-impostor.tar.tmp" "$OUT_DIR/ds4-test-impostor.tar"
 echo "$key" >"$OUT_DIR/key"
-log "built ds4-test/vllm:{unpatched,double,impostor} -> ${OUT_DIR} ($(du -sh "$OUT_DIR" | cut -f1)) in $(elapsed) s"
+log "built ds4-test/vllm:{unpatched,double,impostor,venv v1/v2} -> ${OUT_DIR} ($(du -sh "$OUT_DIR" | cut -f1)) in $(elapsed) s"

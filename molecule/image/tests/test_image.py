@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Scenario `image`: peer access, transfer, ID gate, derived images, mxfp4 count, evidence."""
+"""Scenario `image`: peer access, transfer, ID gate, derived images, mxfp4 count, evidence; digest pinning (record,
+kept when the tag moves, update), DeepGEMM default branch resolved and recorded, mxfp4.py in a venv, pruning."""
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
@@ -12,7 +13,15 @@ import pytest
 testinfra_hosts = ['spark1', 'spark2']
 
 MXFP4 = '/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/quantization/mxfp4.py'
-EVIDENCE = {'unpatched': '/var/lib/dgxspark-ds4/image.json', 'double': '/var/lib/dgxspark-ds4/image-double.json'}
+EVIDENCE = {'unpatched': '/var/lib/dgxspark-ds4/image.json', 'double': '/var/lib/dgxspark-ds4/image-double.json',
+            'venv': '/var/lib/dgxspark-ds4/image-venv.json', 'kept': '/var/lib/dgxspark-ds4/image-venv-kept.json',
+            'updated': '/var/lib/dgxspark-ds4/image-venv-updated.json'}
+VENV_MXFP4 = '/opt/venv/lib/python3.11/site-packages/vllm/model_executor/layers/quantization/mxfp4.py'
+RESOLVED = 'fedcba9876543210fedcba9876543210fedcba98'
+PINNED = '0123456789abcdef0123456789abcdef01234567'
+DEEPGEMM_REPO = 'https://github.com/deepseek-ai/DeepGEMM.git'
+VENV_REF = 'ds4-test/vllm:venv'
+
 
 
 def _evidence(host, name):
@@ -101,3 +110,81 @@ def test_head_logs_in_with_pinned_key(host):
     out = host.check_output('ssh -i /etc/dgxspark-ds4/peer/id_ed25519 -o BatchMode=yes -o StrictHostKeyChecking=yes '
                             '-o UserKnownHostsFile=/etc/dgxspark-ds4/peer/known_hosts root@10.77.0.12 hostname')
     assert out == 'spark2'
+
+
+def _labels(host, ref):
+    return json.loads(host.check_output("docker image inspect -f '{{json .Config.Labels}}' %s" % ref))
+
+
+def _head_json(host, path):
+    if host.backend.get_hostname() != 'spark1':
+        pytest.skip('head only')
+    return json.loads(host.file(path).content_string)
+
+
+def test_mxfp4_found_by_the_image_python_in_a_venv(host):
+    ev = _evidence(host, 'venv')
+    assert ev['mxfp4']['path'] == VENV_MXFP4 and ev['mxfp4']['path_from'] == 'the image python'
+    assert ev['mxfp4']['status_in_base'] == 'unpatched' and ev['mxfp4']['blocks'] == 2
+    text = _read_in_image(host, ev['ref'], VENV_MXFP4)
+    assert sum(1 for line in text.splitlines() if 'empty_cache()' in line and not line.strip().startswith('#')) == 2
+    unp = _evidence(host, 'unpatched')
+    assert unp['mxfp4']['path'] == MXFP4 and unp['mxfp4']['path_from'] == 'container_image_mxfp4_path'
+
+
+def test_deepgemm_default_branch_resolved_recorded_and_labelled(host):
+    ev = _evidence(host, 'venv')
+    assert ev['deepgemm']['installed_by_role'] is True
+    assert ev['deepgemm']['ref'] == RESOLVED and ev['deepgemm']['ref_source'] == 'resolved'
+    labels = _labels(host, ev['ref'])
+    assert labels['org.dgxspark.ds4.derived.deepgemm-ref'] == RESOLVED
+    assert labels['org.dgxspark.ds4.derived.deepgemm-ref-source'] == 'resolved'
+    out = host.check_output("docker run --rm --network none --entrypoint python3 %s -c "
+                            "'import deep_gemm; print(deep_gemm.__version__)'" % ev['ref'])
+    assert out == RESOLVED
+    unp = _evidence(host, 'unpatched')
+    assert unp['deepgemm']['ref'] == PINNED and unp['deepgemm']['ref_source'] == 'pinned'
+    assert _labels(host, unp['ref'])['org.dgxspark.ds4.derived.deepgemm-ref'] == PINNED
+    pins = _head_json(host, '/var/lib/dgxspark-ds4/image-pins.json')
+    assert pins['deepgemm'][DEEPGEMM_REPO] == {'commit': RESOLVED, 'history': []}
+
+
+def test_tag_recorded_and_kept_when_it_moves(host):
+    pins = _head_json(host, '/var/lib/dgxspark-ds4/image-pins.json')
+    first, kept = _evidence(host, 'venv'), _evidence(host, 'kept')
+    moved_to = host.file('/var/lib/ds4-test/venv-tag-moved').content_string.strip()
+    assert _image_id(host, VENV_REF) == moved_to
+    entry = pins['images'][VENV_REF]
+    assert entry['id'] == first['base_id'] == kept['base_id'] != moved_to
+    assert entry['source'] == 'load' and entry['digest'] is None and entry['history'] == []
+    # the same derived image: the newer tag was not used and nothing was rebuilt
+    assert kept['ref'] == first['ref'] and kept['id'] == first['id']
+    assert kept['pin']['id'] == first['base_id']
+    for ref in ('ds4-test/vllm:unpatched', 'ds4-test/vllm:double'):
+        assert pins['images'][ref]['id'] == _image_id(host, ref)
+
+
+def test_update_moves_the_record_and_keeps_old_and_new(host):
+    pins = _head_json(host, '/var/lib/dgxspark-ds4/image-pins-update.json')
+    first, updated = _evidence(host, 'venv'), _evidence(host, 'updated')
+    moved_to = host.file('/var/lib/ds4-test/venv-tag-moved').content_string.strip()
+    entry = pins['images'][VENV_REF]
+    assert entry['id'] == updated['base_id'] == moved_to != first['base_id']
+    assert entry['history'] == [{'from_id': first['base_id'], 'from_digest': None, 'to_id': moved_to, 'to_digest': None}]
+    assert updated['pin']['history'] == entry['history']
+    assert updated['ref'] != first['ref'] and updated['deepgemm']['ref'] == RESOLVED
+    assert pins['deepgemm'][DEEPGEMM_REPO]['commit'] == RESOLVED
+
+
+def test_older_derived_images_pruned_kept_and_user_images_untouched(host):
+    old_id, user_id = host.file('/var/lib/ds4-test/prune-planted').content_string.split()
+    present = host.run("docker image inspect %s" % old_id)
+    assert present.rc != 0, 'the older derived image %s was not pruned' % old_id
+    assert host.run('docker image inspect %s' % user_id).rc == 0
+    assert _image_id(host, 'dgxspark-ds4/vllm:mine') == user_id
+    for name in ('unpatched', 'double', 'venv', 'updated'):
+        ev = _evidence(host, name)
+        assert _image_id(host, ev['ref']) == ev['id']
+    if host.backend.get_hostname() == 'spark2':
+        planted = host.file('/var/lib/ds4-test/impostor-planted').content_string.strip()
+        assert host.run('docker image inspect %s' % planted).rc == 0

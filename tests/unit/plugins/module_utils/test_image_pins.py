@@ -126,18 +126,24 @@ def test_deepgemm_unresolvable_names_the_fix(stdout):
     assert out['commit'] is None and 'container_image_deepgemm_ref' in out['error'] and 'Fix:' in out['error']
 
 
-def test_prune_only_unkept_derived_images():
-    cur, rollback, running, old, user = ('sha256:%s' % (c * 64) for c in 'cdefa')
+def test_prune_only_unkept_derived_images_never_a_users():
+    cur, rollback, running, old, user, child = ('sha256:%s' % (c * 64) for c in 'cdefab')
+    hx, hy, hz, ho = ('%s' % (c * 64) for c in '1234')
+    repo = 'dgxspark-ds4/vllm'
     images = [
-        _img(cur, labels={ip.DERIVED_LABEL: 'x'}, tags=['dgxspark-ds4/vllm:cur']),
-        _img(rollback, labels={ip.DERIVED_LABEL: 'y'}),
-        _img(running, labels={ip.DERIVED_LABEL: 'z'}),
-        _img(old, labels={ip.DERIVED_LABEL: 'o'}, tags=['dgxspark-ds4/vllm:old']),
-        _img(user, labels={'org.example': '1'}, tags=['dgxspark-ds4/vllm:mine']),
+        _img(cur, labels={ip.DERIVED_LABEL: hx}, tags=['%s:%s' % (repo, hx[:16])]),
+        _img(rollback, labels={ip.DERIVED_LABEL: hy}, tags=['%s:%s' % (repo, hy[:16])]),
+        _img(running, labels={ip.DERIVED_LABEL: hz}, tags=['%s:%s' % (repo, hz[:16])]),
+        _img(old, labels={ip.DERIVED_LABEL: ho}, tags=['%s:%s' % (repo, ho[:16]), 'other/name:x']),
+        # built FROM the old derived image: inherits its label, not its tag
+        _img(child, labels={ip.DERIVED_LABEL: ho}, tags=['%s:mine' % repo, 'me/app:1']),
+        _img('sha256:' + '9' * 64, labels={ip.DERIVED_LABEL: ho}, tags=[]),
+        _img(user, labels={'org.example': '1'}, tags=['%s:%s' % (repo, ho[:16])]),
         _img(user, labels=None),
     ]
     unit = 'ExecStart=/usr/bin/docker run ... --entrypoint /etc/dgxspark-ds4/launch-head.sh %s\n' % running
     kept = 'ExecStart=... %s' % rollback
-    assert ip.prune_plan(images, [cur] + sorted(ip.referenced_ids([unit, kept, None]))) == [
-        {'id': old, 'tags': ['dgxspark-ds4/vllm:old']}]
-    assert ip.prune_plan(images, [cur, rollback, running, old]) == []
+    keep = [cur] + sorted(ip.referenced_ids([unit, kept, None]))
+    assert ip.prune_plan(images, keep, repo) == [{'id': old, 'tags': ['%s:%s' % (repo, ho[:16]), 'other/name:x']}]
+    assert ip.prune_plan(images, [cur, rollback, running, old], repo) == []
+    assert ip.prune_plan(images, [], 'another/repo') == []
