@@ -323,3 +323,30 @@ def read_from_image(run, image, path_in_image, docker='docker'):
     finally:
         run([docker, 'rm', '-f', container])
     return text, tmpdir
+
+
+# Run by the image's own Python (``-c``): where vllm's mxfp4.py is. find_spec does not import vllm (no torch, no
+# GPU needed), so a venv image (vLLM under /opt/venv) is found through the Python first in the image's PATH.
+# roles/container_image/vars/main.yml container_image_vllm_locate is the same text (a unit test keeps them equal).
+LOCATE_SCRIPT = (
+    "import importlib.util, os, sys; "
+    "s = importlib.util.find_spec('vllm'); "
+    "sys.exit('vllm is not importable by ' + sys.executable) if s is None or not s.origin else None; "
+    "print(os.path.join(os.path.dirname(s.origin), 'model_executor', 'layers', 'quantization', 'mxfp4.py'))"
+)
+
+
+def locate_in_image(run, image, python='python3', docker='docker'):
+    """Ask ``python`` in ``image`` (throw-away container, no network) where vllm's mxfp4.py is.
+
+    ``run(argv)`` returns ``(rc, stdout, stderr)``. Raises Mxfp4PatchError naming the fix when vllm is not found.
+    """
+    argv = [docker, 'run', '--rm', '--network', 'none', '--entrypoint', python, image, '-c', LOCATE_SCRIPT]
+    rc, out, err = run(argv)
+    lines = [line.strip() for line in (out or '').splitlines() if line.strip()]
+    path = lines[-1] if lines else ''
+    if rc != 0 or not path.startswith('/') or not path.endswith('/mxfp4.py'):
+        raise Mxfp4PatchError('%s in image %s does not find vllm (rc=%d: %s); set python to the image\'s Python '
+                              '(e.g. /opt/venv/bin/python3) or path_in_image to mxfp4.py in the image'
+                              % (python, image, rc, ((err or '') + (out or '')).strip()[:300]))
+    return path

@@ -51,8 +51,14 @@ options:
   path_in_image:
     description:
       - Path of C(mxfp4.py) inside O(image).
+      - Omitted, O(python) in the image (a throw-away container without network) says where vllm is
+        (C(importlib.util.find_spec), vllm is not imported), so vLLM in a venv is found too.
     type: str
-    default: /usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/quantization/mxfp4.py
+  python:
+    description:
+      - Python inside O(image) that finds vllm when O(path_in_image) is omitted (looked up in the image's C(PATH)).
+    type: str
+    default: python3
   docker_cli:
     description:
       - Docker CLI to run for O(image). Looked up in C(PATH) when not absolute.
@@ -89,6 +95,12 @@ EXAMPLES = r'''
 - name: Refuse an image whose mxfp4.py is not patched exactly once
   dgxspark.ds4.mxfp4_patch:
     image: vllm-ds4:derived
+    state: check
+
+- name: The same for an image with vLLM in a venv, the file found by its own Python
+  dgxspark.ds4.mxfp4_patch:
+    image: vllm-ds4:derived
+    python: /opt/venv/bin/python3
     state: check
 
 - name: Patch a host copy before baking it into the derived image
@@ -193,6 +205,7 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils.mxfp4_patch import (
     analyse,
     compile_text,
     normalise,
+    locate_in_image,
     read_from_image,
     report,
 )
@@ -203,8 +216,8 @@ def main():
         argument_spec=dict(
             path=dict(type='path'),
             image=dict(type='str'),
-            path_in_image=dict(type='str',
-                               default='/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/quantization/mxfp4.py'),
+            path_in_image=dict(type='str'),
+            python=dict(type='str', default='python3'),
             docker_cli=dict(type='str', default='docker'),
             expected=dict(type='int', default=2),
             state=dict(type='str', default='check', choices=['check', 'present']),
@@ -225,12 +238,15 @@ def main():
                              % (p['state'], p['image']))
 
     tmpdir = None
-    source = p['path'] or '%s:%s' % (p['image'], p['path_in_image'])
+    source = p['path'] or '%s:%s' % (p['image'], p['path_in_image'] or '(vllm of %s)' % p['python'])
     try:
         if p['image']:
             docker = p['docker_cli']
             if not os.path.isabs(docker):
                 docker = module.get_bin_path(docker, required=True)
+            if not p['path_in_image']:
+                p['path_in_image'] = locate_in_image(module.run_command, p['image'], p['python'], docker=docker)
+                source = '%s:%s' % (p['image'], p['path_in_image'])
             text, tmpdir = read_from_image(module.run_command, p['image'], p['path_in_image'],
                                            docker=docker)
         else:

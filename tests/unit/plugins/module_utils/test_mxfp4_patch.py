@@ -246,3 +246,45 @@ def test_read_from_image_unknown_image():
         mp.read_from_image(docker, 'missing:1', '/x.py')
     assert 'docker create missing:1 failed (rc=125): no such image' in err.value.msg
     assert len(docker.calls) == 1
+
+
+def test_locate_in_image_asks_the_image_python():
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, '/opt/venv/lib/python3.12/site-packages/vllm/model_executor/layers/quantization/mxfp4.py\n', ''
+    path = mp.locate_in_image(run, 'img', '/opt/venv/bin/python3')
+    assert path == '/opt/venv/lib/python3.12/site-packages/vllm/model_executor/layers/quantization/mxfp4.py'
+    assert calls == [['docker', 'run', '--rm', '--network', 'none', '--entrypoint', '/opt/venv/bin/python3', 'img',
+                      '-c', mp.LOCATE_SCRIPT]]
+
+
+@pytest.mark.parametrize('rc, out, err', [(1, '', 'vllm is not importable by /usr/bin/python3'), (0, 'garbage', ''),
+                                          (127, '', 'exec: "python3": executable file not found')])
+def test_locate_in_image_refuses_naming_the_fix(rc, out, err):
+    with pytest.raises(mp.Mxfp4PatchError) as info:
+        mp.locate_in_image(lambda argv: (rc, out, err), 'img')
+    assert 'does not find vllm' in info.value.msg and 'path_in_image' in info.value.msg
+
+
+def test_locate_script_really_finds_a_venv_vllm(tmp_path):
+    """The script run by a Python whose sys.path holds a vllm package (as a venv's does) prints its mxfp4.py."""
+    import subprocess
+    import sys
+    pkg = tmp_path / 'site' / 'vllm'
+    pkg.mkdir(parents=True)
+    (pkg / '__init__.py').write_text('raise RuntimeError("must not be imported")\n')
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / 'site'))
+    out = subprocess.check_output([sys.executable, '-S', '-c', mp.LOCATE_SCRIPT], env=env).decode().strip()
+    assert out == str(pkg / 'model_executor' / 'layers' / 'quantization' / 'mxfp4.py')
+    env['PYTHONPATH'] = str(tmp_path)
+    proc = subprocess.run([sys.executable, '-S', '-c', mp.LOCATE_SCRIPT], env=env, capture_output=True)
+    assert proc.returncode == 1 and b'vllm is not importable' in proc.stderr
+
+
+def test_role_locates_with_the_same_script():
+    import yaml
+    role_vars = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'container_image', 'vars', 'main.yml')
+    with open(role_vars) as handle:
+        assert yaml.safe_load(handle)['container_image_vllm_locate'] == mp.LOCATE_SCRIPT

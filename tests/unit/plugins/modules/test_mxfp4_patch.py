@@ -119,11 +119,47 @@ def test_image_check_uses_docker_cli(tmp_path, monkeypatch):
             shutil.copy(src, argv[-1])
         return 0, '', ''
     monkeypatch.setattr(basic.AnsibleModule, 'run_command', fake_run_command)
-    kind, res = run({'image': 'vllm:x', 'docker_cli': '/usr/bin/docker'})
+    kind, res = run({'image': 'vllm:x', 'docker_cli': '/usr/bin/docker',
+                     'path_in_image': '/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/quantization/mxfp4.py'})
     assert kind is FailJson
     assert res['msg'].startswith('vllm:x:/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/'
                                  'quantization/mxfp4.py is double-patched (4 blocks, expected 2)')
     assert calls == ['create', 'cp', 'rm']
+
+
+VENV = '/opt/venv/lib/python3.12/site-packages/vllm/model_executor/layers/quantization/mxfp4.py'
+
+
+def test_image_path_from_the_image_python_when_omitted(monkeypatch):
+    src = os.path.join(FIXTURES, 'patched.py.txt')
+    calls = []
+
+    def fake_run_command(self, argv, **kwargs):
+        calls.append(list(argv))
+        if argv[1] == 'run':
+            return 0, VENV + '\n', ''
+        if argv[1] == 'create':
+            return 0, 'cid42\n', ''
+        if argv[1] == 'cp':
+            assert argv[-2] == 'cid42:' + VENV
+            shutil.copy(src, argv[-1])
+        return 0, '', ''
+    monkeypatch.setattr(basic.AnsibleModule, 'run_command', fake_run_command)
+    kind, res = run({'image': 'b12x:x', 'docker_cli': '/usr/bin/docker', 'python': '/opt/venv/bin/python3'})
+    assert kind is ExitJson, res
+    assert res['source'] == 'b12x:x:' + VENV and res['status'] == 'patched'
+    assert calls[0][:9] == ['/usr/bin/docker', 'run', '--rm', '--network', 'none', '--entrypoint', '/opt/venv/bin/python3',
+                            'b12x:x', '-c']
+    assert [c[1] for c in calls] == ['run', 'create', 'cp', 'rm']
+
+
+def test_image_without_vllm_names_the_fix(monkeypatch):
+    def fake_run_command(self, argv, **kwargs):
+        return 1, '', 'vllm is not importable by /usr/bin/python3'
+    monkeypatch.setattr(basic.AnsibleModule, 'run_command', fake_run_command)
+    kind, res = run({'image': 'x:y', 'docker_cli': '/usr/bin/docker'})
+    assert kind is FailJson
+    assert 'python3 in image x:y does not find vllm' in res['msg'] and 'path_in_image' in res['msg']
 
 
 def test_missing_path(tmp_path):
