@@ -133,8 +133,8 @@ def settle(record, ref, update=False, source='pull', tag_image=None, recorded_im
             found = ('%s now gives %s' % (ref, tag_id)) if tag_id else ('%s is not on the node' % ref)
             out['error'] = ('%s is pinned to %s (%s, recorded on the head) but that image is not on the node and the '
                             'source did not give it back: %s. Fix: -e container_image_update=true to record and use what '
-                            '%s gives now, or bring the pinned image back.' % (ref, entry['id'], entry.get('digest') or 'no digest',
-                                                                                found, ref))
+                            '%s gives now, or bring the pinned image back.'
+                            % (ref, entry['id'], entry.get('digest') or 'no digest', found, ref))
             return out
         if tag_id and tag_id != entry['id']:
             out['drift'] = True

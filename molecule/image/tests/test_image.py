@@ -23,7 +23,6 @@ DEEPGEMM_REPO = 'https://github.com/deepseek-ai/DeepGEMM.git'
 VENV_REF = 'ds4-test/vllm:venv'
 
 
-
 def _evidence(host, name):
     return json.loads(host.file(EVIDENCE[name]).content_string)
 

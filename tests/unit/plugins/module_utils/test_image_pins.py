@@ -7,7 +7,10 @@
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import os
+
 import pytest
+import yaml
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import image_pins as ip
 
@@ -147,3 +150,43 @@ def test_prune_only_unkept_derived_images_never_a_users():
     assert ip.prune_plan(images, keep, repo) == [{'id': old, 'tags': ['%s:%s' % (repo, ho[:16]), 'other/name:x']}]
     assert ip.prune_plan(images, [cur, rollback, running, old], repo) == []
     assert ip.prune_plan(images, [], 'another/repo') == []
+
+
+ROLE = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'container_image')
+
+
+def _role_yaml(*parts):
+    with open(os.path.join(ROLE, *parts)) as handle:
+        return yaml.safe_load(handle)
+
+
+def test_role_inputs_defaults_and_specs_agree():
+    defaults = _role_yaml('defaults', 'main.yml')
+    specs = _role_yaml('meta', 'argument_specs.yml')['argument_specs']['main']['options']
+    new = {'container_image_update': False, 'container_image_pins_path': '/var/lib/dgxspark-ds4/image-pins.json',
+           'container_image_deepgemm_ref': '', 'container_image_deepgemm_resolve': ['git', 'ls-remote', '{repo}', 'HEAD'],
+           'container_image_mxfp4_path': '', 'container_image_prune': True,
+           'container_image_prune_keep_files': ['/etc/systemd/system/dgxspark-ds4-head.service',
+                                                '/etc/systemd/system/dgxspark-ds4-worker.service',
+                                                '/etc/dgxspark-ds4/previous/unit']}
+    for name, value in new.items():
+        assert defaults[name] == value and specs[name]['default'] == value, name
+
+
+def test_first_deploy_does_not_stop_for_a_deepgemm_commit():
+    """The old derive.yml refused to build without container_image_deepgemm_ref; now the commit is resolved."""
+    tasks = _role_yaml('tasks', 'derive.yml')
+    for task in tasks:
+        if 'ansible.builtin.assert' in task:
+            assert 'container_image_deepgemm_ref | length > 0' not in str(task['ansible.builtin.assert']['that'])
+    names = [t['name'] for t in tasks]
+    assert any('Resolve the default branch' in n for n in names)
+    with open(os.path.join(ROLE, 'templates', 'Dockerfile.derived.j2')) as handle:
+        assert "container_image_deepgemm_pin['commit']" in handle.read()
+
+
+def test_converge_shortcut_observes_the_pins():
+    with open(os.path.join(ROLE, 'vars', 'main.yml')) as handle:
+        text = handle.read()
+    checks = yaml.safe_load(text)['__container_image_converge_checks']
+    assert '{{ container_image_pins_path }}' in checks['files']
