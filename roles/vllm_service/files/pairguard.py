@@ -35,6 +35,14 @@ InvocationID that the running head was paired with (state file, JSON):
   * Guard state (restarts, hangs, storm stops, last cause, last hang) is kept in state_file (JSON,
     read by status.yml) and exported as a node-exporter textfile (textfile, written atomically).
 
+  * One ssh connection, and no cold restart for a blip: the watch loop reaches each worker over ONE
+    OpenSSH connection (ControlMaster=auto, ControlPersist, ControlPath ssh-%C in ssh_control_dir, a
+    root-only 0700 runtime directory; ServerAlive* drops a dead master within ~10 s) instead of a new
+    root login every poll. A worker seen not active must be seen so on down_polls consecutive polls
+    (and an unreadable one on unreachable_polls) before the pair is restarted: one failed poll or a
+    slow ssh does not turn into a cold restart of both ranks. A worker with a new InvocationID (it
+    restarted on its own: a stale head is certain) is acted on at the first poll that sees it.
+
 The worker is reached with the peer_access key (ssh options + root@<worker fabric ip>); there the
 guard runs `systemctl show/start/restart/reset-failed/stop <worker unit>` and, on a hang only, reads
 evidence (journalctl, docker top/exec, /proc/meminfo, nvidia-smi).
@@ -97,6 +105,43 @@ def unit_state(unit, ssh=None, runner=run):
     if 'ActiveState' not in state:
         raise GuardError('no ActiveState for %s in %r' % (unit, out))
     return state
+
+
+def ssh_control_options(cfg):
+    """ssh -o options that share one connection per worker (OpenSSH multiplexing); [] when ssh_control_dir is unset."""
+    directory = (cfg.get('ssh_control_dir') or '').rstrip('/')
+    if not directory:
+        return []
+    return ['-o', 'ControlMaster=auto', '-o', 'ControlPersist=%ds' % int(cfg.get('ssh_control_persist_s', 60)),
+            '-o', 'ControlPath=%s/ssh-%%C' % directory,
+            '-o', 'ServerAliveInterval=5', '-o', 'ServerAliveCountMax=2']
+
+
+def with_ssh_options(ssh, options):
+    """The ssh prefix (ssh ... user@host) with options inserted before the target (its last word)."""
+    ssh = list(ssh or [])
+    if not options or len(ssh) < 2:
+        return ssh
+    return ssh[:-1] + list(options) + ssh[-1:]
+
+
+def prepare_control_dir(path, uid=None):
+    """Create the ControlPath directory 0700; None when it is usable, else why not (then no multiplexing).
+
+    A control socket gives a root shell on the worker to whoever can connect to it: the directory must be
+    ours and closed to group and others."""
+    uid = os.geteuid() if uid is None else uid
+    try:
+        if not os.path.isdir(path):
+            os.makedirs(path, 0o700)
+        os.chmod(path, 0o700)
+        st = os.lstat(path)
+    except (IOError, OSError) as exc:
+        return 'cannot prepare %s: %s' % (path, exc)
+    if os.path.islink(path) or st.st_uid != uid or st.st_mode & 0o077:
+        return '%s is not a directory owned by uid %d with mode 0700 (mode %o, owner %d)' % (
+            path, uid, st.st_mode & 0o7777, st.st_uid)
+    return None
 
 
 def load_record(path):
@@ -496,12 +541,22 @@ def _esc(value):
 class Watch(object):
     """One guard loop; step() is one poll, unit-tested with a fake runner and clock."""
 
-    def __init__(self, cfg, runner=run, clock=time.time, fetch=None):
+    def __init__(self, cfg, runner=run, clock=time.time, fetch=None, prepare=prepare_control_dir):
+        options = ssh_control_options(cfg)
+        if options:
+            problem = prepare(cfg['ssh_control_dir'])
+            if problem:
+                say('ssh connection sharing off (%s): one ssh login per poll' % problem)
+                options = []
+        cfg = dict(cfg)
+        cfg['peers'] = [dict(p, ssh=with_ssh_options(p['ssh'], options)) if p.get('ssh') else dict(p)
+                        for p in cfg.get('peers') or []]
         self.cfg = cfg
         self.runner = runner
         self.clock = clock
         self.restarts = []
         self.failures = {}
+        self.down = {}
         self.stopped_workers = False
         self.state = GuardState(cfg)
         self.hang = None
@@ -539,6 +594,7 @@ class Watch(object):
         self.stopped_workers = False
         if head['ActiveState'] != 'active':
             self.failures = {}
+            self.down = {}
             self.reset_hang()
             return None
         record = load_record(cfg['pair_state_file']).get('workers') or {}
@@ -555,14 +611,23 @@ class Watch(object):
                                 cause='worker_unreadable')
             self.failures[name] = 0
             inv = state.get('InvocationID', '')
-            self.state.rank('worker', name, state['ActiveState'] == 'active')
-            if state['ActiveState'] != 'active':
-                return self.act('worker %s: %s is %s/%s while the head serves' % (name, peer['unit'], state['ActiveState'],
-                                                                                  state.get('SubState', '?')),
-                                cause='worker_down')
-            if record.get(name) and inv != record[name]:
+            active = state['ActiveState'] == 'active'
+            self.state.rank('worker', name, active)
+            if record.get(name) and inv and inv != record[name]:
+                # A new invocation: the worker restarted on its own and the head's peer is gone for good.
                 return self.act('worker %s: %s restarted on its own (invocation %s, head was paired with %s)'
                                 % (name, peer['unit'], inv[:12], record[name][:12]), cause='worker_restarted')
+            if not active:
+                self.down[name] = self.down.get(name, 0) + 1
+                need = max(1, int(cfg.get('down_polls', 3)))
+                if self.down[name] < need:
+                    say('worker %s: %s is %s/%s (poll %d of %d before the pair restarts)' % (
+                        name, peer['unit'], state['ActiveState'], state.get('SubState', '?'), self.down[name], need))
+                    continue
+                return self.act('worker %s: %s is %s/%s while the head serves (%d polls in a row)'
+                                % (name, peer['unit'], state['ActiveState'], state.get('SubState', '?'), self.down[name]),
+                                cause='worker_down')
+            self.down[name] = 0
         return self.watch_hang(head.get('InvocationID', ''))
 
     def reset_hang(self):
@@ -636,15 +701,18 @@ class Watch(object):
         if rc != 0:
             say('systemctl restart %s failed (rc %d): %s' % (cfg['head_unit'], rc, err or out))
         self.failures = {}
+        self.down = {}
         return 'restart'
 
 
 def watch_forever(cfg):
     loop = Watch(cfg)
-    interval = float(cfg.get('interval_s', 2))
+    interval = float(cfg.get('interval_s', 5))
     workers = ', '.join('%s on %s' % (p['unit'], p['name']) for p in cfg.get('peers') or [])
-    say('watching %s and %s every %.1fs; hang watchdog %s' % (
-        cfg['head_unit'], workers, interval,
+    say('watching %s and %s every %.1fs (worker down: %d polls, unreadable: %d polls; ssh %s); hang watchdog %s' % (
+        cfg['head_unit'], workers, interval, int(cfg.get('down_polls', 3)), int(cfg.get('unreachable_polls', 5)),
+        'one shared connection' if any('ControlMaster=auto' in (p.get('ssh') or []) for p in loop.cfg['peers'])
+        else 'one login per poll',
         ('on (%s, no progress for %ss)' % (cfg.get('metrics_url'), cfg.get('hang_after_s', 120))) if loop.hang else 'off'))
     while True:
         try:

@@ -160,9 +160,116 @@ def test_watch_restarts_the_head_when_the_worker_restarted_on_its_own(tmp_path, 
 
 
 def test_watch_restarts_the_head_when_the_worker_is_down(tmp_path):
+    """Down on down_polls (default 3) consecutive polls: then the pair restarts."""
     c = cfg(tmp_path, record={'spark2': 'w1'})
     fake = FakeSystemd(worker='failed', worker_inv='w1')
+    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    assert [watch.step() for _i in range(3)] == [None, None, 'restart']
+    assert fake.actions() == [('local', 'restart', HEAD)]
+
+
+def test_watch_one_inactive_poll_is_not_a_cold_restart(tmp_path, capsys):
+    """A worker seen inactive once (a blip between polls) and then active again, same invocation: nothing done."""
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    c['down_polls'] = 3
+    fake = FakeSystemd(worker_inv='w1')
+    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    worker = fake.units[(SSH[-1], WORKER)]
+    results = []
+    for state in ('active', 'inactive', 'active', 'deactivating', 'inactive', 'active', 'active'):
+        worker['ActiveState'] = state
+        results.append(watch.step())
+    assert results == [None] * 7
+    assert fake.actions() == []
+    assert 'poll 1 of 3 before the pair restarts' in capsys.readouterr().out
+
+
+def test_watch_down_polls_are_configurable(tmp_path):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    c['down_polls'] = 1
+    fake = FakeSystemd(worker='inactive', worker_inv='w1')
     assert pairguard.Watch(c, runner=fake, clock=lambda: 1.0).step() == 'restart'
+    c['down_polls'] = 5
+    fake = FakeSystemd(worker='inactive', worker_inv='w1')
+    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    assert [watch.step() for _i in range(5)] == [None] * 4 + ['restart']
+
+
+@pytest.mark.parametrize('state', ['active', 'activating', 'inactive'])
+def test_watch_worker_with_a_new_invocation_is_acted_on_at_once(tmp_path, state, capsys):
+    """Restarted on its own (new InvocationID): the head's peer is gone for good, no waiting for down_polls."""
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    c['down_polls'] = 5
+    fake = FakeSystemd(worker=state, worker_inv='w2')
+    assert pairguard.Watch(c, runner=fake, clock=lambda: 1.0).step() == 'restart'
+    assert 'restarted on its own' in capsys.readouterr().out
+
+
+class MuxRunner(object):
+    """Records the raw argv, strips the connection-sharing options and hands the rest to FakeSystemd."""
+
+    def __init__(self, fake, options):
+        self.fake = fake
+        self.options = options
+        self.raw = []
+
+    def __call__(self, argv, timeout=30):
+        self.raw.append(list(argv))
+        if argv[:len(SSH) - 1] == SSH[:-1] and argv[len(SSH) - 1:len(SSH) - 1 + len(self.options)] == self.options:
+            argv = SSH[:-1] + argv[len(SSH) - 1 + len(self.options):]
+        return self.fake(argv, timeout=timeout)
+
+
+def test_watch_reuses_one_ssh_connection_per_worker(tmp_path):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    c['ssh_control_dir'] = str(tmp_path / 'run')
+    c['ssh_control_persist_s'] = 90
+    options = pairguard.ssh_control_options(c)
+    assert options == ['-o', 'ControlMaster=auto', '-o', 'ControlPersist=90s',
+                       '-o', 'ControlPath=%s/ssh-%%C' % (tmp_path / 'run'),
+                       '-o', 'ServerAliveInterval=5', '-o', 'ServerAliveCountMax=2']
+    fake = FakeSystemd(worker_inv='w1')
+    runner = MuxRunner(fake, options)
+    watch = pairguard.Watch(c, runner=runner, clock=lambda: 1.0)
+    assert [watch.step() for _i in range(4)] == [None] * 4
+    remote = [a for a in runner.raw if a[0] == 'ssh']
+    assert len(remote) == 4
+    for argv in remote:
+        # every poll goes through the same control socket, the options before the target
+        assert argv[:len(SSH) - 1] == SSH[:-1]
+        assert argv[len(SSH) - 1:len(SSH) - 1 + len(options)] == options
+        assert argv[len(SSH) - 1 + len(options)] == SSH[-1]
+    # root-only runtime directory
+    st = (tmp_path / 'run').stat()
+    assert st.st_mode & 0o777 == 0o700
+    # the worker-down path (stop on a failed head) uses the shared connection too
+    fake.units[('local', HEAD)]['ActiveState'] = 'failed'
+    assert watch.step() == 'stop'
+    assert runner.raw[-1][:len(SSH) - 1 + len(options)] == SSH[:-1] + options
+    # the caller's config is left as it was (prestart builds its own argv)
+    assert c['peers'][0]['ssh'] == SSH
+
+
+def test_watch_without_a_usable_control_dir_falls_back_to_one_login_per_poll(tmp_path, capsys):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    c['ssh_control_dir'] = str(tmp_path / 'run')
+    fake = FakeSystemd(worker_inv='w1')
+    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0, prepare=lambda path: '%s is world-writable' % path)
+    assert watch.step() is None
+    assert watch.cfg['peers'][0]['ssh'] == SSH
+    assert 'ssh connection sharing off' in capsys.readouterr().out
+
+
+def test_prepare_control_dir_refuses_an_open_or_foreign_directory(tmp_path):
+    d = tmp_path / 'ctl'
+    assert pairguard.prepare_control_dir(str(d)) is None
+    assert d.stat().st_mode & 0o777 == 0o700
+    assert 'owned by uid' in pairguard.prepare_control_dir(str(d), uid=d.stat().st_uid + 1)
+    link = tmp_path / 'link'
+    link.symlink_to(d)
+    assert pairguard.prepare_control_dir(str(link)) is not None
+    assert pairguard.ssh_control_options({}) == []
+    assert pairguard.with_ssh_options(SSH, []) == SSH
 
 
 def test_watch_leaves_a_stopped_head_alone(tmp_path):
