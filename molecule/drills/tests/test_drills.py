@@ -27,8 +27,8 @@ import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
 
-HEAD_UNIT = 'dgxspark-ds4-head.service'
-WORKER_UNIT = 'dgxspark-ds4-worker.service'
+HEAD_UNIT = d.unit('head')
+WORKER_UNIT = d.unit('worker')
 DRILL_VARS = os.path.join(d.SCENARIO_DIR, 'vars', 'drills.yml')
 
 
@@ -58,7 +58,7 @@ def test_pair_serves_before_the_drills():
 def test_worker_killed_both_ranks_restart_worker_first():
     head0, worker0 = both_started()
     t0 = time.monotonic()
-    d.node('spark2', 'docker', 'kill', 'dgxspark-ds4-worker')
+    d.node('spark2', 'docker', 'kill', d.container('worker'))
     d.wait_until('both ranks restarted, worker first', lambda: restarted_worker_first(head0, worker0), 120)
     d.wait_serving(120)
     print('DRILL worker killed -> serving again in %.1f s' % (time.monotonic() - t0))
@@ -68,7 +68,7 @@ def test_worker_killed_both_ranks_restart_worker_first():
 def test_head_killed_both_ranks_restart_worker_first():
     head0, worker0 = both_started()
     t0 = time.monotonic()
-    d.node('spark1', 'docker', 'kill', 'dgxspark-ds4-head')
+    d.node('spark1', 'docker', 'kill', d.container('head'))
     d.wait_until('both ranks restarted, worker first', lambda: restarted_worker_first(head0, worker0), 120)
     d.wait_serving(120)
     print('DRILL head killed -> serving again in %.1f s' % (time.monotonic() - t0))
@@ -102,7 +102,7 @@ def test_master_port_taken_is_caught_before_start_with_the_owner():
         text = _start_head_expecting_refusal()
         assert '29501' in text and ('pid %s' % stray in text or stray in text), text[-2000:]
         assert 'python3' in text, text[-2000:]
-        assert not d.node('spark1', 'docker', 'ps', '-q', '--filter', 'name=dgxspark-ds4-head'), 'vLLM must not start'
+        assert not d.node('spark1', 'docker', 'ps', '-q', '--filter', 'name=' + d.container('head')), 'vLLM must not start'
     finally:
         d.node('spark1', 'systemctl', 'stop', 'ds4-stray-listener.service', check=False)
     _restart_pair_and_serve()
@@ -111,7 +111,7 @@ def test_master_port_taken_is_caught_before_start_with_the_owner():
 def test_memory_short_at_start_is_refused_with_the_numbers():
     """The CI machine's memory cannot be eaten safely: the gate's requirement is raised instead
     (memory_fraction 0.999 of MemTotal, which no running Linux has available)."""
-    path = '/etc/dgxspark-ds4/prestart-head.json'
+    path = d.CONFIG_DIR + '/prestart-head.json'
     saved = d.node('spark1', 'cat', path)
     cfg = json.loads(saved)
     cfg.update({'memory_fraction': 0.999, 'memory_wait_s': 2, 'memory_poll_s': 1})

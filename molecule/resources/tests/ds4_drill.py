@@ -16,6 +16,8 @@ import time
 import urllib.error
 import urllib.request
 
+import yaml
+
 INVENTORY = os.environ.get('MOLECULE_INVENTORY_FILE', '')
 PROJECT = os.environ.get('MOLECULE_PROJECT_DIRECTORY', os.getcwd())
 SCENARIO_DIR = os.environ.get('MOLECULE_SCENARIO_DIRECTORY', '')
@@ -23,6 +25,37 @@ HEAD_URL = 'http://10.77.0.11:8000'
 # The test deployment opens the API to the controller (10.77.0.1/32) through the api_proxy role,
 # which requires one of ds4_api_keys (molecule/resources/inventory/group_vars/spark/test.yml).
 API_KEY = 'ds4-molecule-controller-key-0000'
+
+
+def _scenario_vars():
+    """The extra vars a scenario gives every playbook run (molecule/<scenario>/vars/<scenario>.yml), or {}."""
+    if not SCENARIO_DIR:
+        return {}
+    path = os.path.join(SCENARIO_DIR, 'vars', os.path.basename(SCENARIO_DIR.rstrip('/')) + '.yml')
+    if not os.path.exists(path):
+        return {}
+    with open(path) as fh:
+        return yaml.safe_load(fh) or {}
+
+
+SCENARIO_VARS = _scenario_vars()
+# Where a rank lives (roles/vllm_service inputs, published as ds4_effective['service']): the role's defaults unless
+# the scenario overrides them (the drills scenario overrides every one).
+CONFIG_DIR = SCENARIO_VARS.get('vllm_service_config_dir', '/etc/dgxspark-ds4')
+STATE_DIR = SCENARIO_VARS.get('vllm_service_state_dir', '/var/lib/dgxspark-ds4')
+UNIT_DIR = SCENARIO_VARS.get('vllm_service_unit_dir', '/etc/systemd/system')
+LIBEXEC_DIR = SCENARIO_VARS.get('vllm_service_libexec_dir', '/usr/local/libexec/dgxspark-ds4')
+DOCKER_BIN = SCENARIO_VARS.get('vllm_service_docker_bin', '/usr/bin/docker')
+
+
+def unit(role):
+    return SCENARIO_VARS.get('vllm_service_unit_name') or 'dgxspark-ds4-%s.service' % role
+
+
+def container(role):
+    return SCENARIO_VARS.get('vllm_service_container_name') or 'dgxspark-ds4-%s' % role
+
+
 BASE_OVERRIDES = {
     'image': {'ref': 'ds4-vllm-sim:test'},
     'model': {'revision': '0123456789abcdef0123456789abcdef01234567'},
@@ -54,7 +87,7 @@ def node(name, *argv, **kwargs):
 
 def started_at(name, role):
     """Container StartedAt as (seconds-part, nanoseconds) so Docker's trimmed fractions compare right."""
-    raw = node(name, 'docker', 'inspect', '-f', '{{.State.StartedAt}}', 'dgxspark-ds4-%s' % role)
+    raw = node(name, 'docker', 'inspect', '-f', '{{.State.StartedAt}}', container(role))
     stamp, _dot, frac = raw.rstrip('Z').partition('.')
     return stamp, int((frac + '000000000')[:9])
 
