@@ -15,11 +15,11 @@ version_added: 0.2.0
 description:
   - Keeps each revision of a model in its own directory C(<path>.revs/<revision>/) beside O(path), and O(path)
     (the directory the serving unit mounts) a relative symlink to the revision being served.
-  - O(state=prepare) adopts a flat directory found at O(path) (from before this layout, or the user's own copy):
+  - O(state=prepare) adopts a flat directory found at O(path) (from before this layout, or the user's own copy);
     it is renamed into C(<path>.revs/<revision it holds>) (O(adopt_revision), else O(revision); no byte is copied,
     nothing is deleted) and O(path) is linked to it at once, so the same files stay served. Then it creates the
     directory of O(revision), returned as RV(rev_dir), where the files are fetched and verified.
-  - A flat O(path) that is a mount point (or on another file system than its parent) cannot be renamed: it is kept
+  - A flat O(path) that is a mount point (or on another file system than its parent) cannot be renamed; it is kept
     and served in place (RV(mode=flat), RV(rev_dir) is O(path), a warning says so).
   - O(state=switch) points O(path) at O(revision) by renaming a temporary symlink over it (atomic). Nothing changes
     when it already points there, so a second run reports C(changed=false).

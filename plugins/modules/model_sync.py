@@ -23,7 +23,7 @@ description:
     space of the worker's file system; the module fails with both numbers when it is short.
   - Files only on the worker are reported in RV(extra) and never deleted.
   - Symlinks in O(src) are followed (a Hugging Face hub cache snapshot, C(snapshots/<rev>/) whose files link to
-    C(../../blobs/)): the worker gets regular files with the bytes (C(rsync --copy-links)), never the links. A
+    C(../../blobs/)); the worker gets regular files with the bytes (C(rsync --copy-links)), never the links. A
     symlink on the worker is not taken for a copy and is replaced by the file.
 author:
   - dgxspark.ds4 contributors (@dgxspark)
