@@ -75,6 +75,78 @@ def test_vllm_binds_loopback_and_the_proxy_fronts_it():
     assert d.node('spark2', 'systemctl', 'is-active', 'dgxspark-ds4-proxy.service', check=False) != 'active'
 
 
+# ---------------------------------------------------------------------------------------------
+# Nothing listens beyond what the firewall allows. The allowed set is read from each node, not listed here:
+# the TCP ports an `accept` rule of the collection's own nft table opens (API port from the allowed networks,
+# master port and the ephemeral inter-node range from the fabric addresses, monitoring ports when on), any
+# socket bound to a loopback address only (vLLM behind the proxy; the firewall's `iif "lo" accept`), and the
+# ports sshd is configured for (`sshd -T`: the deployment's own management and peer-key access).
+_ACCEPT_RE = re.compile(r'(?:\bip6? daddr (\S+) )?\btcp dport (\d+)(?:-(\d+))?\b.*\baccept\b')
+
+
+def firewall_accepts(name):
+    """[(low, high, daddr or None)] of the accept rules of table inet dgxspark_ds4 on a node."""
+    table = d.node(name, 'nft', 'list', 'table', 'inet', 'dgxspark_ds4')
+    out = []
+    for line in table.splitlines():
+        m = _ACCEPT_RE.search(line)
+        if m:
+            low = int(m.group(2))
+            out.append((low, int(m.group(3) or low), m.group(1)))
+    return out
+
+
+def listeners(name):
+    """[(address, port, ss line)] of the TCP listeners on a node (ss -ltnpH; IPv6 brackets and %if removed)."""
+    out = []
+    for line in d.node(name, 'ss', '-ltnpH').splitlines():
+        cols = line.split()
+        if len(cols) < 4:
+            continue
+        addr, _sep, port = cols[3].rpartition(':')
+        out.append((addr.strip('[]').split('%')[0], int(port), line))
+    return out
+
+
+def sshd_ports(name):
+    return set(int(ln.split()[1]) for ln in d.node(name, 'sshd', '-T').splitlines() if ln.startswith('port '))
+
+
+def _loopback(addr):
+    return addr.startswith('127.') or addr == '::1'
+
+
+def test_nothing_listens_beyond_what_the_firewall_allows():
+    for name in ('spark1', 'spark2'):
+        accepts = firewall_accepts(name)
+        ssh = sshd_ports(name)
+        assert accepts and ssh, (name, accepts, ssh)
+        stray = []
+        for addr, port, line in listeners(name):
+            if _loopback(addr) or port in ssh:
+                continue
+            # a rule bound to a destination address (the ephemeral range on the fabric address) covers a
+            # socket on that address only: a wildcard one is reachable on the node's other addresses too
+            if any(low <= port <= high and (daddr is None or addr == daddr) for low, high, daddr in accepts):
+                continue
+            stray.append(line)
+        assert not stray, '%s: listeners the firewall does not allow (accept rules %s, sshd %s):\n%s' % (
+            name, accepts, sorted(ssh), '\n'.join(stray))
+    # Not vacuous: the head's API port is both allowed and listened on (the proxy), vLLM only on loopback.
+    head = listeners('spark1')
+    assert (8000, 8000, None) in firewall_accepts('spark1')
+    assert any(p == 8000 and not _loopback(a) for a, p, _l in head), head
+    assert [a for a, p, _l in head if p == 8001] and all(_loopback(a) for a, p, _l in head if p == 8001), head
+
+
+def test_distribution_nginx_default_site_disabled_with_a_way_back():
+    """Ubuntu's nginx package serves its default site on port 80; api_proxy removes only the sites-enabled link."""
+    assert d.node('spark1', 'sh', '-c', 'test -L /etc/nginx/sites-enabled/default || test -e /etc/nginx/sites-enabled/default;'
+                  ' echo $?') == '1'
+    assert d.node('spark1', 'sh', '-c', 'test -f /etc/nginx/sites-available/default; echo $?') == '0'
+    assert not [line for _a, port, line in listeners('spark1') if port == 80]
+
+
 def test_allowed_client_gets_the_api_with_either_key():
     for key in (KEY_A, KEY_B):
         status, body = curl('client', '/v1/models', key)
