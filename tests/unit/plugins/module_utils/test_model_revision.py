@@ -7,10 +7,12 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import os
+import shutil
 
 import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import model_revision as mr
+from ansible_collections.dgxspark.ds4.plugins.module_utils import model_sync as ms
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))
@@ -186,3 +188,26 @@ def test_unit_mounts_the_stable_path_not_a_revision():
         unit = f.read()
     assert "ds4_effective['model']['host_dir'] ~ ':' ~ ds4_effective['model']['container_dir'] ~ ':ro'" in unit
     assert '.revs' not in unit and 'rev_dir' not in unit
+
+
+@pytest.mark.skipif(shutil.which('rsync') is None, reason='rsync not installed')
+def test_new_revision_space_check_counts_both_copies(host_dir, tmp_path, monkeypatch):
+    """The new revision is fetched into its own directory while the served one stays: the copy needs the whole
+    new revision free beside it (nothing is shared with, or written into, the served revision)."""
+    src = tmp_path / 'source'
+    write(src / 'model.safetensors', b'm' * 5000)
+    write(src / 'config.json', b'{}')
+    os.makedirs(os.path.dirname(host_dir))
+    lay1 = mr.layout(host_dir, REV1)
+    mr.prepare(lay1)
+    ms.sync(str(src), lay1['rev_dir'])
+    mr.switch(lay1)
+    lay2 = mr.layout(host_dir, REV2)
+    mr.prepare(lay2)
+    r = ms.sync(str(src), lay2['rev_dir'], check_mode=True)
+    assert r['bytes_needed'] == 5002  # identical files in the kept revision do not count as already there
+    monkeypatch.setattr(ms, 'free_bytes', lambda path: 5001)
+    with pytest.raises(ms.SyncError) as exc:
+        ms.sync(str(src), lay2['rev_dir'])
+    assert 'not enough disk space' in exc.value.msg and os.listdir(lay2['rev_dir']) == []
+    assert read(os.path.join(host_dir, 'model.safetensors')) == b'm' * 5000
