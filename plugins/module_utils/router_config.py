@@ -1,0 +1,258 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""vllm-router in front of several TP=2 pairs: the worker URLs, the command line, the unit's ExecStart.
+
+Pure logic (no Ansible): the role ``dgxspark.ds4.router`` calls it through the filter
+``dgxspark.ds4.router_plan``; ``tests/integration/test_router_sim.py`` starts the real router with the
+argv rendered here. Input: the pair list of ``pairs.py`` (``validate_pairs``), each a dict with
+``name``, ``head``, ``api_host``, ``api_port``, ``served_model``, ``profile`` (extra keys ignored),
+and the router settings (the role's ``router_*`` knobs without the prefix, see ``DEFAULTS``).
+
+Only flags that vllm-router ``ROUTER_VERSION`` has are written (read from its ``vllm-router --help``):
+``--host --port --worker-urls --policy --cache-threshold --balance-abs-threshold
+--balance-rel-threshold --health-check-interval-secs --health-check-timeout-secs
+--health-failure-threshold --health-success-threshold --health-check-endpoint
+--worker-startup-timeout-secs --worker-startup-check-interval --request-timeout-secs
+--prometheus-host --prometheus-port --log-level``.
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import ipaddress
+import re
+
+ROUTER_VERSION = '0.1.17'
+
+# --policy choices of vllm-router 0.1.17 that fit one model on N identical replicas. kv_aware needs KV
+# event sources, sticky_least_loaded and power_of_two are left out until measured here.
+POLICIES = ('cache_aware', 'consistent_hash', 'round_robin', 'random')
+
+# The headers vllm-router 0.1.17 reads a session key from (consistent_hash, and cache_aware's session map):
+# strings of its binary, the first one proven by tests/integration/test_router_sim.py. Not configurable.
+SESSION_HEADERS = ('x-session-id', 'session-id', 'x-user-id', 'x-tenant-id', 'x-claude-code-session-id')
+
+LOG_LEVELS = ('debug', 'info', 'warning', 'error', 'critical')
+
+DEFAULTS = {
+    'listen_host': '127.0.0.1',
+    'listen_port': 30000,
+    'policy': 'cache_aware',
+    'cache_threshold': 0.3,
+    # vllm-router's own 64 never triggers in front of pairs that run 2-16 sequences each: with it, every
+    # request of a balanced system stays on the pair with the longest prefix match (measured: 40/0 with
+    # 8 clients); 2 spreads them (20/20).
+    'balance_abs_threshold': 2,
+    'balance_rel_threshold': 1.5,
+    'health_check_interval_s': 1,
+    'health_check_timeout_s': 1,
+    'health_failure_threshold': 2,
+    'health_success_threshold': 1,
+    'health_check_endpoint': '/health',
+    'max_eviction_s': 5,
+    'worker_startup_timeout_s': 600,
+    'worker_startup_check_interval_s': 5,
+    'request_timeout_s': 1800,
+    'prometheus_host': '127.0.0.1',
+    'prometheus_port': 29000,
+    'log_level': 'info',
+}
+
+_INT_KEYS = ('listen_port', 'balance_abs_threshold', 'health_check_interval_s', 'health_check_timeout_s',
+             'health_failure_threshold', 'health_success_threshold', 'worker_startup_timeout_s',
+             'worker_startup_check_interval_s', 'request_timeout_s', 'prometheus_port')
+_POSITIVE = ('health_check_interval_s', 'health_check_timeout_s', 'health_failure_threshold',
+             'health_success_threshold', 'worker_startup_timeout_s', 'worker_startup_check_interval_s',
+             'request_timeout_s')
+_PAIR_KEYS = ('name', 'head', 'api_host', 'api_port', 'served_model', 'profile')
+_HOST_RE = re.compile(r'^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$')
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def settings_with_defaults(settings):
+    merged = dict(DEFAULTS)
+    merged.update(dict(settings or {}))
+    return merged
+
+
+def eviction_bound_s(settings):
+    """Worst case from a pair's death (or freeze) to its leaving rotation: every one of the
+    failure_threshold failed checks may wait a whole interval and then its whole timeout."""
+    s = settings_with_defaults(settings)
+    return s['health_failure_threshold'] * (s['health_check_interval_s'] + s['health_check_timeout_s'])
+
+
+def _host_ok(host):
+    if not isinstance(host, str) or not host:
+        return False
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return bool(_HOST_RE.match(host))
+
+
+def check_settings(settings):
+    """Problems of the router settings, one sentence each naming the role variable and the fix."""
+    s = settings_with_defaults(settings)
+    errors = []
+    unknown = sorted(set(s) - set(DEFAULTS))
+    for key in unknown:
+        errors.append('router_%s: not a router setting (known: %s)' % (key, ', '.join(sorted(DEFAULTS))))
+    for key in _INT_KEYS:
+        if not _is_int(s[key]):
+            errors.append('router_%s = %r: must be an integer' % (key, s[key]))
+    for key in ('cache_threshold', 'balance_rel_threshold', 'max_eviction_s'):
+        if isinstance(s[key], bool) or not isinstance(s[key], (int, float)):
+            errors.append('router_%s = %r: must be a number' % (key, s[key]))
+    if errors:
+        return errors
+    if s['policy'] not in POLICIES:
+        errors.append('router_policy = %r: not one of %s (vllm-router %s --policy choices that fit identical replicas)'
+                      % (s['policy'], ', '.join(POLICIES), ROUTER_VERSION))
+    if s['log_level'] not in LOG_LEVELS:
+        errors.append('router_log_level = %r: not one of %s' % (s['log_level'], ', '.join(LOG_LEVELS)))
+    for key in ('listen_port', 'prometheus_port'):
+        if not 1 <= s[key] <= 65535:
+            errors.append('router_%s = %r: not a TCP port (1-65535)' % (key, s[key]))
+    if s['listen_port'] == s['prometheus_port'] and s['listen_host'] == s['prometheus_host']:
+        errors.append('router_prometheus_port = %d: the same as router_listen_port on %s. Fix: pick another port'
+                      % (s['prometheus_port'], s['listen_host']))
+    for key in ('listen_host', 'prometheus_host'):
+        if not _host_ok(s[key]):
+            errors.append('router_%s = %r: not an address or host name' % (key, s[key]))
+    for key in _POSITIVE:
+        if s[key] < 1:
+            errors.append('router_%s = %r: must be at least 1' % (key, s[key]))
+    if s['balance_abs_threshold'] < 0:
+        errors.append('router_balance_abs_threshold = %r: must be at least 0' % s['balance_abs_threshold'])
+    if not 0.0 <= s['cache_threshold'] <= 1.0:
+        errors.append('router_cache_threshold = %r: must be within 0.0-1.0' % s['cache_threshold'])
+    if s['balance_rel_threshold'] < 1.0:
+        errors.append('router_balance_rel_threshold = %r: must be at least 1.0' % s['balance_rel_threshold'])
+    if not (isinstance(s['health_check_endpoint'], str) and s['health_check_endpoint'].startswith('/')
+            and ' ' not in s['health_check_endpoint']):
+        errors.append('router_health_check_endpoint = %r: must be a path starting with /' % (s['health_check_endpoint'],))
+    if errors:
+        return errors
+    bound = eviction_bound_s(s)
+    if bound > s['max_eviction_s']:
+        errors.append('router health checks: a dead or frozen pair could stay in rotation up to %d s '
+                      '(router_health_failure_threshold %d x (router_health_check_interval_s %d + '
+                      'router_health_check_timeout_s %d)), more than router_max_eviction_s %s. Fix: lower them, '
+                      'e.g. interval 1, timeout 1, threshold 2 (4 s)'
+                      % (bound, s['health_failure_threshold'], s['health_check_interval_s'],
+                         s['health_check_timeout_s'], s['max_eviction_s']))
+    return errors
+
+
+def worker_url(pair):
+    host = pair['api_host']
+    if ':' in host:
+        host = '[%s]' % host
+    return 'http://%s:%d' % (host, pair['api_port'])
+
+
+def check_pairs(pairs):
+    """Problems of the pair list the router fronts, one sentence each."""
+    if not isinstance(pairs, list) or not pairs:
+        return ['router_pairs: no pair to route to. Fix: give the pair list of dgxspark.ds4 pairs validation '
+                '(one entry per TP=2 pair: name, head, api_host, api_port, served_model, profile)']
+    errors = []
+    for index, pair in enumerate(pairs):
+        if not isinstance(pair, dict):
+            errors.append('router_pairs[%d] = %r: not a mapping' % (index, pair))
+            continue
+        missing = [k for k in _PAIR_KEYS if pair.get(k) in (None, '')]
+        if missing:
+            errors.append('router_pairs[%d] (%s): missing %s' % (index, pair.get('name', '?'), ', '.join(missing)))
+            continue
+        if not _is_int(pair['api_port']) or not 1 <= pair['api_port'] <= 65535:
+            errors.append('router_pairs[%d] (%s): api_port = %r is not a TCP port' % (index, pair['name'], pair['api_port']))
+        if not _host_ok(pair['api_host']):
+            errors.append('router_pairs[%d] (%s): api_host = %r is not an address or host name'
+                          % (index, pair['name'], pair['api_host']))
+    if errors:
+        return errors
+    seen_names, seen_urls = {}, {}
+    for pair in pairs:
+        if pair['name'] in seen_names:
+            errors.append('router_pairs: pair name %s given twice. Fix: one entry per pair' % pair['name'])
+        seen_names[pair['name']] = pair
+        url = worker_url(pair)
+        if url in seen_urls:
+            errors.append('router_pairs: pairs %s and %s both answer at %s. Fix: each pair head needs its own API address'
+                          % (seen_urls[url], pair['name'], url))
+        seen_urls.setdefault(url, pair['name'])
+    models = sorted(set(p['served_model'] for p in pairs))
+    if len(models) > 1:
+        errors.append('router_pairs: served models %s differ; one router fronts replicas of one model '
+                      '(%s). Fix: one router per served model'
+                      % (', '.join(models), '; '.join('%s: %s' % (p['name'], p['served_model']) for p in pairs)))
+    profiles = sorted(set(p['profile'] for p in pairs))
+    if len(profiles) > 1:
+        errors.append('router_pairs: replicas of %s run different profiles (%s); replicas must answer alike. '
+                      'Fix: the same profile on every pair'
+                      % (models[0], '; '.join('%s: %s' % (p['name'], p['profile']) for p in pairs)))
+    return errors
+
+
+def worker_urls(pairs):
+    """The head API URL of every pair, in pair-name order."""
+    return [worker_url(p) for p in sorted(pairs, key=lambda p: p['name'])]
+
+
+def router_argv(pairs, settings, binary='vllm-router'):
+    """The router's command line (a list of words). Call check_pairs/check_settings first."""
+    s = settings_with_defaults(settings)
+    argv = [binary,
+            '--host', s['listen_host'], '--port', str(s['listen_port']),
+            '--worker-urls'] + worker_urls(pairs) + [
+        '--policy', s['policy']]
+    if s['policy'] == 'cache_aware':
+        argv += ['--cache-threshold', _num(s['cache_threshold']),
+                 '--balance-abs-threshold', str(s['balance_abs_threshold']),
+                 '--balance-rel-threshold', _num(s['balance_rel_threshold'])]
+    argv += ['--health-check-interval-secs', str(s['health_check_interval_s']),
+             '--health-check-timeout-secs', str(s['health_check_timeout_s']),
+             '--health-failure-threshold', str(s['health_failure_threshold']),
+             '--health-success-threshold', str(s['health_success_threshold']),
+             '--health-check-endpoint', s['health_check_endpoint'],
+             '--worker-startup-timeout-secs', str(s['worker_startup_timeout_s']),
+             '--worker-startup-check-interval', str(s['worker_startup_check_interval_s']),
+             '--request-timeout-secs', str(s['request_timeout_s']),
+             '--prometheus-host', s['prometheus_host'], '--prometheus-port', str(s['prometheus_port']),
+             '--log-level', s['log_level']]
+    return argv
+
+
+def _num(value):
+    return repr(float(value))
+
+
+def systemd_quote(word):
+    """One word of a systemd ExecStart= line: %-specifiers and $ expansions escaped, quoted when needed."""
+    text = str(word).replace('%', '%%').replace('$', '$$')
+    if text and not re.search(r'[\s"\'\\;]', text):
+        return text
+    return '"%s"' % text.replace('\\', '\\\\').replace('"', '\\"')
+
+
+def exec_start(argv):
+    return ' '.join(systemd_quote(w) for w in argv)
+
+
+def plan(pairs, settings, binary='vllm-router'):
+    """Everything the role needs: errors (empty when valid), worker_urls, argv, exec_start, the eviction bound."""
+    errors = check_pairs(pairs) + check_settings(settings)
+    if errors:
+        return {'errors': errors, 'worker_urls': [], 'argv': [], 'exec_start': '', 'eviction_bound_s': None}
+    argv = router_argv(pairs, settings, binary)
+    return {'errors': [], 'worker_urls': worker_urls(pairs), 'argv': argv, 'exec_start': exec_start(argv),
+            'eviction_bound_s': eviction_bound_s(settings), 'session_headers': list(SESSION_HEADERS),
+            'router_version': ROUTER_VERSION}

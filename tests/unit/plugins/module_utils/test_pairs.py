@@ -1,0 +1,173 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""pairs: several TP=2 pairs in one inventory. Today's one-pair inventory is valid without pair groups;
+spark_pair<N> child groups give the pair list router_config takes; every problem is refused at once, naming
+the hosts and the fix."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import copy
+import os
+
+import yaml
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import pairs as pm
+from ansible_collections.dgxspark.ds4.plugins.module_utils import router_config
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
+PROFILE = {'master_port': 29501, 'api': {'host': '127.0.0.1', 'port': 8000},
+           'serve_args': {'served-model-name': 'deepseek-v4-flash'}}
+
+
+def _host(n, rank, subnet=100, profile='balanced', **extra):
+    hv = {'ds4_node_rank': rank, 'ds4_fabric_ip': '192.168.%d.%d' % (subnet, n), 'ds4_fabric_prefix': 24,
+          'ansible_host': '192.0.2.%d' % n, 'ds4_profile': profile, 'ds4_profile_config': copy.deepcopy(PROFILE)}
+    hv.update(extra)
+    return hv
+
+
+def _inventory(npairs=2):
+    groups, hostvars = {'spark': [], 'all': []}, {}
+    for p in range(1, npairs + 1):
+        head, worker = 'spark%d' % (2 * p - 1), 'spark%d' % (2 * p)
+        groups['spark_pair%d' % p] = [head, worker]
+        groups['spark'] += [head, worker]
+        hostvars[head] = _host(2 * p - 1, 0, subnet=100 + p)
+        hostvars[worker] = _host(2 * p, 1, subnet=100 + p)
+    return groups, hostvars
+
+
+def _errors(groups, hostvars):
+    pairs, errors = pm.validate_pairs(groups, hostvars)
+    assert errors and pairs == []
+    return errors
+
+
+def test_todays_inventory_is_one_pair_without_router():
+    groups = {'spark': ['spark1', 'spark2'], 'all': ['spark1', 'spark2']}
+    hostvars = {'spark1': _host(10, 0), 'spark2': _host(11, 1)}
+    pairs, errors = pm.validate_pairs(groups, hostvars)
+    assert errors == []
+    assert pairs == [{'name': 'spark', 'head': 'spark1', 'worker': 'spark2', 'hosts': ['spark1', 'spark2'],
+                      'api_host': '192.0.2.10', 'api_port': 8000, 'served_model': 'deepseek-v4-flash',
+                      'profile': 'balanced', 'master_port': 29501, 'fabric_network': '192.168.100.0/24'}]
+    assert not pm.router_needed(pairs)
+
+
+def test_the_shared_inventory_is_one_pair():
+    with open(os.path.join(REPO, 'inventories', '_shared', 'hosts.yml')) as handle:
+        inv = yaml.safe_load(handle)
+    hosts = sorted(inv['spark']['hosts'])
+    hostvars = {}
+    for h in hosts:
+        with open(os.path.join(REPO, 'inventories', '_shared', 'host_vars', h + '.yml')) as handle:
+            hostvars[h] = dict(yaml.safe_load(handle), ansible_host=inv['spark']['hosts'][h]['ansible_host'],
+                               ds4_profile='balanced', ds4_profile_config=PROFILE)
+    pairs, errors = pm.validate_pairs({'spark': hosts}, hostvars)
+    assert errors == [] and [p['name'] for p in pairs] == ['spark']
+
+
+def test_four_sparks_two_pairs_feed_the_router():
+    groups, hostvars = _inventory(2)
+    pairs, errors = pm.validate_pairs(groups, hostvars)
+    assert errors == []
+    assert [(p['name'], p['head'], p['worker'], p['api_host'], p['fabric_network']) for p in pairs] == [
+        ('spark_pair1', 'spark1', 'spark2', '192.0.2.1', '192.168.101.0/24'),
+        ('spark_pair2', 'spark3', 'spark4', '192.0.2.3', '192.168.102.0/24')]
+    assert pm.router_needed(pairs)
+    plan = router_config.plan(pairs, {})
+    assert plan['errors'] == [] and plan['worker_urls'] == ['http://192.0.2.1:8000', 'http://192.0.2.3:8000']
+
+
+def test_named_pairs_and_site_override_of_the_port():
+    groups, hostvars = _inventory(2)
+    groups['spark_pair_east'] = groups.pop('spark_pair1')
+    hostvars['spark3']['ds4_site_overrides'] = {'api': {'port': 8100}}
+    pairs, errors = pm.validate_pairs(groups, hostvars)
+    assert errors == []
+    assert [(p['name'], p['api_port']) for p in pairs] == [('spark_pair2', 8100), ('spark_pair_east', 8000)]
+
+
+def test_pair_without_one_head_and_one_worker():
+    groups, hostvars = _inventory(2)
+    hostvars['spark4']['ds4_node_rank'] = 0
+    errors = _errors(groups, hostvars)
+    assert any(e.startswith('spark_pair2: spark3 rank 0, spark4 rank 0; a pair is exactly one head') and
+               'set ds4_node_rank 0 on one host of spark_pair2 and 1 on the other' in e for e in errors), errors
+    groups, hostvars = _inventory(2)
+    groups['spark_pair2'].append('spark5')
+    groups['spark'].append('spark5')
+    hostvars['spark5'] = _host(5, 1, subnet=102)
+    errors = _errors(groups, hostvars)
+    assert any('spark_pair2: spark3 rank 0, spark4 rank 1, spark5 rank 1' in e and 'put two Sparks in spark_pair2' in e
+               for e in errors), errors
+
+
+def test_host_in_two_pairs_and_host_in_no_pair():
+    groups, hostvars = _inventory(2)
+    groups['spark_pair2'] = ['spark2', 'spark4']
+    errors = _errors(groups, hostvars)
+    assert any(e.startswith('spark2 is in spark_pair1 and spark_pair2; a Spark belongs to one pair') for e in errors), errors
+    assert any(e.startswith('spark3 is in spark but in no pair group') for e in errors), errors
+    # the shared host is not reported a second time as a port clash
+    assert not any('used by pairs' in e for e in errors), errors
+
+
+def test_pair_host_outside_spark():
+    groups, hostvars = _inventory(2)
+    groups['spark'].remove('spark4')
+    errors = _errors(groups, hostvars)
+    assert any(e.startswith('spark4 (in spark_pair2) is not in group spark') for e in errors), errors
+
+
+def test_fabric_addresses_of_one_pair_in_two_subnets():
+    groups, hostvars = _inventory(2)
+    hostvars['spark2']['ds4_fabric_ip'] = '192.168.200.2'
+    errors = _errors(groups, hostvars)
+    assert any(e.startswith('spark_pair1: fabric addresses in two subnets (spark1 192.168.101.1/24, spark2 '
+                            '192.168.200.2/24)') for e in errors), errors
+    hostvars['spark2']['ds4_fabric_ip'] = None
+    errors = _errors(groups, hostvars)
+    assert any('spark2 has no valid fabric address' in e for e in errors), errors
+
+
+def test_master_port_clash_between_pairs_sharing_a_machine():
+    groups, hostvars = _inventory(2)
+    hostvars['spark3']['ansible_host'] = hostvars['spark1']['ansible_host']
+    hostvars['spark3']['ds4_site_overrides'] = {'api': {'port': 8100}}
+    errors = _errors(groups, hostvars)
+    assert any(e.startswith('192.0.2.1: master port 29501 used by pairs spark_pair1 and spark_pair2 on the same '
+                            'machine (spark1, spark3)') and 'ds4_site_overrides.master_port' in e for e in errors), errors
+    assert not any('API port' in e for e in errors), errors
+    hostvars['spark3']['ds4_site_overrides'] = {'master_port': 29600}
+    errors = _errors(groups, hostvars)
+    assert any('API port 8000 used by pairs spark_pair1 and spark_pair2' in e for e in errors), errors
+    hostvars['spark3']['ds4_site_overrides'] = {'master_port': 29600, 'api': {'port': 8100}}
+    assert pm.validate_pairs(groups, hostvars)[1] == []
+
+
+def test_replicas_of_one_model_running_different_profiles():
+    groups, hostvars = _inventory(2)
+    for h in ('spark3', 'spark4'):
+        hostvars[h]['ds4_profile'] = 'latency'
+    errors = _errors(groups, hostvars)
+    assert any(e.startswith('replicas of deepseek-v4-flash run different profiles (spark_pair1 balanced, '
+                            'spark_pair2 latency)') for e in errors), errors
+    # a different served model on the other pair is another model, not a replica
+    hostvars['spark3']['ds4_site_overrides'] = {'serve_args': {'served-model-name': 'ds4-latency'}}
+    hostvars['spark4']['ds4_site_overrides'] = {'serve_args': {'served-model-name': 'ds4-latency'}}
+    pairs, errors = pm.validate_pairs(groups, hostvars)
+    assert errors == [] and [p['served_model'] for p in pairs] == ['deepseek-v4-flash', 'ds4-latency']
+    # ...which one router refuses to front
+    assert any('served models' in e for e in router_config.check_pairs(pairs))
+
+
+def test_empty_spark_and_all_errors_at_once():
+    assert pm.validate_pairs({}, {}) == ([], ['group spark: no host. Fix: list the Sparks under spark (one pair: spark1, spark2)'])
+    groups, hostvars = _inventory(3)
+    hostvars['spark2']['ds4_node_rank'] = 0
+    hostvars['spark6']['ds4_fabric_ip'] = '10.0.0.6'
+    errors = _errors(groups, hostvars)
+    assert len([e for e in errors if e.startswith('spark_pair')]) == 2
