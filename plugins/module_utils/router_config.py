@@ -5,7 +5,7 @@
 """vllm-router in front of several TP=2 pairs: the worker URLs, the command line, the unit's ExecStart.
 
 Pure logic (no Ansible): the role ``dgxspark.ds4.router`` calls it through the filter
-``dgxspark.ds4.router_plan``; ``tests/integration/test_router_sim.py`` starts the real router with the
+``dgxspark.ds4.vllm_router_plan``; ``tests/integration/test_router_sim.py`` starts the real router with the
 argv rendered here. Input: the pair list of ``pairs.py`` (``validate_pairs``), each a dict with
 ``name``, ``head``, ``api_host``, ``api_port``, ``served_model``, ``profile`` (extra keys ignored),
 and the router settings (the role's ``router_*`` knobs without the prefix, see ``DEFAULTS``).
@@ -14,8 +14,8 @@ Only flags that vllm-router ``ROUTER_VERSION`` has are written (read from its ``
 ``--host --port --worker-urls --policy --cache-threshold --balance-abs-threshold
 --balance-rel-threshold --health-check-interval-secs --health-check-timeout-secs
 --health-failure-threshold --health-success-threshold --health-check-endpoint
---worker-startup-timeout-secs --worker-startup-check-interval --request-timeout-secs
---prometheus-host --prometheus-port --log-level``.
+--cb-failure-threshold --cb-timeout-duration-secs --worker-startup-timeout-secs
+--worker-startup-check-interval --request-timeout-secs --prometheus-host --prometheus-port --log-level``.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -52,6 +52,12 @@ DEFAULTS = {
     'health_success_threshold': 1,
     'health_check_endpoint': '/health',
     'max_eviction_s': 5,
+    # The circuit breaker opens on a pair after this many failed requests (vllm-router's default 10) and lets a
+    # request through again after circuit_breaker_timeout_s. With vllm-router's 60 s a pair killed under load and
+    # restarted got no request for 15 s after its health checks passed (measured; 60 s by the setting); with 5 s
+    # it served again 1 s after its restart.
+    'circuit_breaker_failure_threshold': 10,
+    'circuit_breaker_timeout_s': 5,
     'worker_startup_timeout_s': 600,
     'worker_startup_check_interval_s': 5,
     'request_timeout_s': 1800,
@@ -62,8 +68,10 @@ DEFAULTS = {
 
 _INT_KEYS = ('listen_port', 'balance_abs_threshold', 'health_check_interval_s', 'health_check_timeout_s',
              'health_failure_threshold', 'health_success_threshold', 'worker_startup_timeout_s',
-             'worker_startup_check_interval_s', 'request_timeout_s', 'prometheus_port')
-_POSITIVE = ('health_check_interval_s', 'health_check_timeout_s', 'health_failure_threshold',
+             'worker_startup_check_interval_s', 'request_timeout_s', 'prometheus_port',
+             'circuit_breaker_failure_threshold', 'circuit_breaker_timeout_s')
+_POSITIVE = ('circuit_breaker_failure_threshold', 'circuit_breaker_timeout_s', 'health_check_interval_s',
+             'health_check_timeout_s', 'health_failure_threshold',
              'health_success_threshold', 'worker_startup_timeout_s', 'worker_startup_check_interval_s',
              'request_timeout_s')
 _PAIR_KEYS = ('name', 'head', 'api_host', 'api_port', 'served_model', 'profile')
@@ -223,6 +231,8 @@ def router_argv(pairs, settings, binary='vllm-router'):
              '--health-failure-threshold', str(s['health_failure_threshold']),
              '--health-success-threshold', str(s['health_success_threshold']),
              '--health-check-endpoint', s['health_check_endpoint'],
+             '--cb-failure-threshold', str(s['circuit_breaker_failure_threshold']),
+             '--cb-timeout-duration-secs', str(s['circuit_breaker_timeout_s']),
              '--worker-startup-timeout-secs', str(s['worker_startup_timeout_s']),
              '--worker-startup-check-interval', str(s['worker_startup_check_interval_s']),
              '--request-timeout-secs', str(s['request_timeout_s']),

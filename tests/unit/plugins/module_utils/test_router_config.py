@@ -156,3 +156,9 @@ def test_role_defaults_are_the_module_defaults_and_specs_cover_them():
         assert key in specs, key
         assert specs[key].get('default') == defaults[key], key
     assert defaults['router_version'] == rc.ROUTER_VERSION
+
+
+def test_requirements_pin_the_same_router_release():
+    with open(os.path.join(ROLE, '..', '..', 'requirements.txt')) as handle:
+        pins = [line.strip() for line in handle if line.startswith('vllm-router')]
+    assert pins == ['vllm-router==%s' % rc.ROUTER_VERSION]
