@@ -69,10 +69,14 @@ def _install_router():
     return binary, ""
 
 
+def _candidates():
+    return (os.environ.get("DS4_VLLM_ROUTER"), os.path.join(os.path.dirname(sys.executable), "vllm-router"),
+            shutil.which("vllm-router"), os.path.join(REPO, ".cache", "router-venv", "bin", "vllm-router"))
+
+
 @pytest.fixture(scope="module")
 def router_bin():
-    for cand in (os.environ.get("DS4_VLLM_ROUTER"), os.path.join(os.path.dirname(sys.executable), "vllm-router"),
-                 shutil.which("vllm-router"), os.path.join(REPO, ".cache", "router-venv", "bin", "vllm-router")):
+    for cand in _candidates():
         if cand and os.access(cand, os.X_OK):
             return cand
     binary, reason = _install_router()
