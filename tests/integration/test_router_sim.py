@@ -60,7 +60,7 @@ def _install_router():
             subprocess.run([sys.executable, "-m", "venv", venv], check=True, capture_output=True, timeout=120)
         proc = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q",
                                "vllm-router==%s" % router_config.ROUTER_VERSION],
-                              capture_output=True, text=True, timeout=600)
+                              capture_output=True, text=True, timeout=600, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         return None, "python -m venv / pip failed: %s" % exc
     if proc.returncode != 0 or not os.access(binary, os.X_OK):
