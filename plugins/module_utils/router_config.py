@@ -41,9 +41,8 @@ DEFAULTS = {
     'listen_port': 30000,
     'policy': 'cache_aware',
     'cache_threshold': 0.3,
-    # vllm-router's own 64 never triggers in front of pairs that run 2-16 sequences each: with it, every
-    # request of a balanced system stays on the pair with the longest prefix match (measured: 40/0 with
-    # 8 clients); 2 spreads them (20/20).
+    # vllm-router's own 64 never triggers in front of pairs that run 2-16 sequences each: with it, 8 clients
+    # all land on one pair (test_router_sim: 116/0, 0/120, 0/119); 2 spreads them (58/58, 60/58, 62/55).
     'balance_abs_threshold': 2,
     'balance_rel_threshold': 1.5,
     'health_check_interval_s': 1,
@@ -54,8 +53,8 @@ DEFAULTS = {
     'max_eviction_s': 5,
     # The circuit breaker opens on a pair after this many failed requests (vllm-router's default 10) and lets a
     # request through again after circuit_breaker_timeout_s. With vllm-router's 60 s a pair killed under load and
-    # restarted got no request for 15 s after its health checks passed (measured; 60 s by the setting); with 5 s
-    # it served again 1 s after its restart.
+    # restarted got no request in the 8 s after its health checks passed (test_router_sim); with 5 s it served
+    # again within 1 s of its restart.
     'circuit_breaker_failure_threshold': 10,
     'circuit_breaker_timeout_s': 5,
     'worker_startup_timeout_s': 600,

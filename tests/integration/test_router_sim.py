@@ -8,7 +8,9 @@ check interval differ). Shown: requests through the router reach both instances 
 vllm:request_success_total); an instance killed (SIGKILL) or frozen (SIGSTOP: /health stops answering)
 leaves rotation within 5 s (router_max_eviction_s) while requests keep succeeding through the other; the
 instance restarted (or thawed) comes back and serves again; consistent_hash keeps one X-Session-ID on one
-instance. The measured times are printed (pytest -s).
+instance. And why two router defaults are overridden: with --balance-abs-threshold 64 the load stays on one
+instance, with --cb-timeout-duration-secs 60 a restarted, healthy instance gets no request. The measured
+times are printed (pytest -s).
 
 Without a vllm-router binary (DS4_VLLM_ROUTER, the venv's bin/, PATH, else a pip install into
 .cache/router-venv) the tests skip, saying why; under CI=true they fail (requirements.txt installs it)."""
@@ -357,3 +359,36 @@ def test_consistent_hash_keeps_a_session_on_one_pair(rig):
         assert sorted(gain) == [0, 5], (session, gain)
     print("\nconsistent_hash on X-Session-ID, 5 requests per session: %s" % per_session)
     assert len(set(g.index(5) for g in per_session.values())) == 2, per_session
+
+
+def test_router_default_balance_threshold_keeps_load_on_one_pair(rig):
+    """Why router_balance_abs_threshold is 2: with vllm-router's own 64 the same load stays on one pair."""
+    sims, router = rig(balance_abs_threshold=64)
+    load = Load(router, n=8, max_tokens=20)
+    time.sleep(4)
+    load.stop()
+    served = [s.served() for s in sims]
+    print("\nrouter spread with --balance-abs-threshold 64 (vllm-router's default), 8 clients, 4 s: per pair %s" % served)
+    assert min(served) <= 0.05 * sum(served), served
+
+
+def test_router_default_circuit_breaker_keeps_a_restarted_pair_out(rig):
+    """Why router_circuit_breaker_timeout_s is 5: with vllm-router's own 60 s a pair killed under load and
+    restarted is healthy again but gets no request."""
+    sims, router = rig(circuit_breaker_timeout_s=60)
+    victim = sims[0]
+    load = Load(router, n=8, max_tokens=10)
+    time.sleep(1.5)
+    victim.proc.kill()
+    victim.proc.wait(10)
+    assert _wait(lambda: not router.healthy().get(victim.url, True), MAX_EVICTION_S + 5)
+    time.sleep(2)
+    victim.start()
+    t_in = _wait(lambda: router.healthy().get(victim.url), 15)
+    assert t_in is not None
+    time.sleep(8)
+    load.stop()
+    served = victim.served()
+    print("\nrouter with --cb-timeout-duration-secs 60 (vllm-router's default): pair healthy again, %d requests "
+          "reached it in the next 8 s" % served)
+    assert served == 0
