@@ -162,3 +162,14 @@ def test_requirements_pin_the_same_router_release():
     with open(os.path.join(ROLE, '..', '..', 'requirements.txt')) as handle:
         pins = [line.strip() for line in handle if line.startswith('vllm-router')]
     assert pins == ['vllm-router==%s' % rc.ROUTER_VERSION]
+
+
+def test_config_role_refuses_a_misspelt_router_variable():
+    """router_ is a role prefix (known_vars reads the roles directory): a typo is refused, every knob is known."""
+    from ansible_collections.dgxspark.ds4.plugins.module_utils import known_vars
+    known, roles = known_vars.scan_collection(os.path.join(ROLE, '..', '..'), yaml.safe_load)
+    assert 'router' in roles
+    cands = dict((n, {'hosts': ['spark1'], 'where': None, 'value': 1})
+                 for n in ['router_polcy', 'router_pairs'] + ['router_' + k for k in rc.DEFAULTS])
+    unknown = known_vars.find_unknown(cands, known, known_vars.prefixes(roles))
+    assert [(u['name'], u['suggestion']) for u in unknown] == [('router_polcy', 'router_policy')]
