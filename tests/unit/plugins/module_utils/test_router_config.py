@@ -13,6 +13,7 @@ import os
 import pytest
 import yaml
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils import known_vars
 from ansible_collections.dgxspark.ds4.plugins.module_utils import router_config as rc
 
 ROLE = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'router')
@@ -166,7 +167,6 @@ def test_requirements_pin_the_same_router_release():
 
 def test_config_role_refuses_a_misspelt_router_variable():
     """router_ is a role prefix (known_vars reads the roles directory): a typo is refused, every knob is known."""
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import known_vars
     known, roles = known_vars.scan_collection(os.path.join(ROLE, '..', '..'), yaml.safe_load)
     assert 'router' in roles
     cands = dict((n, {'hosts': ['spark1'], 'where': None, 'value': 1})
