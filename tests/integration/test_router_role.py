@@ -4,15 +4,16 @@
 """roles/router with the real ansible-playbook on localhost, its paths in a temporary directory and
 router_manage_service=false (no systemd here): check mode with --diff writes nothing and shows the unit;
 a bad input is refused by the preflight before anything is written; a real run installs the pinned
-vllm-router into the venv and writes the unit whose ExecStart is router_config's command line; the
-second run changes nothing. The pip install needs the package index: without it the install test skips,
-except under CI=true."""
+vllm-router into the venv and writes the unit whose ExecStart is router_config's command line; the unit
+passes systemd-analyze verify (where it exists); the second run changes nothing. The pip install needs the
+package index: without it the install test skips, except under CI=true."""
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -109,5 +110,11 @@ def test_install_writes_the_unit_and_second_run_changes_nothing(tmp_path):
                             capture_output=True, text=True, check=False)
     assert parsed.returncode == 0, parsed.stderr
     assert json.loads(parsed.stdout) == [["http://192.0.2.10:8000", "http://192.0.2.12:8000"], "cache_aware", 1, 5]
+    # systemd's own check of the unit file (unknown keys, bad ExecStart path) where systemd-analyze exists
+    analyze = shutil.which("systemd-analyze")
+    if analyze:
+        verify = subprocess.run([analyze, "verify", str(tmp_path / "units" / "dgxspark-ds4-router.service")],
+                                capture_output=True, text=True, check=False)
+        assert verify.returncode == 0 and "dgxspark-ds4-router.service" not in verify.stderr, verify.stderr
     again = _play(tmp_path)
     assert again.returncode == 0 and _recap(again.stdout)["changed"] == "0", again.stdout[-3000:]
