@@ -42,7 +42,7 @@ DEFAULTS = {
     'policy': 'cache_aware',
     'cache_threshold': 0.3,
     # vllm-router's own 64 never triggers in front of pairs that run 2-16 sequences each: with it, 8 clients
-    # all land on one pair (test_router_sim: 116/0, 0/120, 0/119); 2 spreads them (58/58, 60/58, 62/55).
+    # all land on one pair (test_router_sim: 116/0, 0/120, 0/119, 117/0); 2 spreads them (58/58, 60/58, 62/55, 56/61).
     'balance_abs_threshold': 2,
     'balance_rel_threshold': 1.5,
     'health_check_interval_s': 1,
