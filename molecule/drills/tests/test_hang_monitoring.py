@@ -197,6 +197,7 @@ def test_runtime_hang_under_load_is_detected_kept_and_recovered():
         wedged = wedge(after_tokens=60)
         assert wedged['wedge_at_tokens'] is not None, wedged
         stuck_at, last_progress = wait_progress_stops(60)
+        stuck_at = int(stuck_at)
         # /health and /v1/models stay green while the engine is wedged: only the watchdog sees it
         assert d.node('spark1', 'curl', '-sS', '-o', '/dev/null', '-w', '%{http_code}', '-m', '5',
                       LOCAL_VLLM + '/health') == '200'
