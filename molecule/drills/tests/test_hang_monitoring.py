@@ -285,9 +285,12 @@ def test_repeated_hangs_stop_at_the_storm_limit_with_the_cause():
         and d.unit_show('spark2', WORKER_UNIT, 'ActiveState')['ActiveState'] == 'inactive'), 90)
     state = guard_state()
     assert state['storm_stops_total'] >= 1 and state['last_action'] == 'stop' and state['last_cause'] == 'hang_no_tokens'
-    # the documented way back: restart.yml (both ranks, worker first, through readiness)
-    rc, out = d.run_playbook('restart.yml', var_files=[DRILL_VARS])
+    # the documented way back: restart.yml (both ranks, worker first, through readiness with both timeouts given)
+    rc, out = d.run_playbook('restart.yml', {'ds4_ready_timeout': 1234, 'ds4_ready_chat_timeout': 45},
+                             var_files=[DRILL_VARS], args=['-v'])
     assert rc == 0, out[-3000:]
+    flat = ' '.join(out.split())
+    assert 'chat_timeout: 45.0' in flat and ' timeout: 1234.0' in flat, 'readiness did not get both timeouts: ' + out[-2000:]
     d.wait_serving(120)
     # every hang of the storm left its evidence (the runtime-hang drill's, and two here)
     assert len(evidence_dirs()) >= 3, evidence_dirs()
