@@ -6,7 +6,7 @@
 The simulator refuses a start whose cache directory is not writable (tests/vllm_sim/checks.py cache_dirs);
 here the list it checks is computed from each profile's effective env (container user root, HOME=/root) and
 every entry must sit on a ``container.cache_volumes`` mount from /var/cache/dgxspark-ds4/, never on the
-read-only model mount (issue 15 item 2).
+read-only model mount.
 """
 
 from __future__ import (absolute_import, division, print_function)

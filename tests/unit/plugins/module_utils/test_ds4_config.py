@@ -435,7 +435,7 @@ def test_exposure_must_match_on_both_nodes(inputs):
     refused(inputs, 'ds4_api_allowed_networks', 'differs between hosts')
 
 
-# --------------------------------------------------------------------------- issue 15 item 2: persistent caches
+# --------------------------------------------------------------------------- persistent caches (a restart must not recompile)
 
 def test_custom_ops_all_cache_root_on_the_read_only_model_mount_refused(inputs):
     """The model is mounted read-only: a VLLM_CACHE_ROOT under it is no persistent compile cache."""
@@ -473,7 +473,7 @@ def test_cache_off_its_volume_warns(inputs):
     assert hits and 'Fix:' in hits[0] and '/root/.cache/torchinductor' in hits[0]
 
 
-# --------------------------------------------------------------------------- issue 15 item 7: conservative env
+# --------------------------------------------------------------------------- conservative runs with the eugr image env
 
 def test_conservative_runs_with_the_eugr_image_env_of_seed_000():
     """conservative runs the eugr nightly, so it carries seed 000's env for that image like latency/balanced."""

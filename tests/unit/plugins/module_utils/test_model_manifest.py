@@ -290,7 +290,7 @@ def test_long_lists_are_capped_in_the_message():
     assert text.startswith('15 missing: f00, f01') and text.endswith('f09 and 5 more')
 
 
-# --------------------------------------------------------------------------- issue 15 item 1.2: hub cache snapshots
+# --------------------------------------------------------------------------- hub cache snapshots (files are links into blobs/)
 
 def test_manifest_reads_through_hub_cache_links(tmp_path):
     """snapshots/<rev>/<file> -> ../../blobs/<sha256>: sizes and sha256 are the blobs', a bad blob is found,

@@ -195,7 +195,7 @@ def test_human():
     assert ms.human(149 * 1024 ** 3) == '149.0 GiB'
 
 
-# --------------------------------------------------------------------------- issue 15 item 1.2: hub cache snapshots
+# --------------------------------------------------------------------------- hub cache snapshots (files are links into blobs/)
 
 def hub_snapshot(tmp_path, rev='0123456789abcdef0123456789abcdef01234567'):
     """A Hugging Face hub cache: snapshots/<rev>/<file> are relative symlinks to ../../blobs/<sha256>."""
