@@ -5,7 +5,7 @@
 """vllm-router in front of several TP=2 pairs: the worker URLs, the command line, the unit's ExecStart.
 
 Pure logic (no Ansible): the role ``dgxspark.ds4.router`` calls it through the filter
-``dgxspark.ds4.vllm_router_plan``; ``tests/integration/test_router_sim.py`` starts the real router with the
+``dgxspark.ds4.vllm_router_plan``; the collection's router integration test starts the real router with the
 argv rendered here. Input: the pair list of ``pairs.py`` (``validate_pairs``), each a dict with
 ``name``, ``head``, ``api_host``, ``api_port``, ``served_model``, ``profile`` (extra keys ignored),
 and the router settings (the role's ``router_*`` knobs without the prefix, see ``DEFAULTS``).
@@ -31,7 +31,7 @@ ROUTER_VERSION = '0.1.17'
 POLICIES = ('cache_aware', 'consistent_hash', 'round_robin', 'random')
 
 # The headers vllm-router 0.1.17 reads a session key from (consistent_hash, and cache_aware's session map):
-# strings of its binary, the first one proven by tests/integration/test_router_sim.py. Not configurable.
+# strings of its binary, the first one proven by the collection's router integration test. Not configurable.
 SESSION_HEADERS = ('x-session-id', 'session-id', 'x-user-id', 'x-tenant-id', 'x-claude-code-session-id')
 
 LOG_LEVELS = ('debug', 'info', 'warning', 'error', 'critical')
