@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """dgxspark-ds4 verify-unit: refuse a systemd unit that references a path that does not exist.
 
-Usage: verify-unit UNIT_FILE UNIT_NAME
+Usage: verify-unit UNIT_FILE UNIT_NAME [DOCKER_CLI]
+(DOCKER_CLI: the docker CLI the unit runs, vllm_service_docker_bin, when it is not named `docker`)
 Used by the dgxspark.ds4.vllm_service role as the `validate` command of the unit template, so
 a unit pointing at a missing file is never installed (seed 000: ExecStart pointed at a launch
 script that only lived in a recreated container's writable layer; systemd looped on
@@ -112,11 +113,19 @@ def check_docker_run(words, problems):
         problems.append('launch script %s is not mounted read-only' % src)
 
 
+def is_docker(exe, docker_cli=None):
+    """The docker CLI: named docker, or the one the role was given (a wrapper at another path)."""
+    if os.path.basename(exe) == 'docker':
+        return True
+    return bool(docker_cli) and (exe == docker_cli or os.path.realpath(exe) == os.path.realpath(docker_cli))
+
+
 def main(argv):
-    if len(argv) != 3:
-        print('usage: %s UNIT_FILE UNIT_NAME' % argv[0], file=sys.stderr)
+    if len(argv) not in (3, 4):
+        print('usage: %s UNIT_FILE UNIT_NAME [DOCKER_CLI]' % argv[0], file=sys.stderr)
         return 2
     path, name = argv[1], argv[2]
+    docker_cli = argv[3] if len(argv) == 4 else None
     with open(path) as fh:
         text = fh.read()
     problems = []
@@ -128,9 +137,9 @@ def main(argv):
         elif not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
             problems.append('%s: executable %s does not exist or is not executable (systemd would fail with '
                             'status=127/203)' % (key, exe))
-        if len(words) > 1 and os.path.basename(exe) == 'docker' and words[1] == 'run':
+        if len(words) > 1 and is_docker(exe, docker_cli) and words[1] == 'run':
             check_docker_run(words[2:], problems)
-        elif os.path.basename(exe) != 'docker':
+        elif not is_docker(exe, docker_cli):
             for arg in words[1:]:
                 if arg.startswith('/') and not os.path.exists(arg):
                     problems.append('%s: argument %s does not exist' % (key, arg))

@@ -227,3 +227,22 @@ def test_verify_unit_accepts_one_bounded_log_driver():
         problems = []
         verify_unit.check_docker_run(['--rm'] + args + ['sha256:abc'], problems)
         assert problems == [], problems
+
+
+def test_verify_unit_knows_a_docker_cli_at_another_path(tmp_path, monkeypatch, capsys):
+    """vllm_service_docker_bin need not be named docker: the role passes it, and its `run` is checked as docker run
+    (not every `src:dst:ro` volume taken for a missing path, which refused every unit with a wrapper CLI)."""
+    monkeypatch.setattr(verify_unit.shutil, 'which', lambda name: None)
+    wrapper = tmp_path / 'ds4-docker'
+    wrapper.write_text('#!/bin/sh\n')
+    wrapper.chmod(0o755)
+    unit = _unit(tmp_path, docker=str(wrapper))
+    assert verify_unit.main(['verify-unit', unit, 'dgxspark-ds4-head.service']) == 1
+    assert ':/etc/dgxspark-ds4/launch-head.sh:ro does not exist' in capsys.readouterr().err
+    assert verify_unit.main(['verify-unit', unit, 'dgxspark-ds4-head.service', str(wrapper)]) == 1
+    err = capsys.readouterr().err
+    assert 'does not exist' not in err and 'systemd-analyze not found' in err, err
+    # a link to the CLI is the CLI too
+    link = tmp_path / 'docker-link'
+    link.symlink_to(wrapper)
+    assert verify_unit.is_docker(str(wrapper), str(link)) and not verify_unit.is_docker(str(tmp_path / 'prestart'), str(link))
