@@ -18,7 +18,7 @@ from ansible.utils.display import Display
 from ansible_collections.dgxspark.ds4.plugins.module_utils.node_probe import parse_poll, poll_command
 from ansible_collections.dgxspark.ds4.plugins.module_utils.vllm_ready_spec import ACTION_ARGUMENT_SPEC
 from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness_pair import (
-    PEER_RECHECK, SETTLE_INTERVAL, ReadyInstance, state_dir)
+    PEER_RECHECK, SETTLE_INTERVAL, WIDEN_INTERVAL, ReadyInstance, state_dir)
 from ansible_collections.dgxspark.ds4.plugins.module_utils.service_layout import (
     CONTAINER_NAME, DEFAULTS, UNIT_NAME)
 
@@ -111,15 +111,19 @@ class ActionModule(ActionBase):
         decision, message = "continue", ""
         while True:
             t0 = time.monotonic()
-            # one shell command per poll (no module upload); the module only once the head's API port listens
-            cmd = poll_command(args["unit"], args.get("container_name"), cursor, args.get("api_host"), args.get("api_port"),
-                               int(args.get("max_lines") or 2000), args.get("docker_cli") or "docker")
+            widen = decision == "widen"
+            # one shell command per poll (no module upload); the module only once the head's API port listens;
+            # a widened poll re-reads the unit's whole journal since this wait began (a few seconds of margin)
+            cmd = poll_command(args["unit"], args.get("container_name"), "" if widen else cursor, args.get("api_host"),
+                               args.get("api_port"), int(args.get("max_lines") or 2000), args.get("docker_cli") or "docker",
+                               since=(inst.wall_started - 5) if widen else None)
             raw = self._low_level_execute_command(cmd, sudoable=True)
             if raw.get("rc") not in (0, 1) and not raw.get("stdout"):
                 raise AnsibleActionFail("vllm_ready poll failed on %s: rc=%s %s" % (node, raw.get("rc"), raw.get("stderr")))
-            snap = parse_poll(raw.get("stdout") or "", args["unit"], cursor)
-            cursor = snap.get("cursor") or cursor
-            if role == "head" and (snap.get("api_port") == "open" or polls == 0):
+            snap = parse_poll(raw.get("stdout") or "", args["unit"], "" if widen else cursor)
+            snap["window"] = widen
+            cursor = cursor if widen else (snap.get("cursor") or cursor)
+            if role == "head" and not widen and (snap.get("api_port") == "open" or polls == 0):
                 # first poll: also runs the module once, so its payload is built before the port opens
                 module_args["cursor"] = cursor
                 res = self._execute_module(module_name=_MODULE, module_args=module_args, task_vars=task_vars)
@@ -137,9 +141,10 @@ class ActionModule(ActionBase):
                 events.extend(more)
             for ev in events:
                 display.display("  [vllm_ready] %s" % ev["message"], color=C.COLOR_VERBOSE)
-            if decision not in ("continue", "settle"):
+            if decision not in ("continue", "settle", "widen"):
                 break
-            time.sleep(max(0.0, (SETTLE_INTERVAL if decision == "settle" else interval) - (time.monotonic() - t0)))
+            pause = {"settle": SETTLE_INTERVAL, "widen": WIDEN_INTERVAL}.get(decision, interval)
+            time.sleep(max(0.0, pause - (time.monotonic() - t0)))
         out = inst.result()
         out["polls"] = polls
         out["poll_seconds_mean"] = round(sum(poll_cost) / len(poll_cost), 3) if poll_cost else None

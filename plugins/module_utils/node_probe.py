@@ -289,9 +289,11 @@ def _sh(argv):
     return " ".join(shlex.quote(str(a)) for a in argv)
 
 
-def poll_command(unit, container=None, cursor="", api_host=None, api_port=None, max_lines=2000, docker_cli="docker"):
+def poll_command(unit, container=None, cursor="", api_host=None, api_port=None, max_lines=2000, docker_cli="docker",
+                 since=None):
     """Shell command (POSIX sh; bash for the TCP probe) printing unit state, container state, API port state
-    and the unit's journal lines since `cursor` (or since the unit's current run started).  parse_poll() reads it."""
+    and the unit's journal lines since `cursor` (else since `since`, epoch seconds; else since the unit's current
+    run started).  parse_poll() reads it."""
     parts = ["echo %sshow" % _MARK, _sh(unit_show_argv(unit, READY_UNIT_PROPS, "us+utc")) + " 2>&1"]
     if container:
         parts += ["echo %sdocker" % _MARK, _sh(container_argv(container, docker_cli)) + " 2>/dev/null"]
@@ -299,8 +301,9 @@ def poll_command(unit, container=None, cursor="", api_host=None, api_port=None, 
         parts += ["echo %sport" % _MARK,
                   "timeout 2 bash -c %s 2>&1 && echo open; echo rc=$?" % shlex.quote(
                       "exec 3<>/dev/tcp/%s/%d" % (probe_host(api_host), int(api_port)))]
-    jr = _sh(journal_argv(unit, output="cat", lines=max_lines, cursor=cursor, show_cursor=True))
-    if not cursor:
+    jr = _sh(journal_argv(unit, output="cat", lines=max_lines, cursor=cursor, since=since_epoch(since),
+                          show_cursor=True))
+    if not cursor and since is None:
         since = _sh(["systemctl", "show", "-P", "InactiveExitTimestamp", "--timestamp=unix", unit])
         jr = ('since=$(%s 2>/dev/null); if [ -n "$since" ]; then %s --since "$since"; else %s; fi' % (since, jr, jr))
     parts += ["echo %sjournal" % _MARK, jr + " 2>&1"]

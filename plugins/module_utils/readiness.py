@@ -25,11 +25,12 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils.node_probe import (
 from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness_http import (
     check_chat, check_models, http_checks)
 from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness_pair import (
-    PEER_RECHECK, SETTLE_INTERVAL, NodeWatch, ReadyInstance, decide, peer_role, publish, read_peer, state_dir, unit_down)
+    PEER_RECHECK, SETTLE_INTERVAL, WIDEN_INTERVAL, WIDEN_POLLS, NodeWatch, ReadyInstance, decide, peer_role, publish,
+    read_peer, state_dir, unit_down)
 from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness_phases import (
     PHASES, PhaseTracker)
 from ansible_collections.dgxspark.ds4.plugins.module_utils.redact import REDACTED, redact
 
 __all__ = ("PEER_RECHECK", "PHASES", "REDACTED", "SETTLE_INTERVAL", "NodeWatch", "PhaseTracker", "ReadyInstance", "check_chat",
            "check_models", "decide", "http_checks", "parse_poll", "peer_role", "poll_command", "probe_host", "publish", "read_peer",
-           "redact", "state_dir", "tcp_state", "unit_down")
+           "redact", "state_dir", "tcp_state", "unit_down", "WIDEN_INTERVAL", "WIDEN_POLLS")

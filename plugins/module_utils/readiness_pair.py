@@ -27,6 +27,12 @@ from collections import deque
 from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness_phases import PhaseTracker
 
 SETTLE_INTERVAL = 0.2
+# A rank went down and its lines match no known cause: the journal may not hold them yet (journald drains a
+# process's stdout stream on its own schedule: under load the cause can land after systemd's "Main process exited"),
+# or they belong to an earlier run of this start (Restart=on-failure). Re-read the unit's whole journal since the
+# wait began, WIDEN_INTERVAL apart, up to WIDEN_POLLS times, before reporting "no known cause".
+WIDEN_INTERVAL = 1.0
+WIDEN_POLLS = 3
 PEER_RECHECK = 0.1
 
 
@@ -162,14 +168,17 @@ class ReadyInstance(object):
 
     step(snap, now) -> (events, decision, message); snap is the module's result (``status``, ``lines``,
     ``api_port``, ``http``).  decision as decide(), or ``settle``: our rank is going down, poll it again after
-    SETTLE_INTERVAL to collect its last lines before the final report; or ``wait_peer``: the other rank is going
+    SETTLE_INTERVAL to collect its last lines before the final report; ``widen``: still no known cause in them,
+    poll again after WIDEN_INTERVAL with ``since`` = ``wall_started`` (the whole journal of this wait; the step
+    gets ``window: True`` and the lines replace the collected ones); or ``wait_peer``: the other rank is going
     down, call recheck() every PEER_RECHECK s (no poll of our node) until its poller publishes the final report.
     Publishes its own state to ``sdir`` on every step;
     on failure publishes the findings (failure catalogue over its last lines) and its last lines, so the
     other instance can report the cause from the node where it happened.
     """
 
-    def __init__(self, role, node, sdir, timeout, started=None, peer_grace=60.0, peer_stale=20.0, keep=400, tail=40, settle=1.0):
+    def __init__(self, role, node, sdir, timeout, started=None, peer_grace=60.0, peer_stale=20.0, keep=400, tail=40,
+                 settle=1.0 + WIDEN_POLLS * WIDEN_INTERVAL):
         self.role = role
         self.node = node or role
         self.sdir = sdir
@@ -192,15 +201,20 @@ class ReadyInstance(object):
         self.own_reason = None
         self.exit_time = None
         self.fail_polls = 0
+        self.widen_left = WIDEN_POLLS
         self.peer_failing_since = None
         self.last_status = {}
 
     def step(self, snap, now=None):
         now = time.monotonic() if now is None else now
         events = []
-        for line in snap.get("lines") or []:
-            self.lines.append(line)
-            events.extend(self.tracker.feed(line, now))
+        if snap.get("window"):
+            # the whole journal since the wait began (a widened re-read): it replaces what the polls collected
+            self.lines = deque(snap.get("lines") or [], maxlen=self.lines.maxlen)
+        else:
+            for line in snap.get("lines") or []:
+                self.lines.append(line)
+                events.extend(self.tracker.feed(line, now))
         if self.tracker.complete and self.complete_at is None:
             self.complete_at = now
             self.complete_wall = time.time() - (time.monotonic() - now)
@@ -233,10 +247,14 @@ class ReadyInstance(object):
         peer_state = peer.get("state") if peer else None
         if self.fail_since is not None:
             reason = self.own_reason
-            if self.fail_polls < 1:
+            if self.fail_polls < 1 or (self.widen_left > 0 and not _diagnose([{"lines": list(self.lines), "node": self.node,
+                                                                                "role": self.role, "source": None}])[0]):
                 publish(self.sdir, self.role, {"node": self.node, "state": "failing", "reason": reason, "own_reason": reason,
                                                "exit_time": self.exit_time, "lines": list(self.lines)[-self.tail:]})
-                return events, "settle", ""
+                if self.fail_polls < 1:
+                    return events, "settle", ""
+                self.widen_left -= 1
+                return events, "widen", ""
         elif peer_state == "failing" and not reason:
             # the other rank is down; its poller is collecting its last lines: wait for its final report (bounded)
             if self.peer_failing_since is None:

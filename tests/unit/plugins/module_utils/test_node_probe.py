@@ -150,3 +150,11 @@ def test_poll_command_is_built_from_the_same_argv():
     assert snap["api_port"] == "timeout" and snap["lines"] == ["bye"] and snap["cursor"] == "s=9"
     weird = np.parse_poll("@@ds4-ready@@port\nbash: no route\nrc=1\n", "u", "c")
     assert weird["api_port"].startswith("error: bash: no route") and weird["cursor"] == "c" and weird["lines"] == []
+
+
+def test_poll_command_widened_reads_since_the_wait_began():
+    """A widened re-read (readiness found no cause in its polls) asks for the whole journal since a time, not the
+    current run and not after the cursor."""
+    cmd = np.poll_command("u.service", None, "", None, None, 100, since=1795588012.7)
+    assert cmd.endswith("journalctl -u u.service -o cat --no-pager --show-cursor -n 100 --since @1795588012 2>&1")
+    assert "InactiveExitTimestamp --timestamp=unix" not in cmd

@@ -137,7 +137,9 @@ def test_peer_failing_wait_is_bounded(tmp_path):
     r.publish(sdir, "worker", {"state": "failing", "node": "spark2", "own_reason": "container exited", "lines": []})
     assert head.step(_snap([]), now=1.0)[1] == "wait_peer"
     assert head.recheck(now=1.5)[1] == "wait_peer"
-    assert head.recheck(now=2.1)[1:] == ("fail", "spark2 failed: container exited")
+    # the peer may spend SETTLE_INTERVAL and WIDEN_POLLS widened re-reads on its last lines: waited for, then no longer
+    assert head.recheck(now=1.0 + r.WIDEN_POLLS * r.WIDEN_INTERVAL + 0.9)[1] == "wait_peer"
+    assert head.recheck(now=1.0 + r.WIDEN_POLLS * r.WIDEN_INTERVAL + 1.1)[1:] == ("fail", "spark2 failed: container exited")
 
 
 def test_both_down_first_exit_leads(tmp_path):
@@ -154,10 +156,41 @@ def test_both_down_first_exit_leads(tmp_path):
     assert worker.step(w, now=2.0)[1] == "settle"
     ev, decision, msg = worker.step(_snap([], active="failed"), now=2.2)
     assert decision == "fail" and msg.startswith("unit u is failed/failed (last exit status None); then spark1 failed: ")
+    # the head's own lines match a known cause: no widened re-read
     ev, decision, msg = head.step(_snap([], active="failed"), now=2.2)
     assert decision == "fail"
     assert msg == "spark2 failed first: unit u is failed/failed (last exit status None); then spark1: unit u is failed/failed (last exit status None)"
     assert head.result()["verdicts"][0].startswith("spark2: ")
+
+
+def test_cause_landing_late_in_the_journal_is_found_by_a_widened_re_read(tmp_path):
+    """The rank is down and its polls hold only systemd's lines (journald had not drained the container's stdout
+    stream yet, or the cause was printed by an earlier run of this start): the poller re-reads the whole journal of
+    the wait (``widen``, at most WIDEN_POLLS times) before it reports; the cause is then named."""
+    sdir = r.state_dir("t7", str(tmp_path))
+    worker = r.ReadyInstance("worker", "spark2", sdir, timeout=100, started=0.0)
+    assert worker.step(_snap(STARTUP[:2]), now=1.0)[1] == "continue"
+    tail = ["dgxspark-ds4-worker.service: Main process exited, code=exited, status=1/FAILURE",
+            "Error: No such container: dgxspark-ds4-worker", "dgxspark-ds4-worker.service: Failed with result 'exit-code'."]
+    assert worker.step(_snap(tail[:1], active="activating", running=False), now=2.0)[1] == "settle"
+    assert worker.step(_snap(tail[1:], active="activating", running=False), now=2.2)[1] == "widen"
+    cause = ("(Worker_TP1 pid=8) ValueError: Free memory on device cuda:0 (95.20/119.67 GiB) on startup is less than desired "
+             "GPU memory utilization (0.9, 107.70 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+    window = dict(_snap(STARTUP[:2] + [cause] + tail, active="activating", running=False), window=True)
+    ev, decision, msg = worker.step(window, now=3.2)
+    assert decision == "fail"
+    res = worker.result()
+    assert any(f["id"] == "free-memory-below-utilization" for f in res["findings"]), res["findings"]
+    assert res["lines"] == STARTUP[:2] + [cause] + tail  # the window replaced the collected lines, no duplicates
+
+
+def test_no_known_cause_is_reported_after_the_bounded_re_reads(tmp_path):
+    worker = r.ReadyInstance("worker", "spark2", r.state_dir("t8", str(tmp_path)), timeout=100, started=0.0)
+    assert worker.step(_snap([], active="failed", running=False), now=1.0)[1] == "settle"
+    decisions = [worker.step(dict(_snap(["something else"], active="failed", running=False), window=True), now=2.0 + i)[1]
+                 for i in range(r.WIDEN_POLLS + 1)]
+    assert decisions == ["widen"] * r.WIDEN_POLLS + ["fail"]
+    assert worker.result()["findings"] == []
 
 
 def test_coordination_ready(tmp_path):
