@@ -13,6 +13,7 @@ have revealed a touched host.
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import json
 import os
 import shutil
 import subprocess
@@ -44,12 +45,21 @@ def _valid_hosts():
     return {"spark1": _host(0, "192.168.100.10"), "spark2": _host(1, "192.168.100.11")}
 
 
-def _run_site(tmp_path, hosts):
-    """Write an inventory (hosts + the balanced profile) and run site.yml against it."""
+def _run_site(tmp_path, hosts, serve_args=None):
+    """Write an inventory (hosts + the balanced profile) and run site.yml against it.
+
+    serve_args: entries written over the copied profile's ds4_profile_config.serve_args."""
     assert os.path.isfile(PROFILE), "profile layer %s is missing: the balanced inventory is needed by these tests" % PROFILE
     inv = tmp_path / "inventory"
     (inv / "group_vars" / "spark").mkdir(parents=True)
-    shutil.copy(PROFILE, str(inv / "group_vars" / "spark" / "profile.yml"))
+    profile = str(inv / "group_vars" / "spark" / "profile.yml")
+    shutil.copy(PROFILE, profile)
+    if serve_args:
+        with open(profile) as f:
+            layer = yaml.safe_load(f)
+        layer["ds4_profile_config"]["serve_args"].update(serve_args)
+        with open(profile, "w") as f:
+            yaml.safe_dump(layer, f, default_flow_style=False, sort_keys=False)
     (inv / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": hosts}}))
     env = dict(os.environ)
     env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"), ANSIBLE_NOCOLOR="1",
@@ -96,6 +106,27 @@ def test_malformed_fabric_ip_is_refused(tmp_path, bad_ip):
     rc, out = _run_site(tmp_path, hosts)
     _assert_refused_untouched(rc, out)
     assert '[host spark1] ds4_fabric_ip = "%s"' % bad_ip in out, out
+
+
+# (serve_args entry, what the refusal must say besides the variable path and value: why and fix).
+BAD_SERVE_ARGS = [
+    (("max-num-seqs", "lots"), ["invalid int value", "Fix: write an integer"]),
+    (("block-size", -1), ["must be a positive integer", "Fix: use an integer >= 1"]),
+    (("enable-prefix-caching", "maybe"), ["is a switch in vLLM", "Fix: write enable-prefix-caching: true"]),
+    (("max-num-seq", 8), ["has no flag --max-num-seq;", "Fix: did you mean max-num-seqs?"]),
+]
+
+
+@pytest.mark.parametrize("entry,says", BAD_SERVE_ARGS, ids=["%s=%s" % e for e, _ in BAD_SERVE_ARGS])
+def test_bad_serve_args_value_is_refused_before_any_host(tmp_path, entry, says):
+    """Issue 14 item 2 through real ansible-playbook: a serve_args value vLLM would refuse is refused by the
+    config role, naming the inventory path, the value and the fix, and no host is contacted."""
+    flag, value = entry
+    rc, out = _run_site(tmp_path, _valid_hosts(), serve_args={flag: value})
+    _assert_refused_untouched(rc, out)
+    assert "ds4_profile_config.serve_args[%s] = %s:" % (flag, json.dumps(value)) in out, out
+    for text in says:
+        assert text in out, out
 
 
 def test_control_valid_inventory_passes_validation_then_touches_hosts(tmp_path):
