@@ -142,3 +142,23 @@ def test_ops_vars_read_the_published_layout():
     paths = [f["path"] for f in ops["ds4_ops_config_files"]]
     assert all(p.startswith(("{{ ds4_ops_config_dir }}", "{{ ds4_ops_unit_dir }}", "{{ ds4_ops_deployed_record }}",
                              "{{ ds4_ops_script_path }}")) for p in paths), paths
+
+
+def test_other_roles_reach_vllm_service_through_the_published_layout():
+    """The roles that hand something to vllm_service (a restart request, a kept image) find its files through
+    ds4_effective['service'], never through vllm_service_* variables or its defaults: with an overridden state
+    directory a fabric or model change must still restart the pair, and pruning must still see the live unit and
+    the rollback set."""
+    nccl = _yaml(REPO, "roles", "nccl_fabric", "vars", "main.yml")
+    assert nccl["_nccl_fabric_restart_dir"].startswith("{{ ansible_facts['ds4_effective']['service']['state_dir'] | default(")
+    assert nccl["_nccl_fabric_pending_path"].startswith("{{ _nccl_fabric_restart_dir }}/restart-pending-")
+    handlers = _yaml(REPO, "roles", "nccl_fabric", "handlers", "main.yml")
+    assert [h["ansible.builtin.file"]["path"] for h in handlers if "ansible.builtin.file" in h] == ["{{ _nccl_fabric_restart_dir }}"]
+    model = _yaml(REPO, "roles", "model_cache", "vars", "main.yml")
+    assert "ansible_facts['ds4_effective']['service']['state_dir']" in model["__model_cache_restart_marker"]
+    vllm = _yaml(ROLE, "vars", "main.yml")
+    assert vllm["_vllm_service_pending_path"].endswith("/restart-pending-{{ ds4_effective['role'] }}")
+    with open(os.path.join(REPO, "roles", "container_image", "tasks", "prune.yml")) as f:
+        prune = f.read()
+    assert "vllm_service_" not in prune
+    assert "ds4_effective']['service']['unit_dir']" in prune and "ds4_effective']['service']['config_dir']" in prune
