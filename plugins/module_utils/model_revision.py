@@ -17,8 +17,11 @@ Layout, for the profile's ``model.host_dir`` ``/srv/dgxspark-ds4/models/DeepSeek
   is fetched, and the next start serves the new one.
 * ``prepare``: adopt a flat directory found at ``host_dir`` (a deployment from before this layout, or the
   user's own copy) by renaming it into ``.revs/<revision it holds>``; create the directory of the wanted
-  revision. A ``host_dir`` that is a mount point cannot be renamed: it is kept and served as it is (mode
-  ``flat``: no revision directories, no switch).
+  revision. A flat directory holding a symlink that leads outside it (a Hugging Face hub cache snapshot, whose
+  files link into ``../../blobs/``) is refused before anything changes: the rename would break the links (and
+  the user's hub cache), and the container, which mounts only ``host_dir``, could not follow them anyway.
+  A ``host_dir`` that is a mount point cannot be renamed: it is kept and served as it is (mode ``flat``: no
+  revision directories, no switch).
 * ``switch``: point ``host_dir`` at the wanted revision by creating a temporary link and ``rename``-ing it
   over ``host_dir`` (atomic: a start sees the old or the new revision, never a mix). Nothing happens when it
   already points there.
@@ -127,6 +130,23 @@ def _free_name(revs_dir, key, existing):
         n += 1
 
 
+def _link_leading_outside(top):
+    """The first symlink under ``top`` whose target lies outside ``top`` (``(link, target)``), else None.
+
+    Not following links (``os.walk(followlinks=False)``); a link to a directory is checked, never descended. The
+    target is resolved from the link's own directory, through any further links (``realpath``)."""
+    real_top = os.path.realpath(top)
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                continue
+            resolved = os.path.realpath(path)
+            if resolved != real_top and not resolved.startswith(real_top.rstrip('/') + '/'):
+                return path, os.readlink(path)
+    return None
+
+
 def plan_prepare(lay, state, adopt_revision=None):
     """Decide what ``prepare`` does. Returns a dict: ``mode`` (``revisions`` or ``flat``), ``rev_dir`` (where
     the wanted revision's files go), ``adopt`` (``{'from', 'to', 'revision'}`` or None), ``mkdir`` (paths to
@@ -145,6 +165,17 @@ def plan_prepare(lay, state, adopt_revision=None):
     adopt = None
     existing = list(state['revisions'])
     if state['kind'] == 'dir':
+        outside = _link_leading_outside(lay['host_dir'])
+        if outside:
+            raise RevisionError(
+                'ds4_effective.model.host_dir=%s holds a symlink leading outside it: %s -> %s (a Hugging Face hub cache '
+                'snapshot, whose files are links into ../../blobs/?). It is not adopted: renaming it into %s would break '
+                'those links (and your hub cache), and the container, which mounts only host_dir, cannot follow links out '
+                'of it. Fix: set model_cache_source=local and model_cache_local_dir=%s (the role copies it into the '
+                'revision directory as regular files, rsync --copy-links), and set model.host_dir '
+                '(ds4_site_overrides.model.host_dir) to a separate directory outside the hub cache. Nothing was changed.'
+                % (lay['host_dir'], outside[0], outside[1], lay['revs_dir'], lay['host_dir']),
+                link=outside[0], target=outside[1])
         held = revision_key(adopt_revision) if adopt_revision not in (None, '') else lay['key']
         name = _free_name(lay['revs_dir'], held, existing)
         adopt = dict(frm=lay['host_dir'], to=os.path.join(lay['revs_dir'], name), revision=name)

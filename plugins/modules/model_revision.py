@@ -19,6 +19,10 @@ description:
     it is renamed into C(<path>.revs/<revision it holds>) (O(adopt_revision), else O(revision); no byte is copied,
     nothing is deleted) and O(path) is linked to it at once, so the same files stay served. Then it creates the
     directory of O(revision), returned as RV(rev_dir), where the files are fetched and verified.
+  - A flat O(path) holding a symlink that leads outside it (a Hugging Face hub cache snapshot, whose files link into
+    C(../../blobs/)) is refused before anything changes (also in check mode), naming the link and its target; the
+    rename would break the links, and the container, which mounts only O(path), could not follow them. Copy such a
+    snapshot into a separate O(path) instead (role model_cache, C(model_cache_local_dir)).
   - A flat O(path) that is a mount point (or on another file system than its parent) cannot be renamed; it is kept
     and served in place (RV(mode=flat), RV(rev_dir) is O(path), a warning says so).
   - O(state=switch) points O(path) at O(revision) by renaming a temporary symlink over it (atomic). Nothing changes

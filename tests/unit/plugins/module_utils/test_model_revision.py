@@ -182,6 +182,68 @@ def test_unexpected_host_dir_refused_untouched(host_dir, tmp_path, make):
     assert os.path.lexists(host_dir) and not os.path.exists(lay['revs_dir'])
 
 
+def make_hub_cache(root):
+    """A Hugging Face hub cache: snapshots/<rev>/ holds relative symlinks into ../../blobs/."""
+    repo = os.path.join(str(root), 'hub', 'models--deepseek-ai--DeepSeek-V4-Flash')
+    snap = os.path.join(repo, 'snapshots', REV1)
+    for name, data in (('config.json', b'{"cfg": 1}'), ('model-00001-of-00001.safetensors', b'weights')):
+        blob = os.path.join(repo, 'blobs', 'sha-' + name.replace('.', '-'))
+        write(blob, data)
+        link = os.path.join(snap, name)
+        os.makedirs(snap, exist_ok=True)
+        os.symlink(os.path.relpath(blob, snap), link)
+    return snap
+
+
+def test_hub_snapshot_as_host_dir_refused_before_any_change(tmp_path):
+    """A hub snapshot at host_dir is not adopted: renaming it would break its ../../blobs links (the user's hub
+    cache) and the container, which mounts only host_dir, could not follow them anyway."""
+    snap = make_hub_cache(tmp_path)
+    lay = mr.layout(snap, REV1)
+    for call in (lambda: mr.prepare(lay, check_mode=True), lambda: mr.prepare(lay),
+                 lambda: mr.plan_prepare(lay, mr.inspect(lay))):
+        with pytest.raises(mr.RevisionError) as exc:
+            call()
+        msg = exc.value.msg
+        assert 'ds4_effective.model.host_dir=' + snap in msg
+        link = exc.value.fields['link']
+        assert os.path.dirname(link) == snap and exc.value.fields['target'] == os.readlink(link)
+        assert '%s -> ../../blobs/sha-' % link in msg
+        assert 'model_cache_local_dir=' + snap in msg and 'model_cache_source=local' in msg
+        assert 'ds4_site_overrides.model.host_dir' in msg and 'nothing was changed' in msg.lower()
+    # nothing moved: the snapshot is still a directory whose links resolve, no .revs beside it
+    assert os.path.isdir(snap) and not os.path.islink(snap)
+    assert os.path.islink(os.path.join(snap, 'config.json'))
+    assert read(os.path.join(snap, 'config.json')) == b'{"cfg": 1}'
+    assert not os.path.lexists(lay['revs_dir'])
+    assert sorted(os.listdir(os.path.dirname(snap))) == [REV1]
+
+
+def test_link_leading_outside_found_in_a_subdirectory(host_dir, tmp_path):
+    write(os.path.join(host_dir, 'config.json'), b'{}')
+    write(str(tmp_path / 'outside' / 'tok.json'), b't')
+    os.makedirs(os.path.join(host_dir, 'a', 'b'))
+    os.symlink(str(tmp_path / 'outside' / 'tok.json'), os.path.join(host_dir, 'a', 'b', 'tok.json'))
+    lay = mr.layout(host_dir, REV1)
+    with pytest.raises(mr.RevisionError) as exc:
+        mr.prepare(lay)
+    assert os.path.join(host_dir, 'a', 'b', 'tok.json') + ' -> ' + str(tmp_path / 'outside' / 'tok.json') in exc.value.msg
+    assert os.path.isdir(host_dir) and not os.path.islink(host_dir) and not os.path.lexists(lay['revs_dir'])
+
+
+def test_flat_directory_with_links_inside_itself_still_adopted(host_dir):
+    """Links that stay inside host_dir resolve the same after the rename: the directory is adopted."""
+    write(os.path.join(host_dir, 'data', 'model.safetensors'), b'bytes')
+    os.symlink('data/model.safetensors', os.path.join(host_dir, 'model.safetensors'))
+    os.symlink('data', os.path.join(host_dir, 'weights'))
+    os.symlink(os.path.join('..', 'data', 'model.safetensors'), os.path.join(host_dir, 'data', 'self.safetensors'))
+    lay = mr.layout(host_dir, REV1)
+    res = mr.prepare(lay)
+    assert res['adopted']['revision'] == REV1 and os.readlink(host_dir) == 'DeepSeek-V4-Flash.revs/' + REV1
+    assert read(os.path.join(host_dir, 'model.safetensors')) == b'bytes'
+    assert read(os.path.join(host_dir, 'weights', 'self.safetensors')) == b'bytes'
+
+
 def test_unit_mounts_the_stable_path_not_a_revision():
     """Docker resolves a link when it creates the container: the unit must mount host_dir (the link)."""
     with open(os.path.join(REPO, 'roles', 'vllm_service', 'templates', 'vllm.service.j2')) as f:
