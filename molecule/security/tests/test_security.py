@@ -81,30 +81,34 @@ def test_vllm_binds_loopback_and_the_proxy_fronts_it():
 # master port and the ephemeral inter-node range from the fabric addresses, monitoring ports when on), any
 # socket bound to a loopback address only (vLLM behind the proxy; the firewall's `iif "lo" accept`), and the
 # ports sshd is configured for (`sshd -T`: the deployment's own management and peer-key access).
-_ACCEPT_RE = re.compile(r'(?:\bip6? daddr (\S+) )?\btcp dport (\d+)(?:-(\d+))?\b.*\baccept\b')
+# UDP the same way (`ss -lunpH` against the table's `udp dport ... accept` rules, loopback exempt): the table
+# has no UDP accept today, so any UDP socket bound beyond loopback is a stray (sshd is TCP only).
+_ACCEPT_RE = re.compile(r'(?:\bip6? daddr (\S+) )?\b(tcp|udp) dport (\d+)(?:-(\d+))?\b.*\baccept\b')
+_SS_FLAGS = {'tcp': '-ltnpH', 'udp': '-lunpH'}
 
 
-def firewall_accepts(name):
-    """[(low, high, daddr or None)] of the accept rules of table inet dgxspark_ds4 on a node."""
+def firewall_accepts(name, proto='tcp'):
+    """[(low, high, daddr or None)] of the `<proto> dport` accept rules of table inet dgxspark_ds4 on a node."""
     table = d.node(name, 'nft', 'list', 'table', 'inet', 'dgxspark_ds4')
     out = []
     for line in table.splitlines():
         m = _ACCEPT_RE.search(line)
-        if m:
-            low = int(m.group(2))
-            out.append((low, int(m.group(3) or low), m.group(1)))
+        if m and m.group(2) == proto:
+            low = int(m.group(3))
+            out.append((low, int(m.group(4) or low), m.group(1)))
     return out
 
 
-def listeners(name):
-    """[(address, port, ss line)] of the TCP listeners on a node (ss -ltnpH; IPv6 brackets and %if removed)."""
+def listeners(name, proto='tcp'):
+    """[(address, port, ss line)] of the TCP (ss -ltnpH) or UDP (ss -lunpH) listeners on a node
+    (%if and IPv6 brackets removed: 0.0.0.0%eth0 -> 0.0.0.0, [fe80::1]%eth0 -> fe80::1)."""
     out = []
-    for line in d.node(name, 'ss', '-ltnpH').splitlines():
+    for line in d.node(name, 'ss', _SS_FLAGS[proto]).splitlines():
         cols = line.split()
         if len(cols) < 4:
             continue
         addr, _sep, port = cols[3].rpartition(':')
-        out.append((addr.strip('[]').split('%')[0], int(port), line))
+        out.append((addr.split('%')[0].strip('[]'), int(port), line))
     return out
 
 
@@ -116,27 +120,39 @@ def _loopback(addr):
     return addr.startswith('127.') or addr == '::1'
 
 
+def _strays(listening, accepts, exempt_ports=()):
+    """The ss lines of `listening` that neither loopback, exempt_ports nor an accept rule covers."""
+    stray = []
+    for addr, port, line in listening:
+        if _loopback(addr) or port in exempt_ports:
+            continue
+        # a rule bound to a destination address (the ephemeral range on the fabric address) covers a
+        # socket on that address only: a wildcard one is reachable on the node's other addresses too
+        if any(low <= port <= high and (daddr is None or addr == daddr) for low, high, daddr in accepts):
+            continue
+        stray.append(line)
+    return stray
+
+
 def test_nothing_listens_beyond_what_the_firewall_allows():
     for name in ('spark1', 'spark2'):
         accepts = firewall_accepts(name)
         ssh = sshd_ports(name)
         assert accepts and ssh, (name, accepts, ssh)
-        stray = []
-        for addr, port, line in listeners(name):
-            if _loopback(addr) or port in ssh:
-                continue
-            # a rule bound to a destination address (the ephemeral range on the fabric address) covers a
-            # socket on that address only: a wildcard one is reachable on the node's other addresses too
-            if any(low <= port <= high and (daddr is None or addr == daddr) for low, high, daddr in accepts):
-                continue
-            stray.append(line)
-        assert not stray, '%s: listeners the firewall does not allow (accept rules %s, sshd %s):\n%s' % (
+        stray = _strays(listeners(name), accepts, ssh)
+        assert not stray, '%s: TCP listeners the firewall does not allow (accept rules %s, sshd %s):\n%s' % (
             name, accepts, sorted(ssh), '\n'.join(stray))
+        udp_accepts = firewall_accepts(name, 'udp')
+        stray = _strays(listeners(name, 'udp'), udp_accepts)
+        assert not stray, '%s: UDP listeners the firewall does not allow (udp accept rules %s; loopback only otherwise):\n%s' % (
+            name, udp_accepts, '\n'.join(stray))
     # Not vacuous: the head's API port is both allowed and listened on (the proxy), vLLM only on loopback.
     head = listeners('spark1')
     assert (8000, 8000, None) in firewall_accepts('spark1')
     assert any(p == 8000 and not _loopback(a) for a, p, _l in head), head
     assert [a for a, p, _l in head if p == 8001] and all(_loopback(a) for a, p, _l in head if p == 8001), head
+    # ... and the UDP rule reads the same columns: a wildcard or %if-scoped UDP socket is a stray, a loopback one is not.
+    assert _strays([('0.0.0.0', 68, 'a'), ('fe80::1', 546, 'b'), ('127.0.0.11', 53, 'c'), ('::1', 323, 'd')], []) == ['a', 'b']
 
 
 def test_distribution_nginx_default_site_disabled_with_a_way_back():
