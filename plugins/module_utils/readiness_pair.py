@@ -30,8 +30,9 @@ SETTLE_INTERVAL = 0.2
 # A rank went down and its lines match no known cause: the journal may not hold them yet (journald drains a
 # process's stdout stream on its own schedule: under load the cause can land after systemd's "Main process exited"),
 # or they belong to an earlier run of this start (Restart=on-failure). Re-read the unit's whole journal since the
-# wait began, WIDEN_INTERVAL apart, up to WIDEN_POLLS times, before reporting "no known cause".
-WIDEN_INTERVAL = 1.0
+# wait began, WIDEN_INTERVAL apart, up to WIDEN_POLLS times, before reporting "no known cause" (a rank killed with
+# no word, SIGKILL or OOM, is reported about WIDEN_POLLS x WIDEN_INTERVAL later than its death: ~2 s).
+WIDEN_INTERVAL = 0.7
 WIDEN_POLLS = 3
 PEER_RECHECK = 0.1
 

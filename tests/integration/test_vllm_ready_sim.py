@@ -100,9 +100,14 @@ def poller(role, node, sdir, out, port=None, timeout=60.0, served="ds4", max_len
     inst = r.ReadyInstance(role, "sim-" + role, sdir, timeout)
     pos = 0
     events = []
+    decision = "continue"
     while True:
         t0 = time.monotonic()
-        snap, pos = node.snapshot(pos)
+        if decision == "widen":  # as the action does: the whole journal of the wait, replacing what was collected
+            snap, pos = node.snapshot(0)
+            snap["window"] = True
+        else:
+            snap, pos = node.snapshot(pos)
         if role == "head":  # as the module does with checks=true: probe the port, run the checks once it listens
             if r.tcp_state("127.0.0.1", port) == "open":
                 snap["http"] = r.http_checks("127.0.0.1", port, served_name=served, max_model_len=max_len, thinking=thinking,
@@ -113,10 +118,11 @@ def poller(role, node, sdir, out, port=None, timeout=60.0, served="ds4", max_len
             more, decision, msg = inst.recheck()
             ev.extend(more)
         events.extend(ev)
-        if decision not in ("continue", "settle"):
+        if decision not in ("continue", "settle", "widen"):
             out[role] = {"decision": decision, "msg": msg, "at": time.monotonic(), "result": inst.result(), "events": events}
             return
-        time.sleep(max(0.0, (r.SETTLE_INTERVAL if decision == "settle" else INTERVAL) - (time.monotonic() - t0)))
+        pause = {"settle": r.SETTLE_INTERVAL, "widen": r.WIDEN_INTERVAL}.get(decision, INTERVAL)
+        time.sleep(max(0.0, pause - (time.monotonic() - t0)))
 
 
 def _pair(worker_env=None):
