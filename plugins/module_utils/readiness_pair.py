@@ -248,8 +248,8 @@ class ReadyInstance(object):
         peer_state = peer.get("state") if peer else None
         if self.fail_since is not None:
             reason = self.own_reason
-            if self.fail_polls < 1 or (self.widen_left > 0 and not _diagnose([{"lines": list(self.lines), "node": self.node,
-                                                                                "role": self.role, "source": None}])[0]):
+            own_lines = [{"lines": list(self.lines), "node": self.node, "role": self.role, "source": None}]
+            if self.fail_polls < 1 or (self.widen_left > 0 and not _diagnose(own_lines)[0]):
                 publish(self.sdir, self.role, {"node": self.node, "state": "failing", "reason": reason, "own_reason": reason,
                                                "exit_time": self.exit_time, "lines": list(self.lines)[-self.tail:]})
                 if self.fail_polls < 1:

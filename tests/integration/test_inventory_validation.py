@@ -117,9 +117,9 @@ BAD_SERVE_ARGS = [
 ]
 
 
-@pytest.mark.parametrize("entry,says", BAD_SERVE_ARGS, ids=["%s=%s" % e for e, _ in BAD_SERVE_ARGS])
+@pytest.mark.parametrize("entry,says", BAD_SERVE_ARGS, ids=["%s=%s" % case[0] for case in BAD_SERVE_ARGS])
 def test_bad_serve_args_value_is_refused_before_any_host(tmp_path, entry, says):
-    """Issue 14 item 2 through real ansible-playbook: a serve_args value vLLM would refuse is refused by the
+    """Through real ansible-playbook: a serve_args value vLLM would refuse is refused by the
     config role, naming the inventory path, the value and the fix, and no host is contacted."""
     flag, value = entry
     rc, out = _run_site(tmp_path, _valid_hosts(), serve_args={flag: value})

@@ -40,7 +40,7 @@ def test_parse_started_reads_both_ranks_in_either_result_format():
 
 def test_parse_started_refuses_a_missing_rank():
     with pytest.raises(SystemExit, match="ranks 0 and 1, got \\[0\\]"):
-        cb.parse_started(OUT.split("ok: [spark2]")[0])
+        cb.parse_started(OUT.split("ok: [spark2]", maxsplit=1)[0])
 
 
 def test_restarted_names_only_the_rank_whose_start_moved():
