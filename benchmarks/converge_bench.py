@@ -65,6 +65,7 @@ STARTED_PLAYBOOK = """\
       register: bench_record
       when: bench_records.files | length == 1
     - name: Container StartedAt
+      # Read-only docker inspect: the nodes have no Docker SDK for community.docker.docker_container_info.
       ansible.builtin.command:
         argv: ["{{ layout.docker_bin | default('/usr/bin/docker') }}", inspect, "{{ bench_container }}"]
       register: bench_inspect

@@ -16,7 +16,6 @@ from __future__ import absolute_import, division, print_function
 
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -36,13 +35,9 @@ def site(*extra):
     return d.run_playbook('site.yml', *extra, var_files=[DRILL_VARS])
 
 
-def both_started():
-    return d.started_at('spark1', 'head'), d.started_at('spark2', 'worker')
-
-
 def restarted_worker_first(head0, worker0):
     """Both containers newer than before and the worker's start before the head's."""
-    head1, worker1 = both_started()
+    head1, worker1 = d.both_started()
     return head1 > head0 and worker1 > worker0 and worker1 < head1
 
 
@@ -56,7 +51,7 @@ def test_pair_serves_before_the_drills():
 
 
 def test_worker_killed_both_ranks_restart_worker_first():
-    head0, worker0 = both_started()
+    head0, worker0 = d.both_started()
     t0 = time.monotonic()
     d.node('spark2', 'docker', 'kill', d.container('worker'))
     d.wait_until('both ranks restarted, worker first', lambda: restarted_worker_first(head0, worker0), 120)
@@ -66,7 +61,7 @@ def test_worker_killed_both_ranks_restart_worker_first():
 
 
 def test_head_killed_both_ranks_restart_worker_first():
-    head0, worker0 = both_started()
+    head0, worker0 = d.both_started()
     t0 = time.monotonic()
     d.node('spark1', 'docker', 'kill', d.container('head'))
     d.wait_until('both ranks restarted, worker first', lambda: restarted_worker_first(head0, worker0), 120)
@@ -162,12 +157,7 @@ def test_config_failing_every_start_stops_and_doctor_names_the_cause():
 
 
 def test_reboot_of_both_nodes_serves_again_without_a_manual_step():
-    head0, worker0 = both_started()
-    t0 = time.monotonic()
-    subprocess.run(['docker', 'stop', '-t', '5', 'spark1', 'spark2'], check=True, stdout=subprocess.PIPE)
-    subprocess.run(['docker', 'start', 'spark2', 'spark1'], check=True, stdout=subprocess.PIPE)
-    d.wait_serving(300)
-    print('DRILL reboot -> serving again in %.1f s' % (time.monotonic() - t0))
-    head1, worker1 = both_started()
+    took, (head0, worker0), (head1, worker1) = d.reboot_both_nodes()
+    print('DRILL reboot -> serving again in %.1f s' % took)
     assert head1 > head0 and worker1 > worker0
     assert worker1 < head1, 'the worker rank must be up before the head starts'

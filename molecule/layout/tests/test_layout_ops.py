@@ -10,9 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 import json
 import os
-import subprocess
 import sys
-import time
 
 import pytest
 
@@ -46,10 +44,6 @@ def assert_ready_limits(out):
 def served_max_model_len():
     _status, body = d.request('/v1/models')
     return json.loads(body)['data'][0]['max_model_len']
-
-
-def both_started():
-    return d.started_at('spark1', 'head'), d.started_at('spark2', 'worker')
 
 
 def test_the_scenario_overrides_every_exposed_path_and_name():
@@ -88,10 +82,10 @@ def test_status_reads_the_overridden_units_and_containers():
 
 
 def test_restart_both_ranks_worker_first_through_readiness():
-    head0, worker0 = both_started()
+    head0, worker0 = d.both_started()
     _rc, out = ops('restart.yml', READY_LIMITS, args=['-v'])
     assert_ready_limits(out)
-    head1, worker1 = both_started()
+    head1, worker1 = d.both_started()
     assert head1 > head0 and worker1 > worker0 and worker1 < head1, (head0, worker0, head1, worker1)
     d.wait_serving(60)
 
@@ -136,12 +130,7 @@ def test_config_failing_every_start_is_named_by_readiness_and_doctor():
 
 
 def test_reboot_of_both_nodes_serves_again_worker_first():
-    head0, worker0 = both_started()
-    t0 = time.monotonic()
-    subprocess.run(['docker', 'stop', '-t', '5', 'spark1', 'spark2'], check=True, stdout=subprocess.PIPE)
-    subprocess.run(['docker', 'start', 'spark2', 'spark1'], check=True, stdout=subprocess.PIPE)
-    d.wait_serving(300)
-    print('LAYOUT reboot -> serving again in %.1f s' % (time.monotonic() - t0))
-    head1, worker1 = both_started()
+    took, (head0, worker0), (head1, worker1) = d.reboot_both_nodes()
+    print('LAYOUT reboot -> serving again in %.1f s' % took)
     assert head1 > head0 and worker1 > worker0
     assert worker1 < head1, 'the worker rank must be up before the head starts'

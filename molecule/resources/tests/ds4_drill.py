@@ -92,6 +92,22 @@ def started_at(name, role):
     return stamp, int((frac + '000000000')[:9])
 
 
+def both_started():
+    """StartedAt of the pair's two containers: (spark1's head, spark2's worker), as started_at() gives them."""
+    return started_at('spark1', 'head'), started_at('spark2', 'worker')
+
+
+def reboot_both_nodes(timeout=300.0):
+    """Both node containers stopped and started (a reboot: systemd boots again and starts what is enabled), then
+    wait until the pair serves. -> (seconds from the stop to serving, both_started() before, both_started() after)."""
+    before = both_started()
+    t0 = time.monotonic()
+    subprocess.run(['docker', 'stop', '-t', '5', 'spark1', 'spark2'], check=True, stdout=subprocess.PIPE)
+    subprocess.run(['docker', 'start', 'spark2', 'spark1'], check=True, stdout=subprocess.PIPE)
+    wait_serving(timeout)
+    return time.monotonic() - t0, before, both_started()
+
+
 def unit_show(name, unit, *props):
     out = node(name, 'systemctl', 'show', unit, *['-p%s' % p for p in props])
     return dict(line.split('=', 1) for line in out.splitlines() if '=' in line)
