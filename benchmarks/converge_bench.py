@@ -42,7 +42,7 @@ RECAP = re.compile(r'^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s
 PROFILE = re.compile(r'^(.+?) -+ ([\d.]+)s$', re.M)
 # What a restart costs on top of orchestration: the contract's stop/start/wait tasks and readiness.
 RESTART_TASK = re.compile(r'(Restart \| (Stop|Start|Wait|Restart)|^Ready \|)')
-# Each rank's container start: the container and docker CLI come from the rank's deployed record
+# Each rank's container start: the container name comes from the rank's deployed record
 # (<state_dir>/deployed-<role>.json, the published layout), else the role's defaults.
 STARTED_MARK = 'DS4_BENCH_STARTED'
 STARTED = re.compile(r'%s rank=(\d+) host=(\S+) container=(\S+) started=([^\s"]+)' % STARTED_MARK)
@@ -65,11 +65,10 @@ STARTED_PLAYBOOK = """\
       register: bench_record
       when: bench_records.files | length == 1
     - name: Container StartedAt
-      # Read-only docker inspect: the nodes have no Docker SDK for community.docker.docker_container_info.
-      ansible.builtin.command:
-        argv: ["{{ layout.docker_bin | default('/usr/bin/docker') }}", inspect, "{{ bench_container }}"]
+      community.docker.docker_container_info:
+        name: "{{ bench_container }}"
       register: bench_inspect
-      changed_when: false
+      failed_when: not bench_inspect.exists
       vars:
         layout: "{{ (bench_record.content | b64decode | from_json) if bench_record.content is defined else {} }}"
         bench_container: "{{ layout.container | default('dgxspark-ds4-' ~ ('head' if rank | int == 0 else 'worker')) }}"
@@ -77,7 +76,7 @@ STARTED_PLAYBOOK = """\
       ansible.builtin.debug:
         msg: "%s rank={{ rank }} host={{ inventory_hostname }} container={{ info.Name | regex_replace('^/', '') }} started={{ info.State.StartedAt }}"
       vars:
-        info: "{{ (bench_inspect.stdout | from_json)[0] }}"
+        info: "{{ bench_inspect.container }}"
 """ % STARTED_MARK
 
 
