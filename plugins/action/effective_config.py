@@ -29,6 +29,12 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils.known_vars import (
     prefixes,
     scan_collection,
 )
+from ansible_collections.dgxspark.ds4.plugins.module_utils.pairs import (
+    pair_groups,
+    pair_of,
+    router_plan,
+    validate_pairs,
+)
 from ansible_collections.dgxspark.ds4.plugins.module_utils.service_layout import (
     LAYOUT_VARS,
     service_layout,
@@ -58,6 +64,8 @@ HOST_KEYS = (
     'ds4_nccl_ib_gid_index', 'ds4_node_memory_gib', 'ds4_ack_unsafe_gpu_memory_utilization',
     'ds4_profile', 'ds4_profile_config', 'ds4_site_overrides', 'ds4_api_allowed_networks', 'ds4_api_upstream_port',
 )
+# Read from the first host of group spark: one router per inventory (group_vars/spark; roles/config/meta/argument_specs.yml).
+ROUTER_KEYS = ('ds4_router_enabled', 'ds4_router_host', 'ds4_router_address', 'ds4_router_port')
 
 
 def known_names(root=COLLECTION_ROOT):
@@ -125,18 +133,10 @@ class ActionModule(ActionBase):
         layout_inputs = {}
         for h in spark:
             hv = all_hostvars[h]
-            hostvars[h] = dict((k, hv[k]) for k in HOST_KEYS if k in hv)
+            hostvars[h] = dict((k, hv[k]) for k in HOST_KEYS + ('ansible_host',) if k in hv)
             # raw (untemplated): a template here would need ds4_effective, which does not exist yet
             raw = all_hostvars.raw_get(h) if hasattr(all_hostvars, 'raw_get') else hv
             layout_inputs[h] = dict((k, raw[k]) for k in LAYOUT_VARS if k in raw)
-        inputs = {
-            'base': base,
-            'spark_hosts': spark,
-            'hostvars': hostvars,
-            'ds4_profile': task_vars.get('ds4_profile'),
-            'ds4_profile_config': task_vars.get('ds4_profile_config'),
-            'ds4_site_overrides': task_vars.get('ds4_site_overrides'),
-        }
         if not spark:
             result.update(failed=True, msg="dgxspark.ds4 inventory check failed: group '%s' is empty or missing. Fix: run with "
                                            "-i inventories/<profile> (hosts.yml defines group spark with spark1 and spark2)." % group)
@@ -145,16 +145,55 @@ class ActionModule(ActionBase):
         first = [h for h in spark if h in play_hosts]
         known, prefix_list = known_names()
         errors = unknown_variable_errors(all_hostvars, spark, prefix_list, known)
+        inputs_base = {
+            'base': base,
+            'ds4_profile': task_vars.get('ds4_profile'),
+            'ds4_profile_config': task_vars.get('ds4_profile_config'),
+            'ds4_site_overrides': task_vars.get('ds4_site_overrides'),
+        }
+        # One or more TP=2 pairs (plugins/module_utils/pairs.py): each host is configured within its own pair.
+        pairs, pair_errors = validate_pairs(dict(groups, spark=spark), hostvars)
+        single = not pair_groups(groups)
+        if not single or len(spark) > 2:
+            errors.extend(pair_errors)
         eff = None
-        try:
-            eff = compute_effective(inputs, host)
-        except Ds4ConfigError as exc:
-            errors.extend(exc.errors)
+        if single and pair_errors:
+            # no pair groups: the per-variable checks of compute_effective name each problem of the hosts
+            try:
+                compute_effective(dict(inputs_base, spark_hosts=spark, hostvars=hostvars), host)
+            except Ds4ConfigError as exc:
+                errors.extend(exc.errors)
+            if not errors:  # pragma: no cover - pairs.py and compute_effective check the same inventory
+                errors.extend(pair_errors)
+        elif not pair_errors:
+            rhv = all_hostvars[spark[0]]
+            router, router_errors = router_plan(pairs, hostvars, **dict((k[len('ds4_router_'):], rhv.get(k)) for k in ROUTER_KEYS))
+            errors.extend(router_errors)
+            pair = pair_of(pairs, host)
+            members = [h for h in spark if h in pair['hosts']] if pair else spark
+            pair_hostvars = dict((h, dict(hostvars[h])) for h in members)
+            if router['enabled'] and router['address']:
+                # the router reaches every head's API through that head's proxy: its address joins the allowed networks
+                for h in members:
+                    nets = pair_hostvars[h].get('ds4_api_allowed_networks') or []
+                    nets = [nets] if isinstance(nets, str) else list(nets)
+                    cidr = '%s/32' % router['address']
+                    pair_hostvars[h]['ds4_api_allowed_networks'] = nets + ([cidr] if cidr not in nets else [])
+            try:
+                eff = compute_effective(dict(inputs_base, spark_hosts=members, hostvars=pair_hostvars), host)
+            except Ds4ConfigError as exc:
+                errors.extend(exc.errors)
         if eff is not None:
             layout, layout_errors = service_layout(eff['role'], layout_inputs.get(host) or {}, host)
             errors.extend(layout_errors)
             eff['service'] = layout
             eff['unit_name'] = layout['unit_name']
+            eff['pair'] = dict(pair, group=pair['name'], count=len(pairs))
+            eff['pairs'] = pairs
+            eff['router'] = router
+            if router['enabled'] and host == router['host'] and router['port'] == eff['api']['port']:
+                errors.append('ds4_router_port = %r is the port vLLM binds on %s (api port / ds4_api_upstream_port). Fix: pick '
+                              'another port' % (router['port'], host))
         if errors:
             result['failed'] = True
             result['errors'] = errors

@@ -71,6 +71,8 @@ class ActionModule(ActionBase):
         else:
             for k in ("api_host", "api_port", "api_key", "served_model_name", "max_model_len", "thinking"):
                 args.pop(k, None)
+        # the two ranks of one pair meet in one state directory per task and pair (several pairs wait side by side)
+        args["pair"] = str((eff.get("pair") or {}).get("name") or "spark")
         if role == "head" and not args.get("api_key") and task_vars.get("vllm_service_api_key"):
             args["api_key"] = self._templar.template(task_vars["vllm_service_api_key"])
         if not args.get("api_key"):
@@ -100,7 +102,7 @@ class ActionModule(ActionBase):
                           msg="check mode: nothing polled; every %.1f s for up to %.0f s it would check: %s" % (interval, timeout, "; ".join(checks)))
             return result
 
-        key = getattr(self._task, "_uuid", None) or "default"
+        key = "%s-%s" % (getattr(self._task, "_uuid", None) or "default", args.pop("pair"))
         sdir = state_dir(key, sdir_base or C.DEFAULT_LOCAL_TMP)
         inst = ReadyInstance(role, node, sdir, timeout)
         module_args = dict(args)

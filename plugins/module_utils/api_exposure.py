@@ -213,7 +213,9 @@ def _listen_words(addr, port):
 def render_proxy_conf(spec):
     """nginx.conf for the API proxy. spec keys:
     listen (list of addresses), public_port, upstream_host, upstream_port, endpoints, keys_path,
-    pid_path, user, worker_processes, client_max_body_size, read_timeout_s, access_log, error_log.
+    pid_path, user, worker_processes, client_max_body_size, read_timeout_s, access_log, error_log;
+    router (optional, several pairs on the router's host): {public_port, upstream_port} adds a second server
+    with the same allowlist and keys in front of vllm-router on 127.0.0.1:upstream_port.
     No secret is in this text: keys live in keys_path (0600)."""
     errors = check_endpoints(spec.get('endpoints'))
     port = spec.get('public_port')
@@ -225,9 +227,15 @@ def render_proxy_conf(spec):
     if not is_loopback(spec.get('upstream_host', '127.0.0.1')):
         errors.append('upstream_host = %r: vLLM behind the proxy must be on loopback' % (spec.get('upstream_host'),))
     listen = spec.get('listen') or ['0.0.0.0']
+    router = spec.get('router') or None
+    if router:
+        for key in ('public_port', 'upstream_port'):
+            if not _port_ok(router.get(key)):
+                errors.append('router %s = %r: must be a port' % (key, router.get(key)))
+        if _port_ok(router.get('public_port')) and router.get('public_port') in (port, up):
+            errors.append('router public_port = %r: already the API or vLLM port of this head' % (router.get('public_port'),))
     if errors:
         raise ExposureError(errors)
-    listen_lines = ['        listen %s;' % _listen_words(a, port) for a in listen]
     upstream = '%s:%d' % (spec.get('upstream_host', '127.0.0.1'), up)
     lines = [
         '# dgxspark.ds4 API proxy (role dgxspark.ds4.api_proxy); rendered by Ansible, do not edit.',
@@ -255,16 +263,35 @@ def render_proxy_conf(spec):
         '        server %s;' % upstream,
         '        keepalive 16;',
         '    }',
-        '',
-        '    server {',
-    ] + listen_lines + [
+    ]
+    lines += _server_block(spec, listen, port, 'ds4_vllm', '$ds4_upstream_authorization',
+                           '# The client key is checked here and never forwarded; vLLM gets its own key (or none).')
+    if router:
+        lines += [
+            '',
+            '    # Several pairs: the same allowlist and keys in front of vllm-router (127.0.0.1:%d), which spreads'
+            % router['upstream_port'],
+            '    # requests over the pairs\' heads; each head\'s proxy checks the key again.',
+            '    upstream ds4_router {',
+            '        server 127.0.0.1:%d;' % router['upstream_port'],
+            '        keepalive 16;',
+            '    }',
+        ]
+        lines += _server_block(spec, listen, router['public_port'], 'ds4_router', '$http_authorization',
+                               '# The client key is checked here and passed on: every head\'s proxy checks it again.')
+    lines += ['}']
+    return '\n'.join(lines) + '\n'
+
+
+def _server_block(spec, listen, port, upstream_name, authorization, auth_comment):
+    lines = ['', '    server {'] + ['        listen %s;' % _listen_words(a, port) for a in listen] + [
         '        server_name _;',
         '        proxy_http_version 1.1;',
         '        proxy_set_header Connection "";',
         '        proxy_set_header Host $host;',
         '        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
-        '        # The client key is checked here and never forwarded; vLLM gets its own key (or none).',
-        '        proxy_set_header Authorization $ds4_upstream_authorization;',
+        '        ' + auth_comment,
+        '        proxy_set_header Authorization %s;' % authorization,
         '        # Streamed completions (SSE) pass through unbuffered; long generations may take minutes.',
         '        proxy_buffering off;',
         '        proxy_request_buffering off;',
@@ -281,7 +308,7 @@ def render_proxy_conf(spec):
             lines.append('                add_header WWW-Authenticate \'Bearer realm="dgxspark-ds4"\' always;')
             lines.append('                return 401 \'{"error": "Unauthorized"}\\n\';')
             lines.append('            }')
-        lines.append('            proxy_pass http://ds4_vllm;')
+        lines.append('            proxy_pass http://%s;' % upstream_name)
         lines.append('        }')
     lines += [
         '',
@@ -290,9 +317,8 @@ def render_proxy_conf(spec):
         '            return 404 \'{"error": "Not Found"}\\n\';',
         '        }',
         '    }',
-        '}',
     ]
-    return '\n'.join(lines) + '\n'
+    return lines
 
 
 def _nginx_regex_literal(key):

@@ -16,9 +16,11 @@ one worker, a host in two pairs, a ``spark`` host in no pair (or a pair host out
 fabric addresses of one pair in two subnets, a master port or API port used by two pairs on one
 machine (same ``ansible_host``), replicas of one served model running different profiles.
 
-Returns the pair list ``router_config.py`` takes: name, head, worker, hosts, api_host (the head's
-``ansible_host``, else its inventory name), api_port, served_model, profile, master_port,
-fabric_network. Not wired into ``dgxspark.ds4.config`` yet (roles/router/README.md says how it will be).
+Returns the pair list ``router_config.py`` takes: name, index, head, worker, hosts, api_host (the head's
+``ansible_host``, else its inventory name), api_port (the port clients use on the head: the proxy's when
+the API is exposed), served_model, profile, master_port, fabric_network. ``dgxspark.ds4.effective_config``
+calls ``validate_pairs`` first, computes each host's configuration within its own pair and publishes
+``pair_of`` / ``pairs`` / ``router_plan`` in ``ds4_effective``.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -30,6 +32,8 @@ import re
 PAIR_GROUP_RE = re.compile(r'^spark_pair(\d+|_[A-Za-z0-9_]+)$')
 DEFAULT_MASTER_PORT = 29501
 DEFAULT_API_PORT = 8000
+# the API proxy in front of vllm-router on its host (clients' endpoint with more than one pair)
+DEFAULT_ROUTER_PORT = 8080
 
 
 def _layered(hv, *path):
@@ -126,7 +130,12 @@ def validate_pairs(groups, hostvars):
     facts = dict((h, host_facts(h, hostvars.get(h) or {})) for h in all_hosts)
     errors = []
     if not names:
-        members = {'spark': sorted(spark)}
+        if len(spark) > 2:
+            return [], ['group spark holds %d hosts (%s) but no pair group; with more than two Sparks each pair is a '
+                        'child group of spark named spark_pair<N> with one head (ds4_node_rank: 0) and one worker '
+                        '(ds4_node_rank: 1). Fix: e.g. spark: {children: {spark_pair1: {hosts: {%s: {}, %s: {}}}, '
+                        'spark_pair2: {hosts: {...}}}}' % (len(spark), ', '.join(spark), spark[0], spark[1])]
+        members = {'spark': list(spark)}
         names = ['spark']
     else:
         where = {}
@@ -145,9 +154,10 @@ def validate_pairs(groups, hostvars):
                           'spark_pair<N> with its partner' % (h, ', '.join(names)))
     pairs = []
     for g in names:
-        errs, pair = _check_pair(g, sorted(members[g]), facts)
+        errs, pair = _check_pair(g, [h for h in members[g]], facts)
         errors.extend(errs)
         if pair:
+            pair['index'] = len(pairs)
             pairs.append(pair)
     errors.extend(_cross_pair_errors(pairs, facts))
     return (pairs if not errors else []), errors
@@ -182,6 +192,67 @@ def _cross_pair_errors(pairs, facts):
     return errors
 
 
-def router_needed(pairs):
-    """A router only when there is more than one pair."""
-    return len(pairs) > 1
+def pair_of(pairs, host):
+    """The pair holding `host` (None when it is in none)."""
+    for pair in pairs:
+        if host in pair['hosts']:
+            return pair
+    return None
+
+
+def router_needed(pairs, enabled=None):
+    """A router when there is more than one pair, or when asked (ds4_router_enabled: true)."""
+    if enabled is None or str(enabled).lower() == 'auto':
+        return len(pairs) > 1
+    return bool(enabled)
+
+
+def _is_ip(text):
+    try:
+        ipaddress.ip_address(str(text))
+        return True
+    except ValueError:
+        return False
+
+
+def router_plan(pairs, hostvars, enabled=None, host=None, address=None, port=None):
+    """(plan, errors): where the router runs and how the heads let it in.
+
+    enabled: ds4_router_enabled (None/'auto' = more than one pair); host: ds4_router_host (default: the first
+    pair's head); address: ds4_router_address (default: that host's ansible_host, which must then be an IP);
+    port: ds4_router_port (the proxy in front of the router on its host; default DEFAULT_ROUTER_PORT).
+    plan: enabled, host, address, port, workers (one URL per pair, in pair order)."""
+    errors = []
+    if enabled is not None and not isinstance(enabled, bool) and str(enabled).lower() != 'auto':
+        errors.append('ds4_router_enabled = %r: must be true, false or auto (a router when there is more than one '
+                      'pair). Fix: remove it or set true/false' % (enabled,))
+        enabled = None
+    on = router_needed(pairs, enabled)
+    heads = [p['head'] for p in pairs]
+    chosen = host if host not in (None, '') else (heads[0] if heads else None)
+    plan = {'enabled': on, 'host': chosen, 'address': None, 'port': DEFAULT_ROUTER_PORT if port is None else port,
+            'workers': ['http://%s:%s' % (p['api_host'], p['api_port']) for p in pairs]}
+    if not on:
+        return plan, errors
+    all_hosts = [h for p in pairs for h in p['hosts']]
+    if chosen not in all_hosts:
+        errors.append('ds4_router_host = %r is not a Spark of group spark (%s). Fix: name one of them, or remove '
+                      'it for the first pair\'s head (%s)' % (chosen, ', '.join(all_hosts), heads[0] if heads else '?'))
+        return plan, errors
+    hv = hostvars.get(chosen) or {}
+    addr = address if address not in (None, '') else hv.get('ansible_host')
+    if not _is_ip(addr):
+        errors.append('ds4_router_address = %r: the heads let the router in by its address, and the router host %s has '
+                      'no IP ansible_host (%r). Fix: set ds4_router_address to the IP %s reaches the heads from'
+                      % (address, chosen, hv.get('ansible_host'), chosen))
+    if isinstance(plan['port'], bool) or not isinstance(plan['port'], int) or not 1 <= plan['port'] <= 65535:
+        errors.append('ds4_router_port = %r: must be a port 1-65535 (the API proxy in front of the router on %s). '
+                      'Fix: e.g. %d' % (plan['port'], chosen, DEFAULT_ROUTER_PORT))
+    else:
+        for p in pairs:
+            mine = chosen in p['hosts']
+            if mine and plan['port'] in (p['api_port'], p['master_port']):
+                errors.append('ds4_router_port = %r is already used on %s by pair %s (API, vLLM or master port). '
+                              'Fix: pick another port, e.g. %d' % (plan['port'], chosen, p['name'], DEFAULT_ROUTER_PORT))
+    plan['address'] = str(addr) if _is_ip(addr) else None
+    return plan, errors

@@ -61,6 +61,15 @@ options:
   upstream_port:
     description: vLLM's loopback port.
     type: int
+  router_public_port:
+    description:
+      - Several pairs, on the router's host only. A second server on this port, with the same allowlist and keys,
+        in front of vllm-router on 127.0.0.1 O(router_upstream_port). The client's key is passed on to the router
+        (every pair head's proxy checks it again). Unset = no router server.
+    type: int
+  router_upstream_port:
+    description: vllm-router's loopback port (role dgxspark.ds4.router, C(router_listen_port)).
+    type: int
   endpoints:
     description:
       - The allowlist, exact paths. Each item has C(path), C(auth) (bool, default true) and C(methods) (list).
@@ -179,6 +188,8 @@ def main():
             public_port=dict(type='int'),
             upstream_host=dict(type='str', default='127.0.0.1'),
             upstream_port=dict(type='int'),
+            router_public_port=dict(type='int'),
+            router_upstream_port=dict(type='int'),
             endpoints=dict(type='list', elements='dict'),
             api_keys=dict(type='list', elements='str', default=[], no_log=True),
             upstream_api_key=dict(type='str', default='', no_log=True),
@@ -191,6 +202,7 @@ def main():
             validate=dict(type='bool', default=True),
         ),
         required_if=[('state', 'present', ('public_port', 'upstream_port'))],
+        required_together=[('router_public_port', 'router_upstream_port')],
         supports_check_mode=True,
     )
     p = module.params
@@ -210,6 +222,8 @@ def main():
                 upstream_port=p['upstream_port'], endpoints=endpoints, keys_path=p['keys_path'], pid_path=p['pid_path'],
                 user=p['user'], worker_processes=p['worker_processes'], client_max_body_size=p['client_max_body_size'],
                 read_timeout_s=p['read_timeout_s'])
+    if p['router_public_port'] is not None:
+        spec['router'] = dict(public_port=p['router_public_port'], upstream_port=p['router_upstream_port'])
     try:
         conf = render_proxy_conf(spec)
         keys = render_proxy_keys(p['api_keys'], p['upstream_api_key'] or '')

@@ -50,7 +50,7 @@ def test_todays_inventory_is_one_pair_without_router():
     hostvars = {'spark1': _host(10, 0), 'spark2': _host(11, 1)}
     pairs, errors = pm.validate_pairs(groups, hostvars)
     assert errors == []
-    assert pairs == [{'name': 'spark', 'head': 'spark1', 'worker': 'spark2', 'hosts': ['spark1', 'spark2'],
+    assert pairs == [{'name': 'spark', 'index': 0, 'head': 'spark1', 'worker': 'spark2', 'hosts': ['spark1', 'spark2'],
                       'api_host': '192.0.2.10', 'api_port': 8000, 'served_model': 'deepseek-v4-flash',
                       'profile': 'balanced', 'master_port': 29501, 'fabric_network': '192.168.100.0/24'}]
     assert not pm.router_needed(pairs)

@@ -27,12 +27,12 @@ all:
       hosts:
         spark1:
           ansible_connection: local
-          ds4_effective: {role: head, nnodes: 2, master_port: 29501,
+          ds4_effective: {role: head, nnodes: 2, master_port: 29501, pair: {name: spark, hosts: [spark1, spark2]},
                           api: {port: %(port)d, public_port: 8000, exposure: %(exposure)s},
                           fabric: {ip: 10.77.0.11, ifname: enp1s0f1np1, rdma_hcas: [rocep1s0f1, roceP2p1s0f1]}}
         spark2:
           ansible_connection: local
-          ds4_effective: {role: worker, nnodes: 2, master_port: 29501,
+          ds4_effective: {role: worker, nnodes: 2, master_port: 29501, pair: {name: spark, hosts: [spark1, spark2]},
                           api: {port: %(port)d, public_port: 8000, exposure: %(exposure)s},
                           fabric: {ip: 10.77.0.12, ifname: enP2p1s0f0np0, rdma_hcas: [roceP2p1s0f0]}}
 """

@@ -1,0 +1,319 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The collection's one client for vllm-router's admin API: take a pair out of rotation and wait for its
+in-flight requests (drain), put it back and wait until the router routes to it (restore).
+
+Pure Python (no Ansible imports); HTTP through vllm_client, /metrics parsed by bench_stats / ops_status.
+The module ``dgxspark.ds4.router_pool`` calls it; tests/integration/test_router_drain.py runs it against the
+real router.
+
+What vllm-router 0.1.17 offers (measured with the real binary, tests/integration/test_router_drain.py):
+
+- ``GET /list_workers`` -> ``{"urls": [...]}``: every worker in the registry, healthy or not. A pair evicted by
+  the health checker stays listed; it shows as ``is_healthy: false`` in ``GET /workers``
+  (``{"workers": [{"url", "is_healthy", "load", ...}], "total", "stats"}``), in ``GET /health`` (503
+  ``Unhealthy servers: [...]``) and in ``GET /readiness`` (``healthy_workers``).
+- ``POST /remove_worker?url=U`` -> 200 ``Successfully removed worker: U``, also when U is not in the registry
+  (the router only logs "not found"): whether anything changed is read from ``/list_workers``. The worker gets no
+  new request from then on; requests already sent to it (streams too) run to completion.
+- ``POST /add_worker?url=U`` waits until U's health check passes, up to the router's
+  ``--worker-startup-timeout-secs``, then 200 ``Successfully added worker: U``; 400 ``Worker U already exists``;
+  400 ``Timeout Ns waiting for worker U to become healthy ...`` (not added). A down worker is not accepted.
+- URLs are compared as strings (``http://h:p/`` is not ``http://h:p``); the admin endpoints take no key, also
+  with ``--api-key`` (that key is for intra-node data parallel; the router neither asks clients for it nor sends
+  it to workers). A client's ``Authorization`` header is passed to the worker as it is.
+- The router's Prometheus endpoint (``--prometheus-port``) has ``vllm_router_running_requests{worker="U"}``:
+  the requests it has sent to U and not finished, kept (and counted down) after U was removed.
+- ``GET /workers/{url-encoded U}`` answers 404 for an unknown worker, but its ``is_healthy`` stayed true for a
+  killed worker: not used here.
+
+  list_workers(router_url) -> [url, ...]
+  worker_states(router_url) -> {url: {'healthy': bool, 'load': int}}
+  vllm_in_flight(metrics_url, api_key=None) -> vllm:num_requests_running + vllm:num_requests_waiting
+  router_in_flight(router_metrics_url, worker_url) -> vllm_router_running_requests of that worker
+  in_flight_reader(worker_url, metrics_url=None, router_metrics_url=None, api_key=None) -> fn or None
+  drain(router_url, worker_url, in_flight_fn=None, timeout=600, ...) -> result
+  restore(router_url, worker_url, timeout=600, ...) -> result
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import json
+import socket
+import time
+
+try:  # Python 3
+    from http.client import HTTPException
+    from urllib.parse import quote
+except ImportError:  # pragma: no cover  (Python 2 is not supported by the collection)
+    from httplib import HTTPException  # type: ignore
+    from urllib import quote  # type: ignore
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_stats
+from ansible_collections.dgxspark.ds4.plugins.module_utils import ops_status
+from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
+
+HTTP_TIMEOUT_S = 10.0
+POLL_S = 0.5
+# in-flight must read 0 this many times in a row (POLL_S apart): a request the router sent just before the
+# removal may not have reached the engine's counters at the first read
+SETTLE_READS = 2
+HEALTH_PATH = '/health'
+ROUTER_RUNNING = 'vllm_router_running_requests'
+_NET_ERRORS = (socket.timeout, OSError, HTTPException, ValueError)
+
+
+class RouterAdminError(Exception):
+    """A failure with a message meant for the user, plus result fields."""
+
+    def __init__(self, msg, **fields):
+        super(RouterAdminError, self).__init__(msg)
+        self.msg = msg
+        self.fields = fields
+
+
+def normalize_url(url):
+    """A worker URL as the router keeps it: no surrounding blanks, no trailing slash."""
+    return str(url or '').strip().rstrip('/')
+
+
+def _call(router_url, method, path, timeout):
+    try:
+        if method == 'POST':
+            return vllm_client.post(router_url, path, None, timeout=timeout)
+        return vllm_client.get(router_url, path, timeout=timeout)
+    except _NET_ERRORS as exc:
+        raise RouterAdminError('vllm-router at %s does not answer %s %s: %s: %s'
+                               % (router_url, method, path, type(exc).__name__, exc))
+
+
+def _json(router_url, path, timeout):
+    status, text = _call(router_url, 'GET', path, timeout)
+    if status != 200:
+        raise RouterAdminError('vllm-router at %s: GET %s answered HTTP %s: %s' % (router_url, path, status, text[:300]))
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise RouterAdminError('vllm-router at %s: GET %s is not JSON: %s' % (router_url, path, text[:300]))
+
+
+def list_workers(router_url, timeout=HTTP_TIMEOUT_S):
+    """The worker URLs in the router's registry (in rotation, healthy or not)."""
+    obj = _json(router_url, '/list_workers', timeout)
+    urls = obj.get('urls') if isinstance(obj, dict) else None
+    if not isinstance(urls, list):
+        raise RouterAdminError('vllm-router at %s: GET /list_workers has no "urls" list: %r' % (router_url, obj))
+    return [normalize_url(u) for u in urls]
+
+
+def worker_states(router_url, timeout=HTTP_TIMEOUT_S):
+    """{url: {'healthy': bool, 'load': int}} from GET /workers (the health checker's view)."""
+    obj = _json(router_url, '/workers', timeout)
+    workers = obj.get('workers') if isinstance(obj, dict) else None
+    if not isinstance(workers, list):
+        raise RouterAdminError('vllm-router at %s: GET /workers has no "workers" list: %r' % (router_url, obj))
+    return dict((normalize_url(w.get('url')), {'healthy': w.get('is_healthy') is True, 'load': w.get('load')})
+                for w in workers if isinstance(w, dict) and w.get('url'))
+
+
+def _query(worker_url):
+    return '?url=' + quote(worker_url, safe='')
+
+
+def remove_worker(router_url, worker_url, timeout=HTTP_TIMEOUT_S):
+    """POST /remove_worker?url=...; the router answers 200 whether or not the worker was there."""
+    status, text = _call(router_url, 'POST', '/remove_worker' + _query(worker_url), timeout)
+    if status != 200:
+        raise RouterAdminError('vllm-router at %s refused to remove %s: HTTP %s: %s'
+                               % (router_url, worker_url, status, text[:300]))
+    return text
+
+
+def add_worker(router_url, worker_url, timeout):
+    """POST /add_worker?url=...: (status, text). The router answers once the worker's health check passes
+    (200), or 400 when it exists already or did not become healthy within --worker-startup-timeout-secs."""
+    return _call(router_url, 'POST', '/add_worker' + _query(worker_url), timeout)
+
+
+def vllm_in_flight(metrics_url, api_key=None, timeout=5.0):
+    """vllm:num_requests_running + vllm:num_requests_waiting of the vLLM server at metrics_url (its base URL).
+    0 when nothing listens there (connection refused: no request can be in flight on a stopped server)."""
+    try:
+        status, text = vllm_client.get(metrics_url, '/metrics', api_key=api_key, timeout=timeout)
+    except ConnectionRefusedError:
+        return 0
+    if status != 200:
+        raise RouterAdminError('GET %s/metrics answered HTTP %s: %s' % (metrics_url, status, text[:200]))
+    summary = ops_status.metrics_summary(text)
+    if summary['requests_running'] is None and summary['requests_waiting'] is None:
+        raise RouterAdminError('%s/metrics has neither vllm:num_requests_running nor vllm:num_requests_waiting'
+                               % metrics_url)
+    return int((summary['requests_running'] or 0) + (summary['requests_waiting'] or 0))
+
+
+def router_in_flight(router_metrics_url, worker_url, timeout=5.0):
+    """The requests the router has sent to worker_url and not finished (vllm_router_running_requests on the
+    router's Prometheus endpoint); 0 when the router has no such series (nothing sent since its start)."""
+    status, text = vllm_client.get(router_metrics_url, '/metrics', timeout=timeout)
+    if status != 200:
+        raise RouterAdminError('GET %s/metrics answered HTTP %s: %s' % (router_metrics_url, status, text[:200]))
+    total = None
+    for sample in bench_stats.parse_prometheus(text):
+        if sample['name'] == ROUTER_RUNNING and normalize_url(sample['labels'].get('worker')) == worker_url:
+            total = (total or 0.0) + sample['value']
+    return int(total or 0)
+
+
+def in_flight_reader(worker_url, metrics_url=None, router_metrics_url=None, api_key=None):
+    """One function reading the in-flight requests of worker_url from every source given (the largest
+    count), or None when no source is given."""
+    worker_url = normalize_url(worker_url)
+    readers = []
+    if metrics_url:
+        readers.append(lambda: vllm_in_flight(normalize_url(metrics_url), api_key=api_key))
+    if router_metrics_url:
+        readers.append(lambda: router_in_flight(normalize_url(router_metrics_url), worker_url))
+    if not readers:
+        return None
+    return lambda: max(read() for read in readers)
+
+
+def _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s):
+    """Poll until in_flight_fn() reads 0 SETTLE_READS times in a row. Returns (waited_s, first, last, error)."""
+    start = clock()
+    first = last = error = None
+    zeros = 0
+    while True:
+        try:
+            last = in_flight_fn()
+            error = None
+        except (RouterAdminError, ) + _NET_ERRORS as exc:
+            error = getattr(exc, 'msg', None) or '%s: %s' % (type(exc).__name__, exc)
+            last = None
+        if first is None:
+            first = last
+        zeros = zeros + 1 if last == 0 else 0
+        if zeros >= SETTLE_READS:
+            return clock() - start, first, last, None
+        if clock() - start >= timeout:
+            return clock() - start, first, last, error or 'still %s in flight' % last
+        sleep(poll_s)
+
+
+def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=False, allow_last=False,
+          clock=time.monotonic, sleep=time.sleep, poll_s=None):
+    """Take worker_url out of the router's rotation, then wait until in_flight_fn() reads 0.
+
+    Not in rotation: nothing is removed (changed False), the in-flight wait still runs. Refused (nothing
+    changed) when no other healthy worker would stay in rotation, unless allow_last. Check mode: reads only.
+    Returns changed, workers_before, workers_after, in_flight_initial, in_flight_waited_s (None when nothing
+    was waited for), msg. A timeout raises RouterAdminError with those fields; the worker stays drained."""
+    router_url, worker_url = normalize_url(router_url), normalize_url(worker_url)
+    before = list_workers(router_url)
+    result = {'changed': worker_url in before, 'workers_before': before,
+              'workers_after': [u for u in before if u != worker_url], 'in_flight_initial': None,
+              'in_flight_waited_s': None}
+    if result['changed'] and not allow_last:
+        states = worker_states(router_url)
+        others = [u for u in before if u != worker_url and states.get(u, {}).get('healthy')]
+        if not others:
+            raise RouterAdminError(
+                'draining %s would leave no healthy worker in rotation at %s (listed: %s; healthy: %s): clients '
+                'would get 503 "No available workers". Fix: bring another pair back first, or allow_last=true'
+                % (worker_url, router_url, ', '.join(before),
+                   ', '.join(u for u in before if states.get(u, {}).get('healthy')) or 'none'),
+                changed=False, workers_before=before, workers_after=before)
+    if check_mode:
+        result['msg'] = ('would take %s out of rotation' % worker_url if result['changed']
+                         else '%s is not in rotation' % worker_url)
+        return result
+    if result['changed']:
+        remove_worker(router_url, worker_url)
+        result['workers_after'] = list_workers(router_url)
+        if worker_url in result['workers_after']:
+            raise RouterAdminError('vllm-router at %s still lists %s after POST /remove_worker'
+                                   % (router_url, worker_url), changed=False, workers_before=before,
+                                   workers_after=result['workers_after'])
+    done = ('took %s out of rotation' % worker_url if result['changed']
+            else '%s was not in rotation' % worker_url)
+    if in_flight_fn is None:
+        result['msg'] = done + '; in-flight requests not awaited (no in-flight source)'
+        return result
+    waited, first, last, error = _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s or POLL_S)
+    result.update(in_flight_initial=first, in_flight_waited_s=round(waited, 3))
+    if error:
+        raise RouterAdminError('%s, but its in-flight requests did not reach 0 within %s s (%s); it stays out of '
+                               'rotation' % (done, timeout, error), in_flight_final=last, **result)
+    result['msg'] = '%s; %s in-flight request(s) finished in %.1f s' % (done, first, waited)
+    return result
+
+
+def _wait_healthy_url(worker_url, deadline, clock, sleep, poll_s, health_path):
+    last = None
+    while True:
+        try:
+            status, text = vllm_client.get(worker_url, health_path, timeout=min(HTTP_TIMEOUT_S, max(1.0, deadline - clock())))
+            if status == 200:
+                return None
+            last = 'HTTP %s: %s' % (status, text[:120])
+        except _NET_ERRORS as exc:
+            last = '%s: %s' % (type(exc).__name__, exc)
+        if clock() >= deadline:
+            return last
+        sleep(poll_s)
+
+
+def restore(router_url, worker_url, timeout=600, check_mode=False, health_path=HEALTH_PATH,
+            clock=time.monotonic, sleep=time.sleep, poll_s=None):
+    """Put worker_url back in rotation and wait until the router lists it healthy.
+
+    First worker_url + health_path must answer 200 (polled here, so that the router's own wait in
+    POST /add_worker is short and nothing is added after this call gave up); then POST /add_worker; then
+    GET /workers must show it healthy. In rotation already: nothing is added (changed False), its health is
+    still awaited. Check mode: reads the list only. Returns changed, workers_before, workers_after,
+    waited_s, msg; failures raise RouterAdminError."""
+    router_url, worker_url = normalize_url(router_url), normalize_url(worker_url)
+    poll_s = poll_s or POLL_S
+    start = clock()
+    deadline = start + timeout
+    before = list_workers(router_url)
+    changed = worker_url not in before
+    result = {'changed': changed, 'workers_before': before,
+              'workers_after': before + [worker_url] if changed else list(before), 'waited_s': None}
+    if check_mode:
+        result['msg'] = ('would put %s back in rotation' % worker_url if changed
+                         else '%s is in rotation' % worker_url)
+        return result
+    if changed:
+        problem = _wait_healthy_url(worker_url, deadline, clock, sleep, poll_s, health_path)
+        if problem:
+            raise RouterAdminError('%s%s did not answer 200 within %s s (%s); not put back in rotation'
+                                   % (worker_url, health_path, timeout, problem), changed=False,
+                                   workers_before=before, workers_after=before)
+        try:
+            status, text = add_worker(router_url, worker_url, max(5.0, deadline - clock()) + 5.0)
+        except RouterAdminError as exc:
+            raise RouterAdminError('%s; the router may still add %s once its health check passes'
+                                   % (exc.msg, worker_url), changed=False, workers_before=before)
+        if status != 200 and 'already exists' not in text:
+            raise RouterAdminError('vllm-router at %s did not add %s: HTTP %s: %s'
+                                   % (router_url, worker_url, status, text[:300]), changed=False,
+                                   workers_before=before, workers_after=list_workers(router_url))
+    while True:
+        states = worker_states(router_url)
+        state = states.get(worker_url)
+        if state and state['healthy']:
+            break
+        if clock() >= deadline:
+            raise RouterAdminError('%s is %s at %s after %s s' % (
+                worker_url, 'listed but not healthy' if state else 'not listed', router_url, timeout),
+                changed=changed, workers_before=before, workers_after=sorted(states))
+        sleep(poll_s)
+    result['workers_after'] = list_workers(router_url)
+    result['waited_s'] = round(clock() - start, 3)
+    result['msg'] = ('put %s back in rotation (healthy after %.1f s)' % (worker_url, result['waited_s']) if changed
+                     else '%s is in rotation and healthy' % worker_url)
+    return result

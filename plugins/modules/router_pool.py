@@ -1,0 +1,211 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: router_pool
+short_description: Take one pair out of vllm-router's rotation and wait for its in-flight requests, or put it back
+version_added: 0.1.0
+description:
+  - For rolling restarts behind vllm-router (role C(dgxspark.ds4.router)), one pair at a time.
+  - O(state=drained) removes O(worker_url) from the router (C(POST /remove_worker)); the router sends it no new
+    request from then on and lets the requests it already sent finish. The module then waits until the in-flight
+    requests read 0 (twice in a row, 0.5 s apart), up to O(drain_timeout).
+  - O(state=present) waits until C(<worker_url>/health) answers 200, adds the worker (C(POST /add_worker)) and
+    waits until the router's C(GET /workers) shows it healthy, up to O(restore_timeout).
+  - Whether anything changes is read from the router's C(GET /list_workers) (a worker evicted by the health
+    checker is still listed, so it counts as in rotation). The logic is in C(module_utils/router_admin.py).
+  - Run it where the router runs (O(router_url) is usually V(http://127.0.0.1:30000)), so that the pair's URL
+    is reached the way the router reaches it.
+author:
+  - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reads the router's worker list and reports what would change; removes, adds and waits for nothing.
+  diff_mode:
+    support: full
+    details: The router's worker list before and after (predicted in check mode).
+options:
+  router_url:
+    description: Base URL of vllm-router's API (its C(--host) and C(--port)), for example V(http://127.0.0.1:30000).
+    type: str
+    required: true
+  worker_url:
+    description:
+      - The pair head's API URL exactly as the router lists it (the role's C(--worker-urls) entry), for example
+        V(http://192.0.2.10:8000). A trailing slash is ignored.
+    type: str
+    required: true
+  state:
+    description:
+      - V(drained) takes the worker out of rotation and waits for its in-flight requests.
+      - V(present) puts it back and waits until the router shows it healthy.
+    type: str
+    choices: [drained, present]
+    default: present
+  drain_timeout:
+    description:
+      - O(state=drained) - the longest wait in seconds for the in-flight requests to reach 0. On timeout the module
+        fails and the worker stays out of rotation.
+    type: int
+    default: 600
+  restore_timeout:
+    description:
+      - O(state=present) - the longest wait in seconds for the worker's health and the router's acceptance.
+    type: int
+    default: 600
+  metrics_url:
+    description:
+      - Base URL of the pair head's vLLM server; the in-flight count is C(vllm:num_requests_running) plus
+        C(vllm:num_requests_waiting) of its C(/metrics) (it also counts requests that did not come through the
+        router). Connection refused reads 0 (a stopped server has nothing in flight).
+      - The collection's API proxy answers 404 on C(/metrics); give the head's vLLM address (C(127.0.0.1) on the head)
+        or use O(router_metrics_url).
+    type: str
+  router_metrics_url:
+    description:
+      - Base URL of the router's Prometheus endpoint (C(--prometheus-host), C(--prometheus-port); the role's default
+        V(http://127.0.0.1:29000)); the in-flight count is C(vllm_router_running_requests{worker=<worker_url>}), the
+        requests the router sent to the worker and that have not finished.
+      - With both O(metrics_url) and O(router_metrics_url) the larger count is awaited. With neither the module
+        does not wait (RV(in_flight_waited_s) null).
+    type: str
+  api_key:
+    description: Bearer key for O(metrics_url) (a proxy in front of vLLM). The router's admin API takes no key.
+    type: str
+  allow_last:
+    description:
+      - Drain even when no other healthy worker would stay in rotation (clients then get 503
+        C(No available workers) until a worker is back). Refused by default.
+    type: bool
+    default: false
+notes:
+  - vllm-router 0.1.17 answers 200 to C(POST /remove_worker) whether or not the worker was there, and refuses
+    C(POST /add_worker) (400) for a worker that does not pass its health check within its
+    C(--worker-startup-timeout-secs); the module reads the worker list before and after instead of trusting answers.
+  - The router's admin endpoints take no key (its C(--api-key) is not asked of clients); keep its port on loopback.
+'''
+
+EXAMPLES = r'''
+- name: Drain pair 1 at the router before restarting it
+  dgxspark.ds4.router_pool:
+    router_url: http://127.0.0.1:30000
+    worker_url: http://192.0.2.10:8000
+    router_metrics_url: http://127.0.0.1:29000
+    state: drained
+    drain_timeout: 600
+  delegate_to: "{{ groups['router'][0] }}"
+
+- name: Put pair 1 back once it is ready
+  dgxspark.ds4.router_pool:
+    router_url: http://127.0.0.1:30000
+    worker_url: http://192.0.2.10:8000
+    state: present
+  delegate_to: "{{ groups['router'][0] }}"
+'''
+
+RETURN = r'''
+changed:
+  description: Whether the worker was removed (V(drained)) or added (V(present)), or would be in check mode.
+  returned: always
+  type: bool
+  sample: true
+workers_before:
+  description: The router's worker list (C(GET /list_workers)) before.
+  returned: always
+  type: list
+  elements: str
+  sample: [http://192.0.2.10:8000, http://192.0.2.12:8000]
+workers_after:
+  description: The router's worker list after (predicted in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [http://192.0.2.12:8000]
+in_flight_waited_s:
+  description:
+    - Seconds waited for the in-flight requests to reach 0; null when not waited (V(present), check mode, no
+      in-flight source).
+  returned: always
+  type: float
+  sample: 3.52
+in_flight_initial:
+  description: The in-flight count read right after the removal; null when not read.
+  returned: always
+  type: int
+  sample: 2
+waited_s:
+  description: O(state=present) - seconds until the router showed the worker healthy; null otherwise.
+  returned: always
+  type: float
+  sample: 0.61
+msg:
+  description: One line saying what was done.
+  returned: always
+  type: str
+  sample: took http://192.0.2.10:8000 out of rotation; 2 in-flight request(s) finished in 3.5 s
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import router_admin
+
+
+def _diff(router_url, before, after):
+    header = 'vllm-router %s workers' % router_url
+    return {'before': ''.join('%s\n' % u for u in before), 'after': ''.join('%s\n' % u for u in after),
+            'before_header': header, 'after_header': header}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            router_url=dict(type='str', required=True),
+            worker_url=dict(type='str', required=True),
+            state=dict(type='str', default='present', choices=['drained', 'present']),
+            drain_timeout=dict(type='int', default=600),
+            restore_timeout=dict(type='int', default=600),
+            metrics_url=dict(type='str'),
+            router_metrics_url=dict(type='str'),
+            api_key=dict(type='str', no_log=True),
+            allow_last=dict(type='bool', default=False),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    for key in ('drain_timeout', 'restore_timeout'):
+        if p[key] < 0:
+            module.fail_json(msg='%s = %d: must be at least 0' % (key, p[key]))
+    try:
+        if p['state'] == 'drained':
+            result = router_admin.drain(
+                p['router_url'], p['worker_url'],
+                in_flight_fn=router_admin.in_flight_reader(p['worker_url'], p['metrics_url'],
+                                                           p['router_metrics_url'], p['api_key']),
+                timeout=p['drain_timeout'], check_mode=module.check_mode, allow_last=p['allow_last'])
+            result['waited_s'] = None
+        else:
+            result = router_admin.restore(p['router_url'], p['worker_url'], timeout=p['restore_timeout'],
+                                          check_mode=module.check_mode)
+            result.update(in_flight_waited_s=None, in_flight_initial=None)
+    except router_admin.RouterAdminError as exc:
+        fields = dict(exc.fields)
+        fields.setdefault('changed', False)
+        module.fail_json(msg=exc.msg, **fields)
+    if module._diff:
+        result['diff'] = _diff(router_admin.normalize_url(p['router_url']), result['workers_before'],
+                               result['workers_after'])
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,218 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""router_admin against a local fake of vllm-router 0.1.17's admin API (fake_router.py): drain and restore,
+their idempotence, check mode, the refusals and the two in-flight sources. Time is a fake clock; the real
+router is in tests/integration/test_router_drain.py."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import socket
+
+import pytest
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import router_admin as ra
+from .fake_router import FakeRouter
+
+
+class Clock(object):
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+@pytest.fixture
+def fake():
+    with FakeRouter(['a', 'b']) as router:
+        yield router
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+def _sequence(values):
+    """An in-flight function returning the values one after the other (then the last one)."""
+    seen = []
+
+    def read():
+        value = values[min(len(seen), len(values) - 1)]
+        seen.append(value)
+        if isinstance(value, Exception):
+            raise value
+        return value
+    read.seen = seen
+    return read
+
+
+def test_list_and_states(fake):
+    fake.healthy[fake.worker('b')] = False
+    assert ra.list_workers(fake.base) == [fake.worker('a'), fake.worker('b')]
+    assert ra.worker_states(fake.base + '/') == {fake.worker('a'): {'healthy': True, 'load': 0},
+                                                 fake.worker('b'): {'healthy': False, 'load': 0}}
+
+
+def test_drain_removes_then_waits_for_zero_twice(fake, clock):
+    a = fake.worker('a')
+    reads = _sequence([3, 2, 0, 1, 0, 0])
+    res = ra.drain(fake.base, a + '/', in_flight_fn=reads, timeout=60, clock=clock, sleep=clock.sleep)
+    assert res['changed'] is True
+    assert res['workers_before'] == [a, fake.worker('b')]
+    assert res['workers_after'] == [fake.worker('b')] == fake.workers
+    assert res['in_flight_initial'] == 3
+    assert reads.seen == [3, 2, 0, 1, 0, 0]
+    assert res['in_flight_waited_s'] == 2.5
+    assert 'took %s out of rotation; 3 in-flight request(s) finished' % a in res['msg']
+    removes = fake.admin_calls('/remove_worker')
+    assert [r[1] for r in removes] == ['/remove_worker?url=http%3A%2F%2F127.0.0.1%3A' + a.split(':')[2].replace('/', '%2F')]
+
+
+def test_drain_again_changes_nothing_but_still_waits(fake, clock):
+    a = fake.worker('a')
+    ra.drain(fake.base, a, in_flight_fn=_sequence([0]), clock=clock, sleep=clock.sleep)
+    reads = _sequence([1, 0, 0])
+    res = ra.drain(fake.base, a, in_flight_fn=reads, clock=clock, sleep=clock.sleep)
+    assert res['changed'] is False
+    assert res['workers_before'] == res['workers_after'] == [fake.worker('b')]
+    assert len(fake.admin_calls('/remove_worker')) == 1
+    assert reads.seen == [1, 0, 0]
+    assert 'was not in rotation' in res['msg']
+
+
+def test_drain_check_mode_reads_only(fake, clock):
+    reads = _sequence([5])
+    res = ra.drain(fake.base, fake.worker('a'), in_flight_fn=reads, check_mode=True, clock=clock, sleep=clock.sleep)
+    assert res['changed'] is True
+    assert res['workers_after'] == [fake.worker('b')]
+    assert fake.workers == [fake.worker('a'), fake.worker('b')]
+    assert not fake.admin_calls('/remove_worker') and not reads.seen
+    assert res['in_flight_waited_s'] is None and res['msg'].startswith('would take')
+
+
+def test_drain_without_source_does_not_wait(fake):
+    res = ra.drain(fake.base, fake.worker('a'))
+    assert res['changed'] is True and res['in_flight_waited_s'] is None
+    assert 'not awaited' in res['msg']
+
+
+def test_drain_refuses_to_leave_no_healthy_worker(fake, clock):
+    a, b = fake.worker('a'), fake.worker('b')
+    fake.healthy[b] = False
+    with pytest.raises(ra.RouterAdminError) as info:
+        ra.drain(fake.base, a, in_flight_fn=_sequence([0]), clock=clock, sleep=clock.sleep)
+    assert 'would leave no healthy worker' in info.value.msg and 'allow_last' in info.value.msg
+    assert info.value.fields['changed'] is False
+    assert fake.workers == [a, b] and not fake.admin_calls('/remove_worker')
+    # the same refusal in check mode
+    with pytest.raises(ra.RouterAdminError):
+        ra.drain(fake.base, a, check_mode=True)
+    res = ra.drain(fake.base, a, in_flight_fn=_sequence([0]), allow_last=True, clock=clock, sleep=clock.sleep)
+    assert res['changed'] is True and fake.workers == [b]
+
+
+def test_drain_timeout_leaves_it_drained(fake, clock):
+    a = fake.worker('a')
+    with pytest.raises(ra.RouterAdminError) as info:
+        ra.drain(fake.base, a, in_flight_fn=_sequence([2]), timeout=10, clock=clock, sleep=clock.sleep)
+    assert 'did not reach 0 within 10 s (still 2 in flight); it stays out of rotation' in info.value.msg
+    assert info.value.fields['changed'] is True and info.value.fields['in_flight_final'] == 2
+    assert fake.workers == [fake.worker('b')]
+
+
+def test_drain_retries_a_failing_source(fake, clock):
+    reads = _sequence([socket.timeout('timed out'), ra.RouterAdminError('HTTP 502'), 0, 0])
+    res = ra.drain(fake.base, fake.worker('a'), in_flight_fn=reads, clock=clock, sleep=clock.sleep)
+    assert res['in_flight_initial'] == 0 and len(reads.seen) == 4
+    with pytest.raises(ra.RouterAdminError) as info:
+        ra.drain(fake.base, fake.worker('a'), in_flight_fn=_sequence([OSError('no route')]), timeout=2,
+                 clock=clock, sleep=clock.sleep)
+    assert 'OSError: no route' in info.value.msg
+
+
+def test_restore_adds_once_and_waits_for_health(fake, clock):
+    a = fake.worker('a')
+    ra.drain(fake.base, a)
+    res = ra.restore(fake.base, a, timeout=30, clock=clock, sleep=clock.sleep)
+    assert res['changed'] is True
+    assert res['workers_before'] == [fake.worker('b')] and res['workers_after'] == [fake.worker('b'), a]
+    assert res['msg'].startswith('put %s back in rotation' % a)
+    again = ra.restore(fake.base, a, timeout=30, clock=clock, sleep=clock.sleep)
+    assert again['changed'] is False and again['workers_before'] == again['workers_after']
+    assert len(fake.admin_calls('/add_worker')) == 1
+
+
+def test_restore_of_a_down_worker_adds_nothing(fake, clock):
+    a = fake.worker('a')
+    ra.drain(fake.base, a)
+    fake.up['a'] = False
+    with pytest.raises(ra.RouterAdminError) as info:
+        ra.restore(fake.base, a, timeout=5, clock=clock, sleep=clock.sleep)
+    assert '%s/health did not answer 200 within 5 s (HTTP 503: down); not put back' % a in info.value.msg
+    assert info.value.fields['changed'] is False
+    assert not fake.admin_calls('/add_worker') and fake.workers == [fake.worker('b')]
+
+
+def test_restore_reports_the_routers_refusal(fake, clock, monkeypatch):
+    a = fake.worker('a')
+    ra.drain(fake.base, a)
+    fake.up['a'] = False
+    # the pair head answers our health check but the router's own check fails
+    monkeypatch.setattr(ra, '_wait_healthy_url', lambda *args: None)
+    with pytest.raises(ra.RouterAdminError) as info:
+        ra.restore(fake.base, a, timeout=5, clock=clock, sleep=clock.sleep)
+    assert 'did not add %s: HTTP 400: Timeout' % a in info.value.msg
+
+
+def test_restore_check_mode_and_unhealthy_listed_worker(fake, clock):
+    a, b = fake.worker('a'), fake.worker('b')
+    ra.drain(fake.base, a)
+    res = ra.restore(fake.base, a, check_mode=True)
+    assert res['changed'] is True and res['workers_after'] == [b, a] and fake.workers == [b]
+    assert not fake.admin_calls('/add_worker')
+    fake.healthy[b] = False
+    with pytest.raises(ra.RouterAdminError) as info:
+        ra.restore(fake.base, b, timeout=3, clock=clock, sleep=clock.sleep)
+    assert '%s is listed but not healthy' % b in info.value.msg and info.value.fields['changed'] is False
+
+
+def test_router_that_does_not_answer():
+    sock = socket.socket()
+    sock.bind(('127.0.0.1', 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    with pytest.raises(ra.RouterAdminError) as info:
+        ra.list_workers('http://127.0.0.1:%d' % port, timeout=2)
+    assert 'does not answer GET /list_workers' in info.value.msg
+
+
+def test_in_flight_sources(fake):
+    a = fake.worker('a')
+    fake.vllm['a'] = (2, 3)
+    assert ra.vllm_in_flight(a, api_key='k1') == 5
+    assert [r[2].get('Authorization') for r in fake.requests if r[1] == '/w/a/metrics'] == ['Bearer k1']
+    fake.running = {a: 4, fake.worker('b'): 7}
+    assert ra.router_in_flight(fake.base, a) == 4
+    assert ra.router_in_flight(fake.base, fake.worker('c')) == 0
+    read = ra.in_flight_reader(a + '/', metrics_url=a, router_metrics_url=fake.base)
+    assert read() == 5
+    fake.running[a] = 9
+    assert read() == 9
+    assert ra.in_flight_reader(a) is None
+    sock = socket.socket()
+    sock.bind(('127.0.0.1', 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    assert ra.vllm_in_flight('http://127.0.0.1:%d' % port) == 0
+
+
+def test_vllm_metrics_without_the_gauges(fake):
+    with pytest.raises(ra.RouterAdminError) as info:
+        ra.vllm_in_flight(fake.base)
+    assert 'neither vllm:num_requests_running' in info.value.msg

@@ -1,0 +1,98 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Run the real router_pool main() with mocked exit_json/fail_json against the fake vllm-router of
+tests/unit/plugins/module_utils/fake_router.py: changed told truthfully, check mode, diff, the refusals."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import router_admin
+from ansible_collections.dgxspark.ds4.plugins.modules import router_pool as mod
+from module_utils.fake_router import FakeRouter  # pylint: disable=import-error
+from .module_harness import ExitJson, FailJson, patch_exit
+
+
+@pytest.fixture(autouse=True)
+def patched(monkeypatch):
+    patch_exit(monkeypatch)
+    monkeypatch.setattr(router_admin, 'POLL_S', 0.01)
+
+
+@pytest.fixture
+def fake():
+    with FakeRouter(['a', 'b']) as router:
+        yield router
+
+
+def run(args):
+    with patch_module_args(args):
+        with pytest.raises((ExitJson, FailJson)) as info:
+            mod.main()
+    return info.type, info.value.args[0]
+
+
+def test_drain_then_drain_again(fake):
+    a, b = fake.worker('a'), fake.worker('b')
+    fake.running = {a: 0}
+    args = {'router_url': fake.base, 'worker_url': a, 'state': 'drained', 'metrics_url': a,
+            'router_metrics_url': fake.base, 'api_key': 'secret', 'drain_timeout': 5}
+    kind, res = run(args)
+    assert kind is ExitJson, res
+    assert res['changed'] is True
+    assert res['workers_before'] == [a, b] and res['workers_after'] == [b] == fake.workers
+    assert res['in_flight_initial'] == 0 and res['in_flight_waited_s'] is not None and res['waited_s'] is None
+    assert [r[2].get('Authorization') for r in fake.requests if r[1] == '/w/a/metrics'][0] == 'Bearer secret'
+    kind, res = run(args)
+    assert kind is ExitJson and res['changed'] is False
+    assert 'was not in rotation' in res['msg']
+    assert len(fake.admin_calls('/remove_worker')) == 1
+
+
+def test_check_mode_and_diff_change_nothing(fake):
+    a, b = fake.worker('a'), fake.worker('b')
+    kind, res = run({'router_url': fake.base, 'worker_url': a, 'state': 'drained',
+                     '_ansible_check_mode': True, '_ansible_diff': True})
+    assert kind is ExitJson and res['changed'] is True
+    assert fake.workers == [a, b] and not fake.admin_calls('/remove_worker')
+    assert res['diff']['before'] == '%s\n%s\n' % (a, b) and res['diff']['after'] == '%s\n' % b
+    assert res['diff']['before_header'] == 'vllm-router %s workers' % fake.base
+    kind, res = run({'router_url': fake.base, 'worker_url': a, 'state': 'present',
+                     '_ansible_check_mode': True, '_ansible_diff': True})
+    assert kind is ExitJson and res['changed'] is False and res['diff']['before'] == res['diff']['after']
+
+
+def test_present_puts_it_back_once(fake):
+    a, b = fake.worker('a'), fake.worker('b')
+    run({'router_url': fake.base, 'worker_url': a, 'state': 'drained'})
+    kind, res = run({'router_url': fake.base, 'worker_url': a + '/', '_ansible_diff': True})
+    assert kind is ExitJson and res['changed'] is True
+    assert res['workers_after'] == [b, a] and res['in_flight_waited_s'] is None and res['waited_s'] >= 0
+    assert res['diff']['after'] == '%s\n%s\n' % (b, a)
+    kind, res = run({'router_url': fake.base, 'worker_url': a})
+    assert kind is ExitJson and res['changed'] is False
+    assert len(fake.admin_calls('/add_worker')) == 1
+
+
+def test_failures_carry_the_reason(fake):
+    a, b = fake.worker('a'), fake.worker('b')
+    fake.healthy[b] = False
+    kind, res = run({'router_url': fake.base, 'worker_url': a, 'state': 'drained'})
+    assert kind is FailJson and res['changed'] is False and 'would leave no healthy worker' in res['msg']
+    assert fake.workers == [a, b]
+    fake.vllm['a'] = (0, 2)
+    kind, res = run({'router_url': fake.base, 'worker_url': a, 'state': 'drained', 'allow_last': True,
+                     'metrics_url': a, 'drain_timeout': 0})
+    assert kind is FailJson and res['changed'] is True and res['in_flight_final'] == 2
+    assert 'stays out of rotation' in res['msg'] and fake.workers == [b]
+    fake.up['a'] = False
+    kind, res = run({'router_url': fake.base, 'worker_url': a, 'restore_timeout': 0})
+    assert kind is FailJson and res['changed'] is False and 'not put back in rotation' in res['msg']
+    kind, res = run({'router_url': fake.base, 'worker_url': a, 'drain_timeout': -1})
+    assert kind is FailJson and 'drain_timeout = -1' in res['msg']
+    kind, res = run({'router_url': fake.base, 'worker_url': a, 'state': 'gone'})
+    assert kind is FailJson and 'state' in res['msg']
