@@ -44,6 +44,8 @@ COLLECTION_VARS = {
     'ds4_endpoint_url': 'playbooks/vars/ops.yml (URL the validate/bench/status client uses)',
     'ds4_switch_auto_rollback': 'playbooks/switch.yml (true: roll back on a failed switch)',
     'ds4_validate_thinking': 'playbooks/validate.yml (require a reasoning field; default from the profile)',
+    'ds4_rolling_drain_timeout': 'playbooks/tasks/rolling.yml (seconds a drained pair may take to finish its requests, 600)',
+    'ds4_rolling_restore_timeout': 'playbooks/tasks/rolling.yml (seconds the router may take to take a pair back, 120)',
 }
 
 # Set at run time by the collection itself; never user input, never refused.

@@ -22,6 +22,7 @@ NOT_VARIABLES = {
     "config_set": "module dgxspark.ds4.config_set",
     "router_pool": "module dgxspark.ds4.router_pool",
     "router_url": "option of module dgxspark.ds4.router_pool",
+    "router_metrics_url": "option of module dgxspark.ds4.router_pool",
     "router_public_port": "option of module dgxspark.ds4.api_proxy_config",
     "router_upstream_port": "option of module dgxspark.ds4.api_proxy_config",
     "config_play": "playbooks/config_play.yml",
