@@ -5,6 +5,7 @@
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import json
 import os
 import shutil
 import subprocess
@@ -64,5 +65,75 @@ def test_broken_inventory_fails_before_any_write(tmp_path):
     assert res.returncode != 0
     assert '[host spark2] ds4_fabric_ip = null' in text
     assert "groups['spark'] = [\"spark1\", \"spark2\", \"spark3\"]" in text
+    assert 'nothing was changed on any host' in text
+    assert not out.exists()
+
+
+def _four_sparks(tmp_path, **group_vars):
+    """balanced with spark1..4 as two pairs (spark_pair1, spark_pair2), each pair on its own fabric link."""
+    inv = _copy_inventory('balanced', tmp_path / 'inv')
+    hosts = {'spark': {'children': {
+        'spark_pair1': {'hosts': {'spark1': {'ansible_host': '192.0.2.10'}, 'spark2': {'ansible_host': '192.0.2.11'}}},
+        'spark_pair2': {'hosts': {'spark3': {'ansible_host': '192.0.2.12'}, 'spark4': {'ansible_host': '192.0.2.13'}}}}}}
+    with open(os.path.join(inv, 'hosts.yml'), 'w') as f:
+        yaml.safe_dump(hosts, f)
+    with open(os.path.join(inv, 'host_vars', 'spark2.yml')) as f:
+        worker = yaml.safe_load(f)
+    for name, rank, ip in (('spark3', 0, '192.168.101.10'), ('spark4', 1, '192.168.101.11')):
+        with open(os.path.join(inv, 'host_vars', name + '.yml'), 'w') as f:
+            yaml.safe_dump(dict(worker, ds4_node_rank=rank, ds4_fabric_ip=ip), f)
+    if group_vars:
+        with open(os.path.join(inv, 'group_vars', 'spark', 'test.yml'), 'w') as f:
+            yaml.safe_dump(group_vars, f)
+    return inv
+
+
+def _effective(out, host):
+    with open(os.path.join(str(out), 'balanced', host, 'effective.json')) as f:
+        return json.load(f)
+
+
+def test_four_sparks_are_two_pairs_each_with_its_own_rendezvous_and_a_router(tmp_path):
+    inv = _four_sparks(tmp_path, ds4_api_keys=['k' * 32])
+    out = tmp_path / 'out'
+    res = _run(inv, '-e', 'ds4_render_dir=%s' % out)
+    assert res.returncode == 0, res.stdout + res.stderr
+    eff = dict((h, _effective(out, h)) for h in ('spark1', 'spark2', 'spark3', 'spark4'))
+    # each pair rendezvous at its own head, two nodes each
+    assert [eff[h]['master_addr'] for h in eff] == ['192.168.100.10', '192.168.100.10', '192.168.101.10', '192.168.101.10']
+    assert set(e['nnodes'] for e in eff.values()) == {2}
+    assert [eff[h]['pair']['name'] for h in eff] == ['spark_pair1', 'spark_pair1', 'spark_pair2', 'spark_pair2']
+    argv = eff['spark4']['argv']
+    assert argv[argv.index('--master-addr') + 1] == '192.168.101.10'
+    # the router on the first pair's head, every head a worker; each head's API opened to the router alone
+    router = eff['spark3']['router']
+    assert router['enabled'] and router['host'] == 'spark1' and router['address'] == '192.0.2.10' and router['port'] == 8080
+    assert router['workers'] == ['http://192.0.2.10:8000', 'http://192.0.2.12:8000']
+    for h in ('spark1', 'spark3'):
+        assert eff[h]['api']['allowed_networks'] == ['192.0.2.10/32'] and eff[h]['api']['proxied']
+
+
+def test_one_pair_has_no_router_and_no_new_exposure(tmp_path):
+    out = tmp_path / 'out'
+    res = _run(os.path.join(REPO, 'inventories', 'balanced'), '-e', 'ds4_render_dir=%s' % out)
+    assert res.returncode == 0, res.stdout + res.stderr
+    eff = _effective(out, 'spark1')
+    assert eff['pair']['name'] == 'spark' and eff['pair']['hosts'] == ['spark1', 'spark2']
+    assert eff['router']['enabled'] is False
+    assert eff['api']['exposure'] == 'loopback' and not eff['api']['proxied']
+
+
+def test_four_sparks_refused_before_any_write(tmp_path):
+    inv = _four_sparks(tmp_path, ds4_router_host='spark9')
+    with open(os.path.join(inv, 'host_vars', 'spark4.yml')) as f:
+        data = yaml.safe_load(f)
+    data['ds4_fabric_ip'] = '192.168.102.11'  # pair 2 across two subnets
+    with open(os.path.join(inv, 'host_vars', 'spark4.yml'), 'w') as f:
+        yaml.safe_dump(data, f)
+    out = tmp_path / 'out'
+    res = _run(inv, '-e', 'ds4_render_dir=%s' % out)
+    text = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert 'spark_pair2: fabric addresses in two subnets' in text
     assert 'nothing was changed on any host' in text
     assert not out.exists()

@@ -171,3 +171,46 @@ def test_empty_spark_and_all_errors_at_once():
     hostvars['spark6']['ds4_fabric_ip'] = '10.0.0.6'
     errors = _errors(groups, hostvars)
     assert len([e for e in errors if e.startswith('spark_pair')]) == 2
+
+
+def test_router_plan_defaults_to_the_first_head_and_its_address():
+    groups, hostvars = _inventory(2)
+    pairs, errors = pm.validate_pairs(groups, hostvars)
+    assert errors == []
+    plan, errs = pm.router_plan(pairs, hostvars)
+    assert errs == []
+    assert plan == {'enabled': True, 'host': 'spark1', 'address': '192.0.2.1', 'port': pm.DEFAULT_ROUTER_PORT,
+                    'workers': ['http://192.0.2.1:8000', 'http://192.0.2.3:8000']}
+    assert [p['index'] for p in pairs] == [0, 1]
+    assert pm.pair_of(pairs, 'spark4')['name'] == 'spark_pair2'
+
+
+def test_router_plan_one_pair_only_when_asked():
+    groups = {'spark': ['spark1', 'spark2']}
+    hostvars = {'spark1': _host(10, 0), 'spark2': _host(11, 1)}
+    pairs, dummy = pm.validate_pairs(groups, hostvars)
+    assert pm.router_plan(pairs, hostvars)[0]['enabled'] is False
+    assert pm.router_plan(pairs, hostvars, enabled='auto')[0]['enabled'] is False
+    assert pm.router_plan(pairs, hostvars, enabled=True)[0]['enabled'] is True
+
+
+def test_router_plan_refusals_name_the_variable_and_the_fix():
+    groups, hostvars = _inventory(2)
+    pairs, dummy = pm.validate_pairs(groups, hostvars)
+    errs = pm.router_plan(pairs, hostvars, enabled='yes')[1]
+    assert errs and errs[0].startswith("ds4_router_enabled = 'yes'") and 'Fix' in errs[0]
+    errs = pm.router_plan(pairs, hostvars, host='spark9')[1]
+    assert errs and "ds4_router_host = 'spark9' is not a Spark" in errs[0]
+    named = dict(hostvars, spark1=dict(hostvars['spark1'], ansible_host='spark1.lab'))
+    errs = pm.router_plan(pairs, named)[1]
+    assert errs and 'ds4_router_address' in errs[0] and "'spark1.lab'" in errs[0]
+    assert pm.router_plan(pairs, named, address='10.0.0.5')[1] == []
+    errs = pm.router_plan(pairs, hostvars, port=8000)[1]
+    assert errs and 'ds4_router_port = 8000 is already used on spark1' in errs[0]
+
+
+def test_more_than_two_sparks_without_pair_groups_are_refused_with_the_shape_to_use():
+    groups = {'spark': ['spark1', 'spark2', 'spark3']}
+    hostvars = {'spark1': _host(10, 0), 'spark2': _host(11, 1), 'spark3': _host(12, 0)}
+    errors = _errors(groups, hostvars)
+    assert 'group spark holds 3 hosts' in errors[0] and 'spark_pair<N>' in errors[0]
