@@ -63,7 +63,6 @@ POLL_S = 0.5
 SETTLE_READS = 2
 HEALTH_PATH = '/health'
 ROUTER_RUNNING = 'vllm_router_running_requests'
-_NET_ERRORS = (socket.timeout, OSError, HTTPException, ValueError)
 
 
 class RouterAdminError(Exception):
@@ -85,7 +84,7 @@ def _call(router_url, method, path, timeout):
         if method == 'POST':
             return vllm_client.post(router_url, path, None, timeout=timeout)
         return vllm_client.get(router_url, path, timeout=timeout)
-    except _NET_ERRORS as exc:
+    except (socket.timeout, OSError, HTTPException, ValueError) as exc:
         raise RouterAdminError('vllm-router at %s does not answer %s %s: %s: %s'
                                % (router_url, method, path, type(exc).__name__, exc))
 
@@ -190,7 +189,7 @@ def _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s):
         try:
             last = in_flight_fn()
             error = None
-        except (RouterAdminError, ) + _NET_ERRORS as exc:
+        except (RouterAdminError, socket.timeout, OSError, HTTPException, ValueError) as exc:
             error = getattr(exc, 'msg', None) or '%s: %s' % (type(exc).__name__, exc)
             last = None
         if first is None:
@@ -259,7 +258,7 @@ def _wait_healthy_url(worker_url, deadline, clock, sleep, poll_s, health_path):
             if status == 200:
                 return None
             last = 'HTTP %s: %s' % (status, text[:120])
-        except _NET_ERRORS as exc:
+        except (socket.timeout, OSError, HTTPException, ValueError) as exc:
             last = '%s: %s' % (type(exc).__name__, exc)
         if clock() >= deadline:
             return last
@@ -298,7 +297,9 @@ def restore(router_url, worker_url, timeout=600, check_mode=False, health_path=H
         except RouterAdminError as exc:
             raise RouterAdminError('%s; the router may still add %s once its health check passes'
                                    % (exc.msg, worker_url), changed=False, workers_before=before)
-        if status != 200 and 'already exists' not in text:
+        if status == 400 and 'already exists' in text:  # added by someone else since the list was read
+            changed = result['changed'] = False
+        elif status != 200:
             raise RouterAdminError('vllm-router at %s did not add %s: HTTP %s: %s'
                                    % (router_url, worker_url, status, text[:300]), changed=False,
                                    workers_before=before, workers_after=list_workers(router_url))
@@ -312,8 +313,8 @@ def restore(router_url, worker_url, timeout=600, check_mode=False, health_path=H
                 worker_url, 'listed but not healthy' if state else 'not listed', router_url, timeout),
                 changed=changed, workers_before=before, workers_after=sorted(states))
         sleep(poll_s)
-    result['workers_after'] = list_workers(router_url)
-    result['waited_s'] = round(clock() - start, 3)
-    result['msg'] = ('put %s back in rotation (healthy after %.1f s)' % (worker_url, result['waited_s']) if changed
-                     else '%s is in rotation and healthy' % worker_url)
+    waited = round(clock() - start, 3)
+    result.update(workers_after=list_workers(router_url), waited_s=waited,
+                  msg=('put %s back in rotation (healthy after %.1f s)' % (worker_url, waited) if changed
+                       else '%s is in rotation and healthy' % worker_url))
     return result

@@ -216,3 +216,14 @@ def test_vllm_metrics_without_the_gauges(fake):
     with pytest.raises(ra.RouterAdminError) as info:
         ra.vllm_in_flight(fake.base)
     assert 'neither vllm:num_requests_running' in info.value.msg
+
+
+def test_restore_racing_another_add_reports_no_change(fake, clock, monkeypatch):
+    a = fake.worker('a')
+    ra.drain(fake.base, a)
+
+    def someone_else_adds(*args):  # pylint: disable=unused-argument
+        fake.workers.append(a)
+    monkeypatch.setattr(ra, '_wait_healthy_url', someone_else_adds)
+    res = ra.restore(fake.base, a, timeout=5, clock=clock, sleep=clock.sleep)
+    assert res['changed'] is False and len(fake.admin_calls('/add_worker')) == 1
