@@ -154,7 +154,7 @@ def validate_pairs(groups, hostvars):
                           'spark_pair<N> with its partner' % (h, ', '.join(names)))
     pairs = []
     for g in names:
-        errs, pair = _check_pair(g, [h for h in members[g]], facts)
+        errs, pair = _check_pair(g, list(members[g]), facts)
         errors.extend(errs)
         if pair:
             pair['index'] = len(pairs)
