@@ -214,6 +214,7 @@ def render_proxy_conf(spec):
     """nginx.conf for the API proxy. spec keys:
     listen (list of addresses), public_port, upstream_host, upstream_port, endpoints, keys_path,
     pid_path, user, worker_processes, client_max_body_size, read_timeout_s, access_log, error_log;
+    health_gate (optional): a file whose presence makes /health answer 503 (the pair guard's verdict);
     router (optional, several pairs on the router's host): {public_port, upstream_port} adds a second server
     with the same allowlist and keys in front of vllm-router on 127.0.0.1:upstream_port.
     No secret is in this text: keys live in keys_path (0600)."""
@@ -227,6 +228,9 @@ def render_proxy_conf(spec):
     if not is_loopback(spec.get('upstream_host', '127.0.0.1')):
         errors.append('upstream_host = %r: vLLM behind the proxy must be on loopback' % (spec.get('upstream_host'),))
     listen = spec.get('listen') or ['0.0.0.0']
+    gate = spec.get('health_gate')
+    if gate is not None and not (isinstance(gate, str) and re.match(r'^/[A-Za-z0-9._/-]+$', gate) and '..' not in gate):
+        errors.append('health_gate = %r: must be an absolute path of [A-Za-z0-9._/-]' % (gate,))
     router = spec.get('router') or None
     if router:
         for key in ('public_port', 'upstream_port'):
@@ -265,7 +269,8 @@ def render_proxy_conf(spec):
         '    }',
     ]
     lines += _server_block(spec, listen, port, 'ds4_vllm', '$ds4_upstream_authorization',
-                           '# The client key is checked here and never forwarded; vLLM gets its own key (or none).')
+                           '# The client key is checked here and never forwarded; vLLM gets its own key (or none).',
+                           gate=spec.get('health_gate'))
     if router:
         lines += [
             '',
@@ -283,7 +288,7 @@ def render_proxy_conf(spec):
     return '\n'.join(lines) + '\n'
 
 
-def _server_block(spec, listen, port, upstream_name, authorization, auth_comment):
+def _server_block(spec, listen, port, upstream_name, authorization, auth_comment, gate=None):
     lines = ['', '    server {'] + ['        listen %s;' % _listen_words(a, port) for a in listen] + [
         '        server_name _;',
         '        proxy_http_version 1.1;',
@@ -303,6 +308,11 @@ def _server_block(spec, listen, port, upstream_name, authorization, auth_comment
         methods = ' '.join(ep.get('methods', ['GET', 'POST']))
         lines.append('        location = %s {' % ep['path'])
         lines.append('            limit_except %s { deny all; }' % methods)
+        if gate and ep['path'] == '/health':
+            # the pair guard's verdict (a worker rank down, a hang, a pair restart): vLLM's own /health stays 200 then
+            lines.append('            if (-f %s) {' % gate)
+            lines.append('                return 503 \'{"error": "pair unhealthy (pair guard: %s)"}\\n\';' % gate)
+            lines.append('            }')
         if ep.get('auth', True):
             lines.append('            if ($ds4_key_ok = 0) {')
             lines.append('                add_header WWW-Authenticate \'Bearer realm="dgxspark-ds4"\' always;')

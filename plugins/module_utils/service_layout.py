@@ -106,4 +106,7 @@ def paths(layout, role):
         'unit_path': '%s/%s' % (layout['unit_dir'].rstrip('/'), layout['unit_name']),
         'deployed_record': '%s/deployed-%s.json' % (sdir, role),
         'rollback_store': '%s/previous' % cdir,
+        # the pair guard's health gate (head): present while the pair must not take requests; the API proxy answers
+        # /health 503 then (a router takes the pair out of rotation). /run: gone at reboot, readable by nginx.
+        'health_gate_path': '/run/%s.unhealthy' % layout['container_name'],
     }

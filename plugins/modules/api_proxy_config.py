@@ -61,6 +61,12 @@ options:
   upstream_port:
     description: vLLM's loopback port.
     type: int
+  health_gate:
+    description:
+      - A file the pair guard creates while the pair must not take requests (a worker rank down, a hang, a pair
+        restart). While it exists C(/health) answers 503, so a router or load balancer takes the pair out of rotation
+        (vLLM's own C(/health) stays 200 with a dead peer). Unset = C(/health) is vLLM's.
+    type: path
   router_public_port:
     description:
       - Several pairs, on the router's host only. A second server on this port, with the same allowlist and keys,
@@ -188,6 +194,7 @@ def main():
             public_port=dict(type='int'),
             upstream_host=dict(type='str', default='127.0.0.1'),
             upstream_port=dict(type='int'),
+            health_gate=dict(type='path'),
             router_public_port=dict(type='int'),
             router_upstream_port=dict(type='int'),
             endpoints=dict(type='list', elements='dict'),
@@ -222,6 +229,8 @@ def main():
                 upstream_port=p['upstream_port'], endpoints=endpoints, keys_path=p['keys_path'], pid_path=p['pid_path'],
                 user=p['user'], worker_processes=p['worker_processes'], client_max_body_size=p['client_max_body_size'],
                 read_timeout_s=p['read_timeout_s'])
+    if p['health_gate']:
+        spec['health_gate'] = p['health_gate']
     if p['router_public_port'] is not None:
         spec['router'] = dict(public_port=p['router_public_port'], upstream_port=p['router_upstream_port'])
     try:

@@ -34,6 +34,13 @@ InvocationID that the running head was paired with (state file, JSON):
     the pair is restarted like above (worker first, within the same storm limit), in one line.
   * Guard state (restarts, hangs, storm stops, last cause, last hang) is kept in state_file (JSON,
     read by status.yml) and exported as a node-exporter textfile (textfile, written atomically).
+  * Health gate (health_gate, a file path): while the guard sees a worker rank not active or unreadable
+    (from the FIRST such poll, before down_polls confirm it), a hang, or a pair restart it started, the
+    file exists and holds the reason; the head's API proxy then answers /health with 503, so a router in
+    front of several pairs takes this pair out of rotation within its health-check bound instead of
+    sending requests to a head whose peer is gone (vLLM's own /health stays 200 then, vllm-ops 2.3 F).
+    The first poll that sees the pair whole again removes it. A blip costs one poll out of rotation,
+    never a restart.
 
   * One ssh connection, and no cold restart for a blip: the watch loop reaches each worker over ONE
     OpenSSH connection (ControlMaster=auto, ControlPersist, ControlPath ssh-%C in ssh_control_dir, a
@@ -563,6 +570,10 @@ class Watch(object):
         self.hang_poll_s = float(cfg.get('hang_poll_s', 5))
         self.hang_polled_at = None
         self.head_invocation = None
+        self.suspect = None
+        self.gate = cfg.get('health_gate') or None
+        if self.gate:
+            gate_write(self.gate, None)  # a gate left from before (a crash, a reboot) is re-decided by the next poll
         if cfg.get('hang_watchdog') and cfg.get('metrics_url'):
             timeout = float(cfg.get('metrics_timeout_s', 10))
             self.fetch = fetch or (lambda: fetch_metrics(cfg['metrics_url'], timeout))
@@ -570,12 +581,19 @@ class Watch(object):
 
     def step(self):
         """Returns the action taken: None, 'restart' or 'stop'."""
+        self.suspect = None
+        action = None
         try:
-            return self._step()
+            action = self._step()
+            return action
         finally:
             if self.hang is not None:
                 self.state.stalled_s = self.hang.stalled_s(self.clock())
             self.state.export(self.clock(), float(self.cfg.get('textfile_every_s', 10)))
+            if self.gate:
+                if action in ('restart', 'stop') and not self.suspect:
+                    self.suspect = 'pair %s by the pair guard' % ('restarting' if action == 'restart' else 'stopped')
+                gate_write(self.gate, self.suspect)
 
     def _step(self):
         cfg = self.cfg
@@ -604,6 +622,7 @@ class Watch(object):
                 state = unit_state(peer['unit'], peer['ssh'], self.runner)
             except GuardError as exc:
                 self.failures[name] = self.failures.get(name, 0) + 1
+                self.suspect = 'worker %s unreadable (%s)' % (name, exc)
                 if self.failures[name] < int(cfg.get('unreachable_polls', 5)):
                     continue
                 self.state.rank('worker', name, False)
@@ -618,6 +637,7 @@ class Watch(object):
                 return self.act('worker %s: %s restarted on its own (invocation %s, head was paired with %s)'
                                 % (name, peer['unit'], inv[:12], record[name][:12]), cause='worker_restarted')
             if not active:
+                self.suspect = 'worker %s: %s is %s' % (name, peer['unit'], state['ActiveState'])
                 self.down[name] = self.down.get(name, 0) + 1
                 need = max(1, int(cfg.get('down_polls', 3)))
                 if self.down[name] < need:
@@ -652,6 +672,9 @@ class Watch(object):
             return None
         if found['kind'] == 'silent' and not self.head_container_running():
             return None
+        self.suspect = found['why']
+        if self.gate:  # out of rotation before the evidence is collected (seconds), not after
+            gate_write(self.gate, self.suspect)
         evidence = collect_evidence(self.cfg, found, self.runner, self.fetch, now)
         self.reset_hang()
         return self.act('%s; evidence in %s' % (found['why'], evidence), cause=found['cause'], evidence=evidence)
@@ -703,6 +726,23 @@ class Watch(object):
         self.failures = {}
         self.down = {}
         return 'restart'
+
+
+def gate_write(path, reason):
+    """The health gate: the file (the reason in it) while the pair must not take requests, absent otherwise."""
+    try:
+        if reason:
+            try:
+                with open(path) as handle:
+                    if handle.read().strip() == reason.strip():
+                        return
+            except (IOError, OSError):
+                pass
+            _write(path, reason.strip() + '\n')
+        elif os.path.exists(path):
+            os.unlink(path)
+    except (IOError, OSError) as exc:
+        say('health gate %s: %s' % (path, exc))
 
 
 def watch_forever(cfg):

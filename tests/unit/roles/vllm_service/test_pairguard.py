@@ -315,3 +315,58 @@ def test_watch_rate_limit_stops_the_head_instead_of_a_storm(tmp_path, capsys):
     now[0] += 1000
     fake.units[('local', HEAD)]['ActiveState'] = 'active'
     assert watch.step() == 'restart'
+
+
+def _gate(c, tmp_path):
+    c['health_gate'] = str(tmp_path / 'dgxspark-ds4-head.unhealthy')
+    return c['health_gate']
+
+
+def _gate_text(path):
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except IOError:
+        return None
+
+
+def test_health_gate_closes_on_the_first_down_poll_and_opens_when_the_worker_is_back(tmp_path):
+    """A router in front of several pairs sees /health 503 from the first poll a worker is seen down (before
+    down_polls confirm it for a restart); the first poll that sees the pair whole again removes the gate."""
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    gate = _gate(c, tmp_path)
+    fake = FakeSystemd(worker_inv='w1')
+    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    worker = fake.units[(SSH[-1], WORKER)]
+    assert watch.step() is None and _gate_text(gate) is None
+    worker['ActiveState'] = 'inactive'
+    assert watch.step() is None
+    assert _gate_text(gate) == 'worker spark2: %s is inactive' % WORKER
+    worker['ActiveState'] = 'active'
+    assert watch.step() is None and _gate_text(gate) is None
+    assert fake.actions() == []
+
+
+def test_health_gate_stays_closed_through_a_pair_restart_and_an_unreadable_worker(tmp_path):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    gate = _gate(c, tmp_path)
+    fake = FakeSystemd(worker_inv='w2')  # restarted on its own: the head restarts at once
+    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    assert watch.step() == 'restart'
+    assert _gate_text(gate) == 'pair restarting by the pair guard'
+    c2 = cfg(tmp_path, record={'spark2': 'w1'})
+    gate2 = _gate(c2, tmp_path)
+    fake2 = FakeSystemd(worker_inv='w1')
+    fake2.unreachable = True
+    watch2 = pairguard.Watch(c2, runner=fake2, clock=lambda: 1.0)
+    assert watch2.step() is None
+    assert _gate_text(gate2).startswith('worker spark2 unreadable (')
+
+
+def test_health_gate_left_from_before_is_redecided_at_start(tmp_path):
+    c = cfg(tmp_path, record={'spark2': 'w1'})
+    gate = _gate(c, tmp_path)
+    with open(gate, 'w') as fh:
+        fh.write('old reason\n')
+    pairguard.Watch(c, runner=FakeSystemd(worker_inv='w1'), clock=lambda: 1.0)
+    assert _gate_text(gate) is None
