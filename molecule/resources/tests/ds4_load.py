@@ -1,0 +1,256 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Steady client load and per-pair observation for the Molecule verify tests of several pairs (test code only).
+
+SteadyLoad: N client threads sending small chat completions to one endpoint (the router's front,
+10.77.0.11:8080, with the test API key), bounded by a request count AND a time limit; every request is
+recorded (start, end, HTTP status or error). Which pair served the load is read from each pair head's own vLLM
+counters (vllm:request_success_total on 127.0.0.1:8001 inside the head, `docker exec`), since neither the
+router nor the simulator names the replica in a response. Router state (health view, workers) comes from
+vllm-router's admin API on 127.0.0.1:30000 of the router host.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+ROUTER_URL = 'http://10.77.0.11:8080'
+ROUTER_HOST = 'spark1'
+ROUTER_ADMIN = 'http://127.0.0.1:30000'
+API_KEY = 'ds4-molecule-controller-key-0000'
+# pair name -> (head node, head fabric address); the head's proxy serves the API on :8000, vLLM itself listens on
+# 127.0.0.1:8001 inside the head. The router names each pair by its head's ansible_host (in Molecule the container
+# name, resolved by Docker's DNS): http://spark1:8000, http://spark3:8000.
+PAIRS = {'spark_pair1': ('spark1', '10.77.0.11'), 'spark_pair2': ('spark3', '10.77.0.13')}
+VLLM_UPSTREAM = 'http://127.0.0.1:8001'
+
+
+def worker_url(pair):
+    """The pair's head as the router lists it."""
+    return 'http://%s:8000' % PAIRS[pair][0]
+
+
+def _exec(node, *argv):
+    return subprocess.run(['docker', 'exec', node] + list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, check=False, timeout=20)
+
+
+def _get_in(node, url):
+    """GET url from inside a node (curl); (status or None, body)."""
+    proc = _exec(node, 'curl', '-sS', '-m', '5', '-w', '\n%{http_code}', url)
+    body, _nl, code = proc.stdout.rpartition('\n')
+    try:
+        return int(code), body
+    except ValueError:
+        return None, proc.stdout + proc.stderr
+
+
+def success_count(pair):
+    """vllm:request_success_total (all finish reasons) of the pair's head engine; None when it does not answer."""
+    status, text = _get_in(PAIRS[pair][0], VLLM_UPSTREAM + '/metrics')
+    if status != 200:
+        return None
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith('vllm:request_success_total'):
+            total += float(line.rsplit(' ', 1)[1])
+    return total
+
+
+def running_count(pair):
+    """vllm:num_requests_running + waiting of the pair's head engine (0 when it does not answer)."""
+    status, text = _get_in(PAIRS[pair][0], VLLM_UPSTREAM + '/metrics')
+    if status != 200:
+        return 0
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(('vllm:num_requests_running', 'vllm:num_requests_waiting')):
+            total += float(line.rsplit(' ', 1)[1])
+    return int(total)
+
+
+def router_health():
+    """{worker url: healthy} from vllm-router's GET /workers (its health checker's view)."""
+    status, body = _get_in(ROUTER_HOST, ROUTER_ADMIN + '/workers')
+    if status != 200:
+        raise AssertionError('router /workers answered %s: %s' % (status, body[:300]))
+    return dict((w['url'].rstrip('/'), w.get('is_healthy') is True) for w in json.loads(body).get('workers', []))
+
+
+def router_workers():
+    """The worker URLs in rotation (GET /list_workers)."""
+    status, body = _get_in(ROUTER_HOST, ROUTER_ADMIN + '/list_workers')
+    if status != 200:
+        raise AssertionError('router /list_workers answered %s: %s' % (status, body[:300]))
+    return sorted(u.rstrip('/') for u in json.loads(body).get('urls', []))
+
+
+def in_rotation(pair):
+    """The pair's head is listed by the router and healthy in its view."""
+    url = worker_url(pair)
+    return url in router_workers() and router_health().get(url) is True
+
+
+def chat_once(url=ROUTER_URL, key=API_KEY, prompt='Reply with exactly: OK', max_tokens=8, timeout=30.0):
+    """One chat completion; (status, error text or None)."""
+    body = json.dumps({'model': 'deepseek-v4-flash', 'max_tokens': max_tokens, 'temperature': 0,
+                       'messages': [{'role': 'user', 'content': prompt}]}).encode()
+    headers = {'Content-Type': 'application/json', 'Authorization': 'Bearer ' + key}
+    req = urllib.request.Request(url + '/v1/chat/completions', data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            data = json.loads(resp.read())
+            if not data.get('choices'):
+                return resp.status, 'no choices: %r' % (data,)
+            return resp.status, None
+    except urllib.error.HTTPError as exc:
+        return exc.code, '%s %s' % (exc.code, exc.read()[:200])
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return None, '%s: %s' % (type(exc).__name__, exc)
+
+
+class SteadyLoad(object):
+    """`threads` clients, each sending one request after the other until stop(), `max_requests` in all or
+    `max_seconds` elapsed, whichever comes first. records: dicts start, end (time.monotonic()), status, error."""
+
+    def __init__(self, threads=6, max_requests=20000, max_seconds=300.0, url=ROUTER_URL, key=API_KEY, max_tokens=8,
+                 timeout=30.0, pause_s=0.0):
+        self.threads, self.max_requests, self.max_seconds = threads, max_requests, max_seconds
+        self.url, self.key, self.max_tokens, self.timeout, self.pause_s = url, key, max_tokens, timeout, pause_s
+        self.records = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._workers = []
+        self._sent = 0
+        self.t0 = None
+
+    def _take(self):
+        with self._lock:
+            if self._stop.is_set() or self._sent >= self.max_requests or time.monotonic() - self.t0 >= self.max_seconds:
+                return None
+            self._sent += 1
+            return self._sent
+
+    def _run(self, idx):
+        while True:
+            n = self._take()
+            if n is None:
+                return
+            start = time.monotonic()
+            # distinct prompts: the router's cache-aware policy sees no shared prefix to stick to
+            status, error = chat_once(self.url, self.key, 'Request %d of client %d: reply with exactly: OK' % (n, idx),
+                                      self.max_tokens, self.timeout)
+            rec = {'n': n, 'client': idx, 'start': start, 'end': time.monotonic(), 'status': status, 'error': error}
+            with self._lock:
+                self.records.append(rec)
+            if self.pause_s:
+                time.sleep(self.pause_s)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def start(self):
+        self.t0 = time.monotonic()
+        for i in range(self.threads):
+            th = threading.Thread(target=self._run, args=(i,), name='load-%d' % i)
+            th.daemon = True
+            th.start()
+            self._workers.append(th)
+        return self
+
+    def wait(self):
+        """Until the count or time bound ends the load (no early stop)."""
+        for th in self._workers:
+            th.join(self.max_seconds + self.timeout + 5)
+        return self
+
+    def stop(self):
+        self._stop.set()
+        for th in self._workers:
+            th.join(self.timeout + 5)
+        return self
+
+    def failed(self):
+        with self._lock:
+            return [r for r in self.records if r['error'] is not None or r['status'] != 200]
+
+    def count(self):
+        with self._lock:
+            return len(self.records)
+
+    def summary(self):
+        with self._lock:
+            recs = list(self.records)
+        bad = [r for r in recs if r['error'] is not None or r['status'] != 200]
+        took = (max(r['end'] for r in recs) - self.t0) if recs else 0.0
+        return {'requests': len(recs), 'failed': len(bad), 'seconds': round(took, 1),
+                'rps': round(len(recs) / took, 1) if took else 0.0,
+                'errors': sorted(set(str(r['error'])[:160] for r in bad))[:5]}
+
+
+class HealthWindows(object):
+    """Polls each pair head's API /health (through its proxy, no key needed) every `interval` s from the
+    controller and records when each pair answered something else than 200: windows() -> {pair: [(t0, t1)]}."""
+
+    def __init__(self, interval=0.25):
+        self.interval = interval
+        self.samples = dict((p, []) for p in PAIRS)
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _poll(self):
+        while not self._stop.is_set():
+            for pair, (_node, addr) in PAIRS.items():
+                try:
+                    with urllib.request.urlopen('http://%s:8000/health' % addr, timeout=1.0) as resp:
+                        ok = resp.status == 200
+                except (urllib.error.URLError, OSError, ValueError):
+                    ok = False
+                self.samples[pair].append((time.monotonic(), ok))
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._poll, name='health-windows')
+        self._thread.daemon = True
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+        return False
+
+    def windows(self):
+        out = {}
+        for pair, samples in self.samples.items():
+            wins, begin, last_ok = [], None, None
+            for t, ok in samples:
+                if not ok and begin is None:
+                    begin = last_ok if last_ok is not None else t
+                elif ok and begin is not None:
+                    wins.append((begin, t))
+                    begin = None
+                if ok:
+                    last_ok = t
+            if begin is not None:
+                wins.append((begin, samples[-1][0]))
+            out[pair] = wins
+        return out
+
+
+def overlap(windows_a, windows_b):
+    """Seconds during which a window of one list overlaps a window of the other."""
+    total = 0.0
+    for a0, a1 in windows_a:
+        for b0, b1 in windows_b:
+            total += max(0.0, min(a1, b1) - max(a0, b0))
+    return total
