@@ -8,7 +8,8 @@
 3. a pair whose head rank is killed leaves the router's rotation within 5 s, the load sees no failed request
    beyond those in flight on that pair, and it comes back (pair guard) and serves again;
 4. restart.yml (rolling) under steady load: zero failed requests, both pairs restarted, one after the other;
-5. switch.yml to the throughput profile, then rollback.yml, under steady load: zero failed requests each.
+5. switch.yml to the throughput profile, then rollback.yml, under steady load: zero failed requests each
+   (about 245 s of the scenario's ~610 s on the 2-core CI machine; DS4_REPLICAS_SWITCH=0 skips it).
 
 Measured figures are printed as `FIGURE ...` lines (pytest -s) for the README.
 """
@@ -179,6 +180,7 @@ def test_rolling_restart_under_load_no_failed_request_one_pair_at_a_time():
     both_in_rotation(30)
 
 
+@pytest.mark.skipif(os.environ.get('DS4_REPLICAS_SWITCH', '1') == '0', reason='DS4_REPLICAS_SWITCH=0')
 def test_rolling_switch_then_rollback_under_load_no_failed_request():
     assert served_max_model_len() == 131072
     before = dict((p, started(p)) for p in (P1, P2))
