@@ -73,8 +73,8 @@ def assert_no_failed(what, steady):
     figure('%s: %d requests through the router (%.1f req/s), %d failed %s'
            % (what, summary['requests'], summary['rps'], summary['failed'], summary['errors']))
     assert summary['requests'] > 0, 'no request was sent during %s' % what
-    assert summary['failed'] == 0, '%s: %d of %d requests failed: %s' % (what, summary['failed'], summary['requests'],
-                                                                        summary['errors'])
+    assert summary['failed'] == 0, '%s: %d of %d requests failed: %s' % (
+        what, summary['failed'], summary['requests'], summary['errors'])
     return summary
 
 
@@ -146,8 +146,8 @@ def test_killed_pair_leaves_rotation_fast_and_comes_back():
         in_flight = load.running_count(P2)
         t_kill = time.monotonic()
         d.node('spark3', 'docker', 'kill', d.container('head'))
-        t_out = d.wait_until('pair2 out of the router\'s rotation', lambda: (load.router_health().get(url2) is False
-                                                                            or url2 not in load.router_workers())
+        t_out = d.wait_until('pair2 out of the router\'s rotation',
+                             lambda: (load.router_health().get(url2) is False or url2 not in load.router_workers())
                              and time.monotonic(), 30, interval=0.1)
         eviction = t_out - t_kill
         d.wait_until('pair2 back in rotation', lambda: load.in_rotation(P2), 180, interval=0.5)
@@ -190,7 +190,7 @@ def test_rolling_switch_then_rollback_under_load_no_failed_request():
     figure('switch.yml balanced -> throughput (rolling) took %.1f s' % took)
     assert_no_failed('switch.yml', steady)
     assert_one_pair_at_a_time('switch.yml', health.windows(), before, after)
-    assert set(served_max_model_len() for _ in range(6)) == {65536}, 'a pair still serves the old profile'
+    assert set(served_max_model_len() for dummy in range(6)) == {65536}, 'a pair still serves the old profile'
 
     both_in_rotation(30)
     before = after
@@ -200,4 +200,4 @@ def test_rolling_switch_then_rollback_under_load_no_failed_request():
     figure('rollback.yml (rolling) took %.1f s' % took)
     assert_no_failed('rollback.yml', steady)
     assert_one_pair_at_a_time('rollback.yml', health.windows(), before, after)
-    assert set(served_max_model_len() for _ in range(6)) == {131072}
+    assert set(served_max_model_len() for dummy in range(6)) == {131072}
