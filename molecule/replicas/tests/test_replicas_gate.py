@@ -98,3 +98,22 @@ def test_frozen_pair_leaves_rotation_and_comes_back_when_thawed():
     assert t_out - t_freeze <= MAX_EVICTION_S
     late = [f for f in steady.failed() if f['start'] > t_out]
     assert not late, 'requests sent after pair 2 left rotation failed: %r' % late[:5]
+
+
+def test_site_limited_to_one_pair_touches_that_pair_alone():
+    """`site.yml -l spark_pair2`: only spark3/spark4 are in the run; pair 1's containers and the router on spark1 are
+    neither touched nor restarted."""
+    d.wait_until('both pairs in rotation', lambda: load.in_rotation('spark_pair1') and load.in_rotation(P2), 180,
+                 interval=0.5)
+    pair1 = (('spark1', 'head'), ('spark2', 'worker'))
+    before = [d.started_at(n, r) for n, r in pair1]
+    router_before = d.unit_show('spark1', 'dgxspark-ds4-router.service', 'ExecMainStartTimestampMonotonic')
+    rc, out = d.run_playbook('site.yml', var_files=[os.path.join(d.SCENARIO_DIR, 'vars', 'replicas.yml')],
+                             args=['-l', P2])
+    assert rc == 0, out[-4000:]
+    recap = out[out.rindex('PLAY RECAP'):]
+    hosts = sorted(line.split()[0] for line in recap.splitlines()[1:] if line.strip())
+    assert hosts == ['spark3', 'spark4'], recap
+    assert [d.started_at(n, r) for n, r in pair1] == before
+    assert d.unit_show('spark1', 'dgxspark-ds4-router.service', 'ExecMainStartTimestampMonotonic') == router_before
+    d.wait_until('pair 2 in rotation', lambda: load.in_rotation(P2), 180, interval=0.5)
