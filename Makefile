@@ -14,7 +14,7 @@ export ANSIBLE_FORCE_COLOR := false
 
 # Steps of `make test`, in order (each one is also a target of its own).
 TEST_STEPS := bootstrap unit integration lint sanity changelog-lint build node-image molecule
-SCENARIOS ?= $(patsubst molecule/%/molecule.yml,%,$(sort $(wildcard molecule/*/molecule.yml)))
+SCENARIOS ?=
 
 .PHONY: venv collection-link install test converge-bench $(TEST_STEPS)
 
@@ -92,23 +92,20 @@ node-image:
 	bash tests/harness/build-sim-image.sh
 	bash tests/harness/build-test-images.sh
 
-# Every scenario (molecule/<name>/molecule.yml), one after the other; `make molecule SCENARIOS=default`.
-# Scenarios share container names (spark1/spark2) and the ds4-fabric network: a lock file keeps
-# two checkouts on one Docker engine from running scenarios at the same time.
-MOLECULE_LOCK ?= /tmp/ds4-molecule.lock
+# Every scenario (molecule/<name>/molecule.yml), MOLECULE_JOBS at once (default 3), longest first:
+# `make molecule SCENARIOS=default`, `make molecule MOLECULE_JOBS=1`. Each scenario has its own container
+# prefix and subnet (tests/harness/molecule_parallel.py), its log in .cache/molecule-logs/<name>.log
+# (printed whole when it fails) and one TIMING line.
+MOLECULE_JOBS ?= 3
 molecule: venv collection-link node-image
-	@set -euo pipefail; mkdir -p .cache/images/inner; \
-	for s in $(SCENARIOS); do \
-	  t=$$(date +%s.%N); echo "--- molecule test -s $$s"; \
-	  flock $(MOLECULE_LOCK) $(BIN)/molecule --base-config .config/molecule/config.yml test -s "$$s"; \
-	  awk -v s="$$t" -v e="$$(date +%s.%N)" -v n="$$s" 'BEGIN { printf "TIMING molecule:%-7s %7.1f s\n", n, e - s }'; \
-	done
+	@mkdir -p .cache/images/inner
+	$(BIN)/python tests/harness/molecule_parallel.py --jobs $(MOLECULE_JOBS) $(SCENARIOS)
 
 # The converge benchmark (not part of `make test`): creates and converges the Molecule `default` pair,
 # then benchmarks/converge_bench.py measures a no-op and a one-flag site.yml against the floor taken in
 # the same run. The pair is left up (`molecule destroy -s default` removes it).
 converge-bench: venv collection-link node-image
 	@set -euo pipefail; mkdir -p .cache/images/inner; \
-	flock $(MOLECULE_LOCK) $(BIN)/molecule --base-config .config/molecule/config.yml converge -s default; \
+	flock /tmp/ds4-molecule-default.lock $(BIN)/molecule --base-config .config/molecule/config.yml converge -s default; \
 	inv=$$($(BIN)/python -c 'import glob, os; print(max(glob.glob(os.path.expanduser("~/.ansible/tmp/molecule.*.default/inventory")), key=os.path.getmtime))'); \
-	flock $(MOLECULE_LOCK) $(BIN)/python benchmarks/converge_bench.py --inventory "$$inv"
+	flock /tmp/ds4-molecule-default.lock $(BIN)/python benchmarks/converge_bench.py --inventory "$$inv"

@@ -47,7 +47,7 @@ def test_profile_deploys_serves_and_validates(profile):
     assert re.search(r'msg: [1-9][0-9]* request\(s\), 0 failure\(s\)', out), 'validate.yml did not pass: ' + out[-2000:]
     # Through the API proxy on the profile's own public port (seed 003 serves on 8888).
     port = (layer.get('api') or {}).get('port', 8000)
-    _status, body = d.request('/v1/models', url='http://10.77.0.11:%d' % port)
+    _status, body = d.request('/v1/models', url='http://%s:%d' % (d.ip(11), port))
     served = json.loads(body)['data'][0]
     assert served['id'] == serve_args['served-model-name']
     assert served['max_model_len'] == serve_args['max-model-len']

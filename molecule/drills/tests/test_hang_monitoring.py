@@ -37,7 +37,7 @@ DRILL_VARS = os.path.join(d.SCENARIO_DIR, 'vars', 'drills.yml')
 HANG_AFTER_S = 15
 HANG_VARS = {'vllm_service_hang_after_s': HANG_AFTER_S, 'vllm_service_hang_poll_s': 1,
              'vllm_service_pair_guard_max_restarts': 2, 'vllm_service_pair_guard_window_s': 900}
-PROMETHEUS = 'http://10.77.0.11:9090'
+PROMETHEUS = 'http://%s:9090' % d.ip(11)
 # vLLM's own port on the head: loopback only, behind the API proxy (the test inventory opens the API to the
 # controller, so vLLM moves to 127.0.0.1:8001). /sim/wedge is the simulator's test control, not a vLLM endpoint.
 LOCAL_VLLM = 'http://127.0.0.1:8001'
@@ -165,7 +165,7 @@ def test_prometheus_scrapes_vllm_and_both_node_exporters():
     urls = [u for _j, u, _h in seen]
     assert ('vllm', 'http://127.0.0.1:8001/metrics', 'up') in seen, seen
     assert ('prometheus', 'http://127.0.0.1:9090/metrics', 'up') in seen, seen
-    assert 'http://10.77.0.11:9100/metrics' in urls and 'http://10.77.0.12:9100/metrics' in urls, seen
+    assert 'http://%s:9100/metrics' % d.ip(11) in urls and 'http://%s:9100/metrics' % d.ip(12) in urls, seen
     # the rules file was loaded (promtool-checked on the way in)
     groups = prom('/api/v1/rules')['groups']
     names = set(r['name'] for g in groups for r in g['rules'])
@@ -180,11 +180,11 @@ def test_prometheus_port_closed_to_a_host_not_allowed():
     # the controller (10.77.0.1, in ds4_api_allowed_networks) is answered; spark2 (not allowed) is refused
     with urllib.request.urlopen(PROMETHEUS + '/-/healthy', timeout=5) as resp:
         assert resp.status == 200
-    proc = subprocess.run(['docker', 'exec', 'spark2', 'curl', '-sS', '-m', '4', PROMETHEUS + '/-/healthy'],
+    proc = subprocess.run(['docker', 'exec', d.node_container('spark2'), 'curl', '-sS', '-m', '4', PROMETHEUS + '/-/healthy'],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     assert proc.returncode in (7, 28), (proc.returncode, proc.stdout)   # refused (reject) or timed out (drop)
     # and the node exporters listen on the fabric address only, reachable between the two nodes
-    assert 'node_exporter_build_info' in d.node('spark1', 'curl', '-sS', '-m', '5', 'http://10.77.0.12:9100/metrics')
+    assert 'node_exporter_build_info' in d.node('spark1', 'curl', '-sS', '-m', '5', 'http://%s:9100/metrics' % d.ip(12))
 
 
 def test_runtime_hang_under_load_is_detected_kept_and_recovered():

@@ -7,6 +7,7 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import json
+import os
 
 import pytest
 
@@ -21,6 +22,9 @@ RESOLVED = 'fedcba9876543210fedcba9876543210fedcba98'
 PINNED = '0123456789abcdef0123456789abcdef01234567'
 DEEPGEMM_REPO = 'https://github.com/deepseek-ai/DeepGEMM.git'
 VENV_REF = 'ds4-test/vllm:venv'
+# the scenario's fabric subnet (make molecule sets it per scenario; 10.77.0 by hand)
+NET = os.environ.get('DS4_MOLECULE_NET') or '10.77.0'
+HEAD_IP, WORKER_IP = NET + '.11', NET + '.12'
 
 
 def _evidence(host, name):
@@ -90,12 +94,13 @@ def test_peer_key_restricted_and_host_key_pinned(host):
         assert key.mode == 0o600 and key.user == 'root'
         assert host.file('/etc/dgxspark-ds4/peer').mode == 0o700
         known = host.file('/etc/dgxspark-ds4/peer/known_hosts').content_string
-        assert '10.77.0.12 ssh-ed25519 ' in known
+        assert WORKER_IP + ' ssh-ed25519 ' in known
     else:
         auth = host.file('/root/.ssh/authorized_keys').content_string
         line = [x for x in auth.splitlines() if 'dgxspark-ds4-peer@spark1' in x]
         assert len(line) == 1
-        assert line[0].startswith('from="10.77.0.11",no-pty,no-agent-forwarding,no-X11-forwarding,no-port-forwarding,no-user-rc ')
+        assert line[0].startswith('from="%s",no-pty,no-agent-forwarding,no-X11-forwarding,no-port-forwarding,'
+                                  'no-user-rc ' % HEAD_IP)
         assert host.service('ssh').is_running
 
 
@@ -105,9 +110,9 @@ def test_head_logs_in_with_pinned_key(host):
     worker = host.get_host('ansible://spark2', ansible_inventory=host.backend.ansible_inventory)
     worker_key = worker.file('/etc/ssh/ssh_host_ed25519_key.pub').content_string.split()[:2]
     known = host.file('/etc/dgxspark-ds4/peer/known_hosts').content_string
-    assert '10.77.0.12 %s %s' % tuple(worker_key) in known
+    assert '%s %s %s' % ((WORKER_IP,) + tuple(worker_key)) in known
     out = host.check_output('ssh -i /etc/dgxspark-ds4/peer/id_ed25519 -o BatchMode=yes -o StrictHostKeyChecking=yes '
-                            '-o UserKnownHostsFile=/etc/dgxspark-ds4/peer/known_hosts root@10.77.0.12 hostname')
+                            '-o UserKnownHostsFile=/etc/dgxspark-ds4/peer/known_hosts root@%s hostname' % WORKER_IP)
     assert out == 'spark2'
 
 

@@ -129,8 +129,8 @@ def test_bench_through_the_router_is_the_sum_of_the_pairs():
     """6 streams on each pair on its own, then 12 through the router. The simulator decodes 50 tok/s per stream
     up to max-num-seqs (8) streams: one pair cannot serve 12 streams at that rate, so a router aggregate equal to
     the sum of the pairs' means both pairs decoded side by side, at no cost from the router's hop."""
-    pair1 = _bench('http://10.77.0.11:8000', 6)
-    pair2 = _bench('http://10.77.0.13:8000', 6)
+    pair1 = _bench('http://%s:8000' % d.ip(11), 6)
+    pair2 = _bench('http://%s:8000' % d.ip(13), 6)
     routed = _bench(load.ROUTER_URL, 12)
     ratio = routed / (pair1 + pair2)
     figure('bench: pair1 %.1f tok/s, pair2 %.1f tok/s (6 streams each), router %.1f tok/s (12 streams): %.3f of the sum'

@@ -21,8 +21,24 @@ import yaml
 INVENTORY = os.environ.get('MOLECULE_INVENTORY_FILE', '')
 PROJECT = os.environ.get('MOLECULE_PROJECT_DIRECTORY', os.getcwd())
 SCENARIO_DIR = os.environ.get('MOLECULE_SCENARIO_DIRECTORY', '')
-HEAD_URL = 'http://10.77.0.11:8000'
-# The test deployment opens the API to the controller (10.77.0.1/32) through the api_proxy role,
+# The scenario's node-container prefix and fabric subnet: `make molecule` gives each scenario its own (so scenarios
+# run at once on one Docker engine, molecule/resources/playbooks/create.yml); none and 10.77.0 when run by hand.
+PREFIX = os.environ.get('DS4_MOLECULE_PREFIX', '')
+NET = os.environ.get('DS4_MOLECULE_NET') or '10.77.0'
+
+
+def ip(last):
+    """The address ending in `last` on the scenario's fabric subnet (11 = spark1, 12 = spark2, 1 = the controller)."""
+    return '%s.%d' % (NET, last)
+
+
+def node_container(name):
+    """The Docker container of inventory host `name` (spark1 -> <prefix>spark1)."""
+    return PREFIX + name
+
+
+HEAD_URL = 'http://%s:8000' % ip(11)
+# The test deployment opens the API to the controller (<net>.1/32) through the api_proxy role,
 # which requires one of ds4_api_keys (molecule/resources/inventory/group_vars/spark/test.yml).
 API_KEY = 'ds4-molecule-controller-key-0000'
 
@@ -80,7 +96,7 @@ def run_playbook(name, *extra_vars, **kwargs):
 
 
 def node(name, *argv, **kwargs):
-    proc = subprocess.run(['docker', 'exec', name] + list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.run(['docker', 'exec', node_container(name)] + list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, check=kwargs.get('check', True))
     return proc.stdout.strip()
 
@@ -102,8 +118,10 @@ def reboot_both_nodes(timeout=300.0):
     wait until the pair serves. -> (seconds from the stop to serving, both_started() before, both_started() after)."""
     before = both_started()
     t0 = time.monotonic()
-    subprocess.run(['docker', 'stop', '-t', '5', 'spark1', 'spark2'], check=True, stdout=subprocess.PIPE)
-    subprocess.run(['docker', 'start', 'spark2', 'spark1'], check=True, stdout=subprocess.PIPE)
+    subprocess.run(['docker', 'stop', '-t', '5', node_container('spark1'), node_container('spark2')], check=True,
+                   stdout=subprocess.PIPE)
+    subprocess.run(['docker', 'start', node_container('spark2'), node_container('spark1')], check=True,
+                   stdout=subprocess.PIPE)
     wait_serving(timeout)
     return time.monotonic() - t0, before, both_started()
 

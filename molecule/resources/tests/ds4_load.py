@@ -19,24 +19,26 @@ import time
 import urllib.error
 import urllib.request
 
-ROUTER_URL = 'http://10.77.0.11:8080'
+from ds4_drill import ip, node_container
+
+ROUTER_URL = 'http://%s:8080' % ip(11)
 ROUTER_HOST = 'spark1'
 ROUTER_ADMIN = 'http://127.0.0.1:30000'
 API_KEY = 'ds4-molecule-controller-key-0000'
 # pair name -> (head node, head fabric address); the head's proxy serves the API on :8000, vLLM itself listens on
 # 127.0.0.1:8001 inside the head. The router names each pair by its head's ansible_host (in Molecule the container
-# name, resolved by Docker's DNS): http://spark1:8000, http://spark3:8000.
-PAIRS = {'spark_pair1': ('spark1', '10.77.0.11'), 'spark_pair2': ('spark3', '10.77.0.13')}
+# name, <prefix>spark1, resolved by Docker's DNS): http://<prefix>spark1:8000, http://<prefix>spark3:8000.
+PAIRS = {'spark_pair1': ('spark1', ip(11)), 'spark_pair2': ('spark3', ip(13))}
 VLLM_UPSTREAM = 'http://127.0.0.1:8001'
 
 
 def worker_url(pair):
     """The pair's head as the router lists it."""
-    return 'http://%s:8000' % PAIRS[pair][0]
+    return 'http://%s:8000' % node_container(PAIRS[pair][0])
 
 
 def _exec(node, *argv):
-    return subprocess.run(['docker', 'exec', node] + list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    return subprocess.run(['docker', 'exec', node_container(node)] + list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           universal_newlines=True, check=False, timeout=20)
 
 

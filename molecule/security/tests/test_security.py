@@ -31,7 +31,7 @@ KEY_B = 'ds4SecClientKeyB-0a9b8c7d6e5f4a3b'
 UPSTREAM = 'ds4SecUpstreamKey-5c4b3a2918f7e6d5'
 HF = 'hf_ds4SecFakeHubToken9d8c7b6a5f4e'
 SECRETS = (KEY_A, KEY_B, UPSTREAM, HF)
-HEAD = '10.77.0.11'
+HEAD = d.ip(11)
 
 # One TCP connect from a container: "open", "refused" or "timeout".
 PROBE = ('import socket, sys\n'
@@ -207,10 +207,10 @@ def test_master_port_only_between_the_fabric_addresses():
 
 def test_ephemeral_inter_node_ports_only_between_the_fabric_addresses():
     # A listener on the head's fabric address in the ephemeral range, as vLLM's ZMQ MessageQueue has.
-    subprocess.run(['docker', 'exec', '-d', 'spark1', 'python3', '-c',
+    subprocess.run(['docker', 'exec', '-d', d.node_container('spark1'), 'python3', '-c',
                     'import socket, time\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n'
-                    's.bind(("10.77.0.11", 45123))\ns.listen(8)\ntime.sleep(120)\n'], check=True)
-    d.wait_until('test listener on 10.77.0.11:45123', lambda: '10.77.0.11:45123 ' in d.node('spark1', 'ss', '-Hltn'), 20)
+                    's.bind(("%s", 45123))\ns.listen(8)\ntime.sleep(120)\n' % HEAD], check=True)
+    d.wait_until('test listener on %s:45123' % HEAD, lambda: '%s:45123 ' % HEAD in d.node('spark1', 'ss', '-Hltn'), 20)
     assert tcp('spark2', HEAD, 45123) == 'open'
     assert tcp('client', HEAD, 45123) == 'refused'
     # A port outside the guarded range and address stays the host's business (policy accept).
@@ -226,7 +226,7 @@ def test_firewall_table_file_unit_and_user_table_kept():
         assert d.node(name, 'stat', '-c', '%a %U', '/etc/dgxspark-ds4/nftables.conf') == '644 root'
         assert d.node(name, 'systemctl', 'is-enabled', 'dgxspark-ds4-firewall.service') == 'enabled'
     own = d.node('spark1', 'nft', 'list', 'table', 'inet', 'dgxspark_ds4')
-    assert '10.77.0.20' in own and '10.77.0.1' in own and 'dgxspark.ds4 sha256:' in own
+    assert d.ip(20) in own and d.ip(1) in own and 'dgxspark.ds4 sha256:' in own
 
 
 def test_boot_unit_reloads_the_same_table():
