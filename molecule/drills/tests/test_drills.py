@@ -150,6 +150,7 @@ def test_config_failing_every_start_stops_and_doctor_names_the_cause():
     rc, out = d.run_playbook('doctor.yml')
     assert rc == 0, out[-3000:]
     assert 'free unified memory is below --gpu-memory-utilization' in out, out[-4000:]
+    assert HEAD_UNIT in out, 'the doctor must name the (overridden) unit: ' + out[-4000:]
 
     rc, out = site()
     assert rc == 0, out[-3000:]

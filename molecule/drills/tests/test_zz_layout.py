@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Every path and name vllm_service exposes is overridden in this scenario (vars/layout.yml: config, state, unit and
-libexec directories, the docker CLI, the unit and container names). On that layout, in order: nothing of a rank was
-written to the default places; status, restart, switch and rollback (each through readiness, both readiness timeouts
-given) read the published layout; a config that fails every start is diagnosed by readiness and by doctor.yml; both
-nodes rebooted serve again, worker first. Runs in file order; the pair ends serving its own config."""
+"""Every path and name vllm_service exposes is overridden in the drills scenario (vars/drills.yml: config, state, unit
+and libexec directories, the docker CLI, the unit and container names; formerly the `layout` scenario). On that layout,
+after the drills (which also run a config that fails every start, the doctor and a reboot on it), in order: nothing of a
+rank was written to the default places; status, restart, switch and rollback (each through readiness, both readiness
+timeouts given) read the published layout. Runs in file order; the pair ends serving its own config."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -19,7 +19,7 @@ import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
 
-LAYOUT_VARS = os.path.join(d.SCENARIO_DIR, 'vars', 'layout.yml')
+LAYOUT_VARS = os.path.join(d.SCENARIO_DIR, 'vars', 'drills.yml')
 THROUGHPUT_PROFILE = os.path.join(d.PROJECT, 'inventories', 'throughput', 'group_vars', 'spark', 'profile.yml')
 READY_LIMITS = {'ds4_ready_timeout': 1234, 'ds4_ready_chat_timeout': 45}
 DEFAULTS = {'config_dir': '/etc/dgxspark-ds4', 'state_dir': '/var/lib/dgxspark-ds4', 'unit_dir': '/etc/systemd/system',
@@ -108,29 +108,3 @@ def test_switch_and_rollback_keep_and_restore_the_set_in_the_overridden_config_d
     assert '131072' in d.node('spark1', 'cat', '%s/launch-head.sh' % d.CONFIG_DIR)
     assert served_max_model_len() == 131072
     d.wait_serving(60)
-
-
-def test_config_failing_every_start_is_named_by_readiness_and_doctor():
-    overrides = dict(d.BASE_OVERRIDES, env={'VLLM_SIM_FAIL': 'free_memory'})
-    _rc, out = ops('site.yml', {'ds4_site_overrides': overrides}, expect_rc=None)
-    assert _rc != 0, out[-3000:]
-    assert 'Free memory on device' in out, out[-3000:]
-
-    def stopped_for_good():
-        states = [d.unit_show(name, d.unit(role), 'ActiveState')['ActiveState'] for name, role in RANKS]
-        return all(s in ('failed', 'inactive') for s in states) and states
-    d.wait_until('both ranks stopped by the start limits', stopped_for_good, 180)
-
-    _rc, out = ops('doctor.yml')
-    assert 'free unified memory is below --gpu-memory-utilization' in out, out[-4000:]
-    assert d.unit('head') in out, out[-4000:]
-
-    ops('site.yml')
-    d.wait_serving(60)
-
-
-def test_reboot_of_both_nodes_serves_again_worker_first():
-    took, (head0, worker0), (head1, worker1) = d.reboot_both_nodes()
-    print('LAYOUT reboot -> serving again in %.1f s' % took)
-    assert head1 > head0 and worker1 > worker0
-    assert worker1 < head1, 'the worker rank must be up before the head starts'
