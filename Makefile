@@ -16,7 +16,7 @@ export ANSIBLE_FORCE_COLOR := false
 TEST_STEPS := bootstrap unit integration lint sanity changelog-lint build node-image molecule
 SCENARIOS ?=
 
-.PHONY: venv collection-link install test converge-bench $(TEST_STEPS)
+.PHONY: venv collection-link install test converge-bench demo demo-down $(TEST_STEPS)
 
 venv: $(BIN)/ansible-playbook
 $(BIN)/ansible-playbook: requirements.txt
@@ -100,6 +100,17 @@ MOLECULE_JOBS ?= 3
 molecule: venv collection-link node-image
 	@mkdir -p .cache/images/inner
 	$(BIN)/python tests/harness/molecule_parallel.py --jobs $(MOLECULE_JOBS) $(SCENARIOS)
+
+# Two SIMULATED Sparks on this machine (containers with systemd and Docker, the vLLM simulator), deployed by the
+# real site.yml with molecule/demo/inventory; ends with the endpoint, the API key, a chat completion and the
+# commands to try next. `make demo-down` removes it. tests/harness/demo.py says what to install when Docker is missing.
+demo:
+	@python3 tests/harness/demo.py check
+	@$(MAKE) --no-print-directory install node-image
+	@$(BIN)/python tests/harness/demo.py up
+
+demo-down: venv collection-link
+	@$(BIN)/python tests/harness/demo.py down
 
 # The converge benchmark (not part of `make test`): creates and converges the Molecule `default` pair,
 # then benchmarks/converge_bench.py measures a no-op and a one-flag site.yml against the floor taken in

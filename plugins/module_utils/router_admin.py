@@ -34,8 +34,13 @@ What vllm-router 0.1.17 offers (measured with the real binary, tests/integration
   vllm_in_flight(metrics_url, api_key=None) -> vllm:num_requests_running + vllm:num_requests_waiting
   router_in_flight(router_metrics_url, worker_url) -> vllm_router_running_requests of that worker
   in_flight_reader(worker_url, metrics_url=None, router_metrics_url=None, api_key=None) -> fn or None
+  wait_listening(router_url, timeout=LISTEN_WAIT_S) -> seconds waited while the router's port refused connections
   drain(router_url, worker_url, in_flight_fn=None, timeout=600, ...) -> result
   restore(router_url, worker_url, timeout=600, ...) -> result
+
+A router that is starting refuses connections until it has checked its workers (vllm-router binds its port last):
+drain and restore first wait for it to listen (bounded by listen_timeout, the wait reported in the result and its
+message), so a deploy or an operation that meets a router still starting waits instead of failing.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -62,6 +67,8 @@ POLL_S = 0.5
 # removal may not have reached the engine's counters at the first read
 SETTLE_READS = 2
 HEALTH_PATH = '/health'
+# How long a router that refuses connections (starting) is waited for before that is an error.
+LISTEN_WAIT_S = 120
 ROUTER_RUNNING = 'vllm_router_running_requests'
 
 
@@ -116,6 +123,31 @@ def worker_states(router_url, timeout=HTTP_TIMEOUT_S):
         raise RouterAdminError('vllm-router at %s: GET /workers has no "workers" list: %r' % (router_url, obj))
     return dict((normalize_url(w.get('url')), {'healthy': w.get('is_healthy') is True, 'load': w.get('load')})
                 for w in workers if isinstance(w, dict) and w.get('url'))
+
+
+def wait_listening(router_url, timeout=LISTEN_WAIT_S, clock=time.monotonic, sleep=time.sleep, poll_s=None):
+    """Wait while the router's admin port refuses connections (a router still starting); -> seconds waited
+    (0.0 when it answered at once). Any other failure, or refusals past timeout, raise RouterAdminError."""
+    router_url = normalize_url(router_url)
+    start = clock()
+    while True:
+        try:
+            vllm_client.get(router_url, '/list_workers', timeout=HTTP_TIMEOUT_S)
+            return round(clock() - start, 3)
+        except ConnectionRefusedError as exc:
+            if clock() - start >= timeout:
+                raise RouterAdminError('vllm-router at %s still refuses connections after %.0f s (%s): it is not '
+                                       'listening. Fix: check its unit (systemctl status dgxspark-ds4-router; journalctl '
+                                       '-u dgxspark-ds4-router), or give listen_timeout more time if it is still '
+                                       'checking its workers' % (router_url, clock() - start, exc))
+        except (socket.timeout, OSError, HTTPException, ValueError) as exc:
+            raise RouterAdminError('vllm-router at %s does not answer GET /list_workers: %s: %s'
+                                   % (router_url, type(exc).__name__, exc))
+        sleep(poll_s or POLL_S)
+
+
+def _waited_note(waited):
+    return ' (vllm-router was not listening yet: waited %.1f s for it)' % waited if waited else ''
 
 
 def _query(worker_url):
@@ -203,18 +235,20 @@ def _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s):
 
 
 def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=False, allow_last=False,
-          clock=time.monotonic, sleep=time.sleep, poll_s=None):
+          clock=time.monotonic, sleep=time.sleep, poll_s=None, listen_timeout=LISTEN_WAIT_S):
     """Take worker_url out of the router's rotation, then wait until in_flight_fn() reads 0.
 
     Not in rotation: nothing is removed (changed False), the in-flight wait still runs. Refused (nothing
     changed) when no other healthy worker would stay in rotation, unless allow_last. Check mode: reads only.
     Returns changed, workers_before, workers_after, in_flight_initial, in_flight_waited_s (None when nothing
-    was waited for), msg. A timeout raises RouterAdminError with those fields; the worker stays drained."""
+    was waited for), router_wait_s, msg. A timeout raises RouterAdminError with those fields; the worker stays
+    drained."""
     router_url, worker_url = normalize_url(router_url), normalize_url(worker_url)
+    router_wait = wait_listening(router_url, listen_timeout, clock, sleep, poll_s)
     before = list_workers(router_url)
     result = {'changed': worker_url in before, 'workers_before': before,
               'workers_after': [u for u in before if u != worker_url], 'in_flight_initial': None,
-              'in_flight_waited_s': None}
+              'in_flight_waited_s': None, 'router_wait_s': router_wait}
     if result['changed'] and not allow_last:
         states = worker_states(router_url)
         others = [u for u in before if u != worker_url and states.get(u, {}).get('healthy')]
@@ -227,7 +261,7 @@ def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=Fal
                 changed=False, workers_before=before, workers_after=before)
     if check_mode:
         result['msg'] = ('would take %s out of rotation' % worker_url if result['changed']
-                         else '%s is not in rotation' % worker_url)
+                         else '%s is not in rotation' % worker_url) + _waited_note(router_wait)
         return result
     if result['changed']:
         remove_worker(router_url, worker_url)
@@ -237,7 +271,7 @@ def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=Fal
                                    % (router_url, worker_url), changed=False, workers_before=before,
                                    workers_after=result['workers_after'])
     done = ('took %s out of rotation' % worker_url if result['changed']
-            else '%s was not in rotation' % worker_url)
+            else '%s was not in rotation' % worker_url) + _waited_note(router_wait)
     if in_flight_fn is None:
         result['msg'] = done + '; in-flight requests not awaited (no in-flight source)'
         return result
@@ -266,25 +300,27 @@ def _wait_healthy_url(worker_url, deadline, clock, sleep, poll_s, health_path):
 
 
 def restore(router_url, worker_url, timeout=600, check_mode=False, health_path=HEALTH_PATH,
-            clock=time.monotonic, sleep=time.sleep, poll_s=None):
+            clock=time.monotonic, sleep=time.sleep, poll_s=None, listen_timeout=LISTEN_WAIT_S):
     """Put worker_url back in rotation and wait until the router lists it healthy.
 
     First worker_url + health_path must answer 200 (polled here, so that the router's own wait in
     POST /add_worker is short and nothing is added after this call gave up); then POST /add_worker; then
     GET /workers must show it healthy. In rotation already: nothing is added (changed False), its health is
     still awaited. Check mode: reads the list only. Returns changed, workers_before, workers_after,
-    waited_s, msg; failures raise RouterAdminError."""
+    waited_s, router_wait_s, msg; failures raise RouterAdminError."""
     router_url, worker_url = normalize_url(router_url), normalize_url(worker_url)
     poll_s = poll_s or POLL_S
+    router_wait = wait_listening(router_url, listen_timeout, clock, sleep, poll_s)
     start = clock()
     deadline = start + timeout
     before = list_workers(router_url)
     changed = worker_url not in before
     result = {'changed': changed, 'workers_before': before,
-              'workers_after': before + [worker_url] if changed else list(before), 'waited_s': None}
+              'workers_after': before + [worker_url] if changed else list(before), 'waited_s': None,
+              'router_wait_s': router_wait}
     if check_mode:
         result['msg'] = ('would put %s back in rotation' % worker_url if changed
-                         else '%s is in rotation' % worker_url)
+                         else '%s is in rotation' % worker_url) + _waited_note(router_wait)
         return result
     if changed:
         problem = _wait_healthy_url(worker_url, deadline, clock, sleep, poll_s, health_path)
@@ -316,5 +352,5 @@ def restore(router_url, worker_url, timeout=600, check_mode=False, health_path=H
     waited = round(clock() - start, 3)
     result.update(workers_after=list_workers(router_url), waited_s=waited,
                   msg=('put %s back in rotation (healthy after %.1f s)' % (worker_url, waited) if changed
-                       else '%s is in rotation and healthy' % worker_url))
+                       else '%s is in rotation and healthy' % worker_url) + _waited_note(router_wait))
     return result

@@ -88,6 +88,13 @@ options:
         C(No available workers) until a worker is back). Refused by default.
     type: bool
     default: false
+  listen_timeout:
+    description:
+      - How long to wait, in seconds, while the router's port refuses connections (a router that is starting binds
+        its port only after checking its workers) before that is an error. The wait is reported in RV(router_wait_s)
+        and RV(msg).
+    type: int
+    default: 120
 notes:
   - vllm-router 0.1.17 answers 200 to C(POST /remove_worker) whether or not the worker was there, and refuses
     C(POST /add_worker) (400) for a worker that does not pass its health check within its
@@ -148,6 +155,11 @@ waited_s:
   returned: always
   type: float
   sample: 0.61
+router_wait_s:
+  description: Seconds spent waiting for the router to listen (0 when it answered at once).
+  returned: always
+  type: float
+  sample: 0.0
 msg:
   description: One line saying what was done.
   returned: always
@@ -178,11 +190,12 @@ def main():
             router_metrics_url=dict(type='str'),
             api_key=dict(type='str', no_log=True),
             allow_last=dict(type='bool', default=False),
+            listen_timeout=dict(type='int', default=router_admin.LISTEN_WAIT_S),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    for key in ('drain_timeout', 'restore_timeout'):
+    for key in ('drain_timeout', 'restore_timeout', 'listen_timeout'):
         if p[key] < 0:
             module.fail_json(msg='%s = %d: must be at least 0' % (key, p[key]))
     try:
@@ -191,11 +204,12 @@ def main():
                 p['router_url'], p['worker_url'],
                 in_flight_fn=router_admin.in_flight_reader(p['worker_url'], p['metrics_url'],
                                                            p['router_metrics_url'], p['api_key']),
-                timeout=p['drain_timeout'], check_mode=module.check_mode, allow_last=p['allow_last'])
+                timeout=p['drain_timeout'], check_mode=module.check_mode, allow_last=p['allow_last'],
+                listen_timeout=p['listen_timeout'])
             result['waited_s'] = None
         else:
             result = router_admin.restore(p['router_url'], p['worker_url'], timeout=p['restore_timeout'],
-                                          check_mode=module.check_mode)
+                                          check_mode=module.check_mode, listen_timeout=p['listen_timeout'])
             result.update(in_flight_waited_s=None, in_flight_initial=None)
     except router_admin.RouterAdminError as exc:
         fields = dict(exc.fields)

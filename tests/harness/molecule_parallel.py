@@ -37,11 +37,15 @@ def all_scenarios():
     return sorted(d for d in os.listdir(base) if os.path.isfile(os.path.join(base, d, 'molecule.yml')))
 
 
+# Scenarios whose inventory names its addresses (users read them): `demo` (make demo prints its endpoint).
+FIXED_NETS = {'demo': '10.77.100'}
+
+
 def scenario_env(name, scenarios):
     """The environment that gives scenario `name` its own containers and subnet."""
     env = dict(os.environ)
     env['DS4_MOLECULE_PREFIX'] = 'ds4-%s-' % name
-    env['DS4_MOLECULE_NET'] = '10.77.%d' % (scenarios.index(name) + 1)
+    env['DS4_MOLECULE_NET'] = FIXED_NETS.get(name) or '10.77.%d' % (scenarios.index(name) + 1)
     return env
 
 
@@ -61,7 +65,8 @@ def _load_weights():
 
 
 class Runner(object):
-    def __init__(self, names, jobs, molecule, action):
+    def __init__(self, names, jobs, molecule, action, stream=False):
+        self.stream = stream
         self.queue = list(names)
         self.jobs = max(1, jobs)
         self.molecule = molecule
@@ -86,13 +91,21 @@ class Runner(object):
                      os.path.relpath(log, ROOT)), flush=True)
         t0 = time.monotonic()
         with open(log, 'w') as out:
-            rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+            if self.stream:
+                proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        universal_newlines=True)
+                for line in proc.stdout:
+                    out.write(line)
+                    sys.stdout.write(line)
+                rc = proc.wait()
+            else:
+                rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         took = time.monotonic() - t0
         with self.lock:
             self.results[name] = (rc, took)
             print('TIMING molecule:%-9s %7.1f s  %s' % (name, took, 'ok' if rc == 0 else 'FAILED (rc %d)' % rc),
                   flush=True)
-            if rc != 0:
+            if rc != 0 and not self.stream:
                 print('=== log of the failed scenario %s (%s)' % (name, os.path.relpath(log, ROOT)), flush=True)
                 with open(log) as fh:
                     sys.stdout.write(fh.read())
@@ -121,6 +134,7 @@ def main(argv=None):
                     help='scenarios at once (MOLECULE_JOBS, default 3)')
     ap.add_argument('--molecule', default=os.path.join(ROOT, '.venv', 'bin', 'molecule'))
     ap.add_argument('--action', default='test', choices=('test', 'converge', 'destroy'))
+    ap.add_argument('--stream', action='store_true', help='also print the output as it comes (one scenario at a time)')
     args = ap.parse_args(argv)
     known = all_scenarios()
     names = args.scenarios or known
@@ -130,7 +144,9 @@ def main(argv=None):
     if args.jobs < 1:
         ap.error('--jobs / MOLECULE_JOBS must be 1 or more, got %d' % args.jobs)
     t0 = time.monotonic()
-    results = Runner(plan(names, _load_weights()), args.jobs, args.molecule, args.action).run()
+    if args.stream and args.jobs != 1:
+        ap.error('--stream runs one scenario at a time: give --jobs 1')
+    results = Runner(plan(names, _load_weights()), args.jobs, args.molecule, args.action, args.stream).run()
     failed = sorted(n for n, (rc, _t) in results.items() if rc != 0)
     print('TIMING molecule:%-9s %7.1f s  %d scenarios, %d at once%s' % (
         'all', time.monotonic() - t0, len(results), args.jobs, ', FAILED: ' + ' '.join(failed) if failed else ''))

@@ -227,3 +227,41 @@ def test_restore_racing_another_add_reports_no_change(fake, clock, monkeypatch):
     monkeypatch.setattr(ra, '_wait_healthy_url', someone_else_adds)
     res = ra.restore(fake.base, a, timeout=5, clock=clock, sleep=clock.sleep)
     assert res['changed'] is False and len(fake.admin_calls('/add_worker')) == 1
+
+
+def _free_port():
+    sock = socket.socket()
+    sock.bind(('127.0.0.1', 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def test_router_still_starting_is_waited_for_then_drained(fake, clock, monkeypatch):
+    """A router that refuses connections (starting) is waited for, bounded, and the wait is said; here it
+    "starts" (the URL switches to the fake's) after three refused polls."""
+    refused = 'http://127.0.0.1:%d' % _free_port()
+    calls = []
+    real_get = ra.vllm_client.get
+
+    def get(base, path, **kwargs):
+        calls.append(base)
+        return real_get(refused if len(calls) <= 3 else fake.base, path, **kwargs)
+    monkeypatch.setattr(ra.vllm_client, 'get', get)
+    result = ra.drain(fake.base, fake.worker('a'), timeout=5, clock=clock, sleep=clock.sleep)
+    assert result['router_wait_s'] == 1.5  # three refusals, POLL_S apart
+    assert 'vllm-router was not listening yet: waited 1.5 s' in result['msg'], result['msg']
+    assert result['changed'] is True and fake.worker('a') not in ra.list_workers(fake.base)
+
+
+def test_router_that_never_listens_fails_after_listen_timeout(clock):
+    with pytest.raises(ra.RouterAdminError) as info:
+        ra.restore('http://127.0.0.1:%d' % _free_port(), 'http://w:8000', timeout=5, clock=clock, sleep=clock.sleep,
+                   listen_timeout=10)
+    assert 'still refuses connections after 10 s' in info.value.msg and 'systemctl status' in info.value.msg
+    assert clock.now >= 110.0
+
+
+def test_router_answering_at_once_waits_nothing(fake, clock):
+    result = ra.restore(fake.base, fake.worker('a'), timeout=5, clock=clock, sleep=clock.sleep)
+    assert result['router_wait_s'] == 0.0 and 'not listening' not in result['msg']
