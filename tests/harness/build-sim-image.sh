@@ -43,7 +43,8 @@ key=$( { (cd "$SRC" && find . -type f ! -path '*/__pycache__/*' ! -name '*.pyc' 
           | xargs -0 sha256sum)
           (cd "$SCHEMA_SRC" && find vllm_schema.py vllm_schemas -type f -name '*.py' -o -type f -name '*.json' \
              | LC_ALL=C sort | xargs sha256sum)
-          sha256sum "$SELF" | cut -d' ' -f1; echo "$base_id"; echo "vllm ${SIM_VLLM_VERSION}"; } \
+          sha256sum "$SELF" "${REPO_ROOT}/tests/harness/slim-rootfs.sh" | cut -d' ' -f1; echo "$base_id"
+          echo "vllm ${SIM_VLLM_VERSION}"; } \
         | sha256sum | cut -c1-16)
 
 current=$(docker image inspect -f "{{ index .Config.Labels \"${LABEL}\" }}" "$IMAGE" 2>/dev/null || true)
@@ -54,13 +55,21 @@ fi
 
 ctx=$(mktemp -d /var/tmp/ds4-vllm-sim-ctx.XXXXXX)
 trap 'rm -rf --one-file-system "$ctx"' EXIT
+# The simulator needs python3 (stdlib only) and bash (its launcher, the collection's launch scripts): a slim rootfs
+# cut from the node image (about 30 MB) instead of the whole node image (about 800 MB), so loading it into every
+# node of every Molecule scenario is quick.
+# shellcheck source=tests/harness/slim-rootfs.sh
+. "${REPO_ROOT}/tests/harness/slim-rootfs.sh"
+SLIM="ds4-vllm-sim-base:${key}"
+slim_rootfs_import "$BASE" "$SLIM" "${LABEL}-base=${key}" "$ctx" /bin/bash
+rm -rf "$ctx/rootfs"
 mkdir -p "$ctx/vllm_sim"
 (cd "$SRC" && tar --exclude='__pycache__' --exclude='*.pyc' -cf - .) | tar -C "$ctx/vllm_sim" -xf -
 mkdir -p "$ctx/vllm_sim/vllm_schema/vllm_schemas"
 cp "$SCHEMA_SRC/vllm_schema.py" "$ctx/vllm_sim/vllm_schema/"
 cp "$SCHEMA_SRC"/vllm_schemas/vllm-*.json "$ctx/vllm_sim/vllm_schema/vllm_schemas/"
 cat >"$ctx/Dockerfile" <<DOCKERFILE
-FROM ${BASE}
+FROM ${SLIM}
 COPY vllm_sim /opt/vllm_sim
 RUN ["/bin/sh", "-c", "chmod 0755 /opt/vllm_sim/bin/vllm && ln -sf /opt/vllm_sim/bin/vllm /usr/local/bin/vllm && ln -sf /opt/vllm_sim/bin/vllm /usr/local/bin/dsv4-vllm-entrypoint && python3 -m compileall -q /opt/vllm_sim && /usr/local/bin/vllm --version"]
 RUN PYTHONPATH=/opt python3 -c "import sys; from vllm_sim import schema; s, v, why = schema.lookup('${SIM_VLLM_VERSION}'); sys.exit(why)"
@@ -71,6 +80,7 @@ DOCKERFILE
 
 log "building ${IMAGE} FROM ${BASE} (key ${key}, legacy builder, no network)"
 DOCKER_BUILDKIT=0 docker build --network none -q -t "$IMAGE" "$ctx" >/dev/null
+docker rmi "$SLIM" >/dev/null 2>&1 || true  # only its layer, kept by ${IMAGE}
 log "built at $(elapsed) s"
 
 mkdir -p "$OUT_DIR"

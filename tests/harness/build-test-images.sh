@@ -30,7 +30,7 @@ log() { echo "build-test-images: $*" >&2; }
 
 docker image inspect "$BASE" >/dev/null 2>&1 || { log "base image ${BASE} missing: run tests/harness/build-node-image.sh first"; exit 1; }
 base_id=$(docker image inspect -f '{{.Id}}' "$BASE")
-key=$( { sha256sum "$FIX"/unpatched.py.txt "$FIX"/double_patched.py.txt "$SELF" | cut -d' ' -f1; echo "$base_id"; } | sha256sum | cut -c1-16)
+key=$( { sha256sum "$FIX"/unpatched.py.txt "$FIX"/double_patched.py.txt "$SELF" "${REPO_ROOT}/tests/harness/slim-rootfs.sh" | cut -d' ' -f1; echo "$base_id"; } | sha256sum | cut -c1-16)
 if [[ "${DS4_FORCE_BUILD:-0}" != 1 && -s "$OUT_DIR/ds4-test-vllm.tar" && -s "$OUT_DIR/ds4-test-impostor.tar" && -s "$OUT_DIR/ds4-test-venv-v2.tar" \
       && "$(cat "$OUT_DIR/key" 2>/dev/null)" == "$key" ]]; then
   log "test images (key ${key}) up to date, nothing to do ($(elapsed) s)"
@@ -41,22 +41,9 @@ work=$(mktemp -d /var/tmp/ds4-test-images.XXXXXX)
 trap 'rm -rf --one-file-system "$work"' EXIT
 
 # 1. Minimal rootfs from the node image: busybox (sh, tar), python3.11 + stdlib (no test suite) + its libraries.
-docker run --rm --network none "$BASE" sh -c '
-  set -e
-  libs=$(ldd /usr/bin/python3.11 | awk "/=>/ {print \$3} /ld-linux/ {print \$1}")
-  tar -ch --exclude=/usr/lib/python3.11/test --exclude=/usr/lib/python3.11/idlelib \
-    --exclude=/usr/lib/python3.11/ensurepip --exclude=/usr/lib/python3.11/lib2to3 --exclude="*/__pycache__" \
-    /bin/busybox /usr/bin/python3.11 /usr/lib/python3.11 $libs 2>/dev/null' >"$work/rootfs.tar"
-mkdir -p "$work/rootfs"
-tar -C "$work/rootfs" -xf "$work/rootfs.tar"
-rm -f "$work/rootfs.tar"
-for app in sh ls cat mkdir rm cp mv echo tar grep test true false; do ln -sf /bin/busybox "$work/rootfs/bin/$app"; done
-mkdir -p "$work/rootfs/usr/local/bin" "$work/rootfs/tmp" "$work/rootfs/etc"
-ln -sf python3.11 "$work/rootfs/usr/bin/python3"
-[[ -e "$work/rootfs/lib64/ld-linux-x86-64.so.2" || -e "$work/rootfs/lib/ld-linux-aarch64.so.1" ]] || log "warning: no dynamic loader copied"
-tar -C "$work/rootfs" --numeric-owner -c . | docker import -c 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
-  -c 'CMD ["/bin/sh"]' -c "LABEL ${LABEL}=${key}" - ds4-test/rootfs:base >/dev/null
-docker run --rm --network none ds4-test/rootfs:base python3 -c 'import sys; print(sys.version)' >/dev/null
+# shellcheck source=tests/harness/slim-rootfs.sh
+. "${REPO_ROOT}/tests/harness/slim-rootfs.sh"
+slim_rootfs_import "$BASE" ds4-test/rootfs:base "${LABEL}=${key}" "$work"
 
 # 2. Variants (legacy builder, COPY only, no network).
 variant() {  # name mxfp4-fixture with-deepgemm
