@@ -21,15 +21,18 @@ testinfra_hosts = RUNNER.get_hosts("spark")
 JUMBO_PAYLOAD = 8972
 
 
-def _hostvars(host):
-    return RUNNER.get_variables(host.backend.get_hostname())
+def _var(host, name):
+    """An inventory variable of this host as Ansible templates it (the test inventory derives addresses from
+    molecule_net; testinfra's get_variables() gives the raw text)."""
+    return host.ansible("ansible.builtin.debug", "msg={{ %s }}" % name, check=False)["msg"]
 
 
 def _peer_ip(host):
-    me = host.backend.get_hostname()
-    peers = [h for h in RUNNER.get_hosts("spark") if h != me]
-    assert len(peers) == 1, "expected exactly one peer of %s in group spark, got %s" % (me, peers)
-    return RUNNER.get_variables(peers[0])["ds4_fabric_ip"]
+    peers = host.ansible("ansible.builtin.debug",
+                         "msg={{ groups['spark'] | difference([inventory_hostname]) | map('extract', hostvars, "
+                         "'ds4_fabric_ip') | list }}", check=False)["msg"]
+    assert len(peers) == 1, "expected exactly one peer of %s in group spark, got %s" % (host.backend.get_hostname(), peers)
+    return peers[0]
 
 
 def test_systemd_is_pid1_and_running(host):
@@ -49,11 +52,11 @@ def test_inner_docker_engine_answers(host):
 
 
 def test_fabric_address_matches_inventory(host):
-    hv = _hostvars(host)
-    addr = host.run("ip -o -4 addr show dev %s" % hv["ds4_fabric_ifname"])
+    ifname = _var(host, "ds4_fabric_ifname")
+    addr = host.run("ip -o -4 addr show dev %s" % ifname)
     assert addr.rc == 0, addr.stderr
-    assert "inet %s/%s " % (hv["ds4_fabric_ip"], hv["ds4_fabric_prefix"]) in addr.stdout
-    mtu = host.file("/sys/class/net/%s/mtu" % hv["ds4_fabric_ifname"]).content_string.strip()
+    assert "inet %s/%s " % (_var(host, "ds4_fabric_ip"), _var(host, "ds4_fabric_prefix")) in addr.stdout
+    mtu = host.file("/sys/class/net/%s/mtu" % ifname).content_string.strip()
     assert mtu == "9000"
 
 

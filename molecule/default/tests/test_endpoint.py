@@ -21,7 +21,7 @@ INVENTORY = os.environ.get('MOLECULE_INVENTORY_FILE')
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY) if INVENTORY else None
 testinfra_hosts = RUNNER.get_hosts('spark') if RUNNER else []
 
-HEAD_URL = 'http://%s:8000' % (os.environ.get('DS4_MOLECULE_NET') or '10.77.0') + '.11'
+HEAD_URL = 'http://%s.11:8000' % (os.environ.get('DS4_MOLECULE_NET') or '10.77.0')
 # The test deployment opens the API to the controller (10.77.0.1/32) through the api_proxy role,
 # which requires one of ds4_api_keys (molecule/resources/inventory/group_vars/spark/test.yml).
 API_KEY = 'ds4-molecule-controller-key-0000'

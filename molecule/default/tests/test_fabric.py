@@ -20,7 +20,9 @@ def _node(host):
     peers = host.ansible("ansible.builtin.debug",
                          "msg={{ groups['spark'] | difference([inventory_hostname]) | map('extract', hostvars, 'ds4_fabric_ip') | list }}",
                          check=False)["msg"]
-    return {"rank": rank, "role": "head" if rank == 0 else "worker", "ip": v["ds4_fabric_ip"], "peer": peers[0]}
+    # templated by Ansible: the test inventory derives the address from molecule_net (get_variables() is raw text)
+    ip = host.ansible("ansible.builtin.debug", "msg={{ ds4_fabric_ip }}", check=False)["msg"]
+    return {"rank": rank, "role": "head" if rank == 0 else "worker", "ip": ip, "peer": peers[0]}
 
 
 def _env(host):

@@ -43,14 +43,21 @@ HEAD_URL = 'http://%s:8000' % ip(11)
 API_KEY = 'ds4-molecule-controller-key-0000'
 
 
-def _scenario_vars():
-    """The extra vars a scenario gives every playbook run (molecule/<scenario>/vars/<scenario>.yml), or {}."""
+def _scenario_vars_file():
+    """The extra-vars file a scenario gives every playbook run (molecule/<scenario>/vars/<scenario>.yml), or None."""
     if not SCENARIO_DIR:
-        return {}
+        return None
     path = os.path.join(SCENARIO_DIR, 'vars', os.path.basename(SCENARIO_DIR.rstrip('/')) + '.yml')
-    if not os.path.exists(path):
+    return path if os.path.exists(path) else None
+
+
+SCENARIO_VARS_FILE = _scenario_vars_file()
+
+
+def _scenario_vars():
+    if not SCENARIO_VARS_FILE:
         return {}
-    with open(path) as fh:
+    with open(SCENARIO_VARS_FILE) as fh:
         return yaml.safe_load(fh) or {}
 
 
@@ -79,10 +86,12 @@ BASE_OVERRIDES = {
 
 
 def run_playbook(name, *extra_vars, **kwargs):
-    """ansible-playbook playbooks/<name> against the Molecule inventory; (rc, output)."""
+    """ansible-playbook playbooks/<name> against the Molecule inventory; (rc, output). The scenario's own extra-vars
+    file comes first (as in Molecule's converge: the drills' overridden layout must reach every playbook), then
+    var_files, then extra_vars."""
     cmd = [shutil.which('ansible-playbook') or 'ansible-playbook', '-i', os.path.dirname(INVENTORY),
            os.path.join(PROJECT, 'playbooks', name)]
-    for path in kwargs.get('var_files', ()):
+    for path in ([SCENARIO_VARS_FILE] if SCENARIO_VARS_FILE else []) + list(kwargs.get('var_files', ())):
         cmd += ['-e', '@' + path]
     for ev in extra_vars:
         cmd += ['-e', json.dumps(ev)]
