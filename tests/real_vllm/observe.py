@@ -39,6 +39,7 @@ LOG_PATTERNS = (
     ('weights_loaded', r'Loading weights took'),
     ('model_loaded', r'Model loading took'),
     ('kv_cache_memory', r'Available KV cache memory:'),
+    ('kv_cache_reserved', r'reserved [\d.]+ GiB memory for KV Cache as specified by kv_cache_memory_bytes'),
     ('kv_cache_size', r'GPU KV cache size: [\d,]+ tokens'),
     ('max_concurrency', r'Maximum concurrency for [\d,]+ tokens per request'),
     ('graphs_captured', r'Graph capturing finished in'),
