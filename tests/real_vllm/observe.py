@@ -18,7 +18,7 @@ are compared, never seconds:
   phase the real trace probed fewer than MIN_SAMPLES times is compared only where the simulator probed it.
 * logs, per rank: the LOG_PATTERNS names in the order of their first occurrence.
 * exits: each rank's exit status; whether the head exited after an engine death; whether processes of the
-  head's process group outlived it (the `head_group_left` mark).
+  head's process group outlived it (the `head_group_left` mark; observed, not compared: see COMPARED_FACTS).
 * responses, by name: status, error type (JSON body or in-band stream error), whether a stream ended with
   [DONE].
 * stream progress, between marks that carry `chunks`: whether the open stream received chunks.
@@ -27,6 +27,7 @@ are compared, never seconds:
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import gzip
 import json
 import re
 
@@ -70,7 +71,9 @@ MIN_SAMPLES = 3
 
 
 def load(path):
-    with open(path) as f:
+    """A trace from <scenario>.json, or <scenario>.json.gz."""
+    opener = gzip.open if path.endswith('.gz') else open
+    with opener(path, 'rt') as f:
         return json.load(f)
 
 
@@ -199,6 +202,12 @@ def observe(trace):
     return obs
 
 
+# Observed but not compared: orphans_after_head_exit. Real vLLM left VLLM::Worker_TP0 and its resource tracker
+# alive 3 s after the head's exit in one of two recordings of each worker-death scenario, the other time not
+# (tests/fixtures/real_vllm/ and run2/): a race in vLLM, not a behaviour the simulator can be held to.
+COMPARED_FACTS = ('exits', 'head_exit_after_engine_death', 'stream_progress', 'progressed')
+
+
 def metric_windows(real, obs):
     """obs's phases merged into the windows the real trace supports: a phase with < MIN_SAMPLES real samples
     joins the next one. -> {window name: {'samples', 'moved', 'still'}} for windows where obs has samples."""
@@ -282,7 +291,7 @@ def compare(real, sim):
         got = sim['logs'].get(rank, [])
         if got != order:
             diff('%s log: key lines in order' % rank, order, got)
-    for key in ('exits', 'head_exit_after_engine_death', 'orphans_after_head_exit', 'stream_progress', 'progressed'):
+    for key in COMPARED_FACTS:
         if real[key] != sim[key]:
             diff(key.replace('_', ' '), real[key], sim[key])
     for name, r in real['responses'].items():

@@ -13,7 +13,6 @@ the recorded ones, to the last bit.
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
-import json
 import os
 import sys
 
@@ -23,27 +22,30 @@ TESTS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
 
-from real_vllm import bench, driver, recipe  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from real_vllm import bench, driver, observe, recipe  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 recipe.production_effective()  # puts the collection (ansible_collections.dgxspark.ds4) on sys.path
-PATH = os.path.join(TESTS, 'fixtures', 'real_vllm', driver.BENCH_RESULT)
+FIXTURES = os.path.join(TESTS, 'fixtures', 'real_vllm')
+# the fixture and the second, independent recording (run2/, gzip'd)
+PATHS = (os.path.join(FIXTURES, driver.BENCH_RESULT), os.path.join(FIXTURES, 'run2', driver.BENCH_RESULT + '.gz'))
 FIGURES = ('requests', 'ok_requests', 'errors', 'completion_tokens_total', 'per_stream_tps', 'per_stream_tps_mean',
            'aggregate_tps', 'window_start', 'window_end', 'window_tokens', 'ttft_s', 'ttft_p50_s', 'ttft_p95_s', 'method')
 
 
-def _result():
-    with open(PATH) as f:
-        return json.load(f)
+def _result(path=PATHS[0]):
+    return observe.load(path)
 
 
-def test_recorded_on_real_vllm():
-    rec = _result()['recorded']
+@pytest.mark.parametrize('path', PATHS)
+def test_recorded_on_real_vllm(path):
+    rec = _result(path)['recorded']
     assert rec['vllm_version'] == '0.26.0' and rec['gpu'], rec
 
 
+@pytest.mark.parametrize('path', PATHS)
 @pytest.mark.parametrize('index', range(3))
-def test_bench_statistics_reproduce_the_recorded_figures(index):
-    col = _result()['collection']
+def test_bench_statistics_reproduce_the_recorded_figures(index, path):
+    col = _result(path)['collection']
     level = col['report']['levels'][index]
     streams = col['streams'][index]
     assert len(streams) == level['concurrency'] == level['requests']
@@ -65,8 +67,9 @@ def test_replay_sees_a_cut_stream_as_an_error():
     assert bench.replay_record(stream)['error'] == 'stream ended without [DONE]'
 
 
-def test_llama_benchy_figures_recorded():
-    lb = _result()['llama_benchy']
+@pytest.mark.parametrize('path', PATHS)
+def test_llama_benchy_figures_recorded(path):
+    lb = _result(path)['llama_benchy']
     assert lb['version'] == bench.LLAMA_BENCHY_VERSION and lb['rc'] == 0, lb.get('stderr')
     run = lb['result']['benchmarks'][0]
     assert (run['prompt_size'], run['response_size']) == (512, 32)
