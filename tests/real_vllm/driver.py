@@ -74,10 +74,12 @@ BACKENDS = {
     },
     'sim': {
         'entrypoint': [os.path.join(TESTS, 'vllm_sim', 'bin', 'vllm'), 'serve'],
+        # the real recipe's flags; max-model-len smaller (shorter prompts, seconds of CI) and the memory
+        # utilisation of a GB10 profile (the simulator sizes its KV cache from a 119.67 GiB node)
         'engine_b': {'max-model-len': 16384, 'max-num-batched-tokens': 256, 'max-num-seqs': 8,
-                     'gpu-memory-utilization': 0.9},
+                     'gpu-memory-utilization': 0.9, 'kv-cache-memory-bytes': '12G'},
         'engine_a': {'max-model-len': 16384, 'max-num-batched-tokens': 256, 'max-num-seqs': 8,
-                     'gpu-memory-utilization': 0.9, 'enforce-eager': True},
+                     'gpu-memory-utilization': 0.9, 'kv-cache-memory-bytes': '4G', 'enforce-eager': True},
         'env': {'VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS': '2', 'VLLM_SIM_TIME_SCALE': '0.05', 'VLLM_SIM_TOKENS_PER_S': '100',
                 'VLLM_SIM_PREFILL_TOKENS_PER_S': '6000', 'VLLM_SIM_PREFILL_CHUNK_TOKENS': '256',
                 'VLLM_SIM_STATS_INTERVAL_S': '1', 'VLLM_SIM_WATCHDOG_S': '0.5', 'VLLM_SIM_SHM_WAIT_LOG_S': '20',
