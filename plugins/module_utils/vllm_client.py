@@ -221,33 +221,49 @@ def stream_chat(base_url, body, api_key=None, timeout=600.0, clock=time.monotoni
     rec["status"] = resp.status
     done = False
     try:
-        while True:
-            raw = resp.readline()
-            if not raw:
-                break
-            now = clock()
-            kind, obj = parse_sse_line(raw.decode("utf-8", "replace"))
-            if kind == "done":
-                done = True
-                break
-            if kind == "data":
-                if obj.get("error"):
-                    err = obj["error"]
-                    rec["error"] = "stream error: %s" % (err.get("message") if isinstance(err, dict) else err)
-                    break
-                consume_event(rec, obj, now, tools)
+        done = fold_stream(rec, timed_lines(resp, clock), tools)
     except (socket.timeout, OSError, HTTPException, ValueError) as exc:
         rec["error"] = "stream interrupted: %s: %s" % (type(exc).__name__, exc)
     finally:
         conn.close()
     rec["t_end"] = clock()
+    finish_record(rec, done, tools)
+    return rec
+
+
+def timed_lines(resp, clock=time.monotonic):
+    """(clock() when the line arrived, line text) for each line of a streamed response, until EOF."""
+    while True:
+        raw = resp.readline()
+        if not raw:
+            return
+        yield clock(), raw.decode("utf-8", "replace")
+
+
+def fold_stream(rec, lines, tools):
+    """Fold (time, SSE line) pairs into the record until [DONE] or an in-band error; True if [DONE] came.
+    Pure: stream_chat uses it on the live response, a recorded stream is replayed through it."""
+    for now, line in lines:
+        kind, obj = parse_sse_line(line)
+        if kind == "done":
+            return True
+        if kind == "data":
+            if obj.get("error"):
+                err = obj["error"]
+                rec["error"] = "stream error: %s" % (err.get("message") if isinstance(err, dict) else err)
+                return False
+            consume_event(rec, obj, now, tools)
+    return False
+
+
+def finish_record(rec, done, tools):
+    """The record's last fields once the stream ended (tool calls in index order, the error of a cut stream)."""
     rec["tool_calls"] = [tools[k] for k in sorted(tools)]
     if rec["error"] is None:
         if not done:
             rec["error"] = "stream ended without [DONE]"
         elif rec["completion_tokens"] is None:
             rec["error"] = "no usage chunk (stream_options.include_usage ignored by the server)"
-    return rec
 
 
 def run_concurrent(fn, args_list, start_timeout=30.0):
