@@ -93,10 +93,10 @@ def argv(benchy, url, model, tokenizer, book_url, pp, tg, depth, concurrency, ru
     if not base.endswith("/v1"):
         base += "/v1"
     args = [benchy, "--base-url", base, "--model", model, "--served-model-name", model, "--tokenizer", tokenizer,
-            "--book-url", book_url, "--pp", str(int(pp)), "--tg", str(int(tg)), "--depth", str(int(depth)),
-            "--concurrency"] + [str(int(c)) for c in concurrency] + [
-            "--runs", str(int(runs)), "--exact-tg", "--latency-mode", "api", "--skip-coherence",
-            "--format", "json", "--save-result", result_path]
+            "--book-url", book_url, "--pp", str(int(pp)), "--tg", str(int(tg)), "--depth", str(int(depth)), "--concurrency"]
+    args += [str(int(c)) for c in concurrency]
+    args += ["--runs", str(int(runs)), "--exact-tg", "--latency-mode", "api", "--skip-coherence",
+             "--format", "json", "--save-result", result_path]
     if api_key:
         args += ["--api-key", api_key]
     for key, value in sorted((extra_body or {}).items()):
@@ -170,8 +170,8 @@ def markdown_report(report):
         "- Endpoint: `%s`, model `%s`, llama-benchy %s" % (report.get("endpoint"), report.get("model"),
                                                            report.get("llama_benchy_version")),
         "- Run: %s to %s (UTC)" % (report.get("started_utc"), report.get("finished_utc")),
-        "- pp%s / tg%s, %s runs per cell; tokenizer %s; corpus %s" % (s.get("pp"), s.get("tg"), s.get("runs"),
-                                                                     s.get("tokenizer"), s.get("corpus")),
+        "- pp%s / tg%s, %s runs per cell; tokenizer %s; corpus %s" % (
+            s.get("pp"), s.get("tg"), s.get("runs"), s.get("tokenizer"), s.get("corpus")),
         "",
         "## Method",
         "",
