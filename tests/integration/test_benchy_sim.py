@@ -45,7 +45,7 @@ with open(os.path.join(REPO, "playbooks", "bench.yml")) as _handle:
     BENCHY_VERSION = [p for p in yaml.safe_load(_handle) if "vars" in p][0]["vars"]["ds4_benchy_version"]
 BENCHY_VENV = os.path.join(REPO, ".cache", "llama-benchy-%s" % BENCHY_VERSION)
 PREFILL = 2000.0       # tok/s, about seed 001's 1942 at c1
-DECODE = 100.0         # tok/s per stream: 128 tokens in 1.3 s, so client timing jitter (tens of ms here) stays ~2 %
+DECODE = 64.0          # tok/s per stream: 128 tokens in 2 s, so a late first token (the simulator then catches up) stays < 2 %
 PIECE = re.compile(r"\w+|[^\w\s]+")
 
 
