@@ -36,6 +36,11 @@ if os.path.join(REPO, "tests") not in sys.path:
     sys.path.insert(0, os.path.join(REPO, "tests"))
 from vllm_sim import standin  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
+_LINK_ROOT = os.path.join(REPO, ".collections")
+if os.path.isdir(_LINK_ROOT) and _LINK_ROOT not in sys.path:
+    sys.path.insert(0, _LINK_ROOT)
+from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_sweep  # noqa: E402  pylint: disable=wrong-import-position
+
 tokenizers = pytest.importorskip("tokenizers")
 
 BIN = os.path.dirname(sys.executable)
@@ -135,8 +140,8 @@ def _bench(tmp_path, model_dir, extra):
     return proc.returncode, proc.stdout
 
 
-def _report(out_dir, prefix):
-    files = sorted(f for f in os.listdir(str(out_dir)) if f.startswith(prefix))
+def _report(out_dir):
+    files = sorted(f for f in os.listdir(str(out_dir)) if f.startswith("benchy-"))
     assert [f.rsplit(".", 1)[1] for f in files] == ["json", "md", "png"], files
     with open(os.path.join(str(out_dir), files[0])) as handle:
         return json.load(handle), (out_dir / files[1]).read_text(), (out_dir / files[2]).read_bytes()
@@ -158,19 +163,19 @@ def test_simulator_counts_prompt_tokens_with_the_model_tokenizer(sim):
 def test_llama_benchy_agrees_with_the_sweep_and_the_prefill_rate(sim, tmp_path):
     out_dir = tmp_path / "bench"
     t0 = time.monotonic()
-    rc, out = _bench(tmp_path, sim["model_dir"], {"ds4_endpoint_url": sim["url"], "ds4_bench_levels": [1],
-                                                  "ds4_bench_max_tokens": 128, "ds4_bench_dir": str(out_dir)})
-    assert rc == 0, out
-    sweep, _md, _png = _report(out_dir, "bench-")
+    # the existing sweep (bench.yml's default tool, its code called directly: test_ops_sim.py runs it through the
+    # playbook) at one stream, tg128 like the llama-benchy cells
+    sweep = bench_sweep.run_sweep(sim["url"], MODEL, levels=[1], max_tokens=128, pause_s=0)
+    assert sweep["errors"] == 0, sweep
     per_stream = sweep["levels"][0]["per_stream_tps_mean"]
     t1 = time.monotonic()
     rc, out = _bench(tmp_path, sim["model_dir"], {
         "ds4_endpoint_url": sim["url"], "ds4_bench_tool": "llama-benchy", "ds4_bench_dir": str(out_dir),
-        "ds4_benchy_venv": BENCHY_VENV, "ds4_benchy_runs": 2,
+        "ds4_benchy_venv": BENCHY_VENV, "ds4_benchy_runs": 1,
         "ds4_benchy_cells": [{"depth": 0, "concurrency": 1}, {"depth": 0, "concurrency": 2}]})
     assert rc == 0, out
     t2 = time.monotonic()
-    report, md, png = _report(out_dir, "benchy-")
+    report, md, png = _report(out_dir)
     # the tokenizer went through the playbook's fetch from the (simulated) head's model directory
     assert (out_dir / "tokenizer-balanced" / "tokenizer.json").read_text() == open(os.path.join(sim["model_dir"], "tokenizer.json")).read()
     assert report["tool"] == "llama-benchy" and report["llama_benchy_version"] == BENCHY_VERSION and not report["errors"]
