@@ -174,6 +174,12 @@ def main():
     if pp < 1 or tg < 2 or p['runs'] < 1 or any(d < 0 or c < 1 for d, c in cells):
         module.fail_json(msg='pp >= 1, tg >= 2, runs >= 1, depth >= 0 and concurrency >= 1 are needed (pp=%s tg=%s runs=%s '
                              'cells=%s)' % (pp, tg, p['runs'], cells))
+    runs_plan = bench_benchy.invocations(cells)
+    shown = [bench_benchy.argv(p['benchy'], p['url'], p['model'], p['tokenizer'], 'http://127.0.0.1:PORT/corpus.txt', pp, tg,
+                               depth, conc, p['runs'], 'RESULT.json', api_key='***' if p['api_key'] else None)
+             for depth, conc in runs_plan]
+    if module.check_mode:
+        module.exit_json(changed=False, commands=shown, msg='check mode: would run %d llama-benchy command(s)' % len(shown))
     tok_file = p['tokenizer'] if os.path.isfile(p['tokenizer']) else os.path.join(p['tokenizer'], 'tokenizer.json')
     problems = []
     if not os.path.isfile(tok_file):
@@ -188,12 +194,6 @@ def main():
                         % (p['benchy'], p['version']))
     if problems:
         module.fail_json(msg='; '.join(problems))
-    runs_plan = bench_benchy.invocations(cells)
-    shown = [bench_benchy.argv(p['benchy'], p['url'], p['model'], p['tokenizer'], 'http://127.0.0.1:PORT/corpus.txt', pp, tg,
-                               depth, conc, p['runs'], 'RESULT.json', api_key='***' if p['api_key'] else None)
-             for depth, conc in runs_plan]
-    if module.check_mode:
-        module.exit_json(changed=False, commands=shown, msg='check mode: would run %d llama-benchy command(s)' % len(shown))
     data = b''
     for path in p['corpus']:
         with open(path, 'rb') as handle:
