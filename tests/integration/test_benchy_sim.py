@@ -194,3 +194,12 @@ def test_llama_benchy_agrees_with_the_sweep_and_the_prefill_rate(sim, tmp_path):
     assert c1["seed_tg_tps"] is None and "No seed llama-benchy figures for this profile" in md
     assert "| c1 d0 | " in md and "| c2 d0 | " in md and "| c1 d0 | " in out
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000
+
+
+@pytest.mark.parametrize("extra,says", [
+    ({"bench_tool": "llama-benchy"}, 'bench_tool = "llama-benchy" is not read: the variable is ds4_bench_tool.'),
+    ({"ds4_bench_tool": "benchy"}, 'ds4_bench_tool = "benchy": must be sweep or llama-benchy.')], ids=["unprefixed", "unknown-tool"])
+def test_tool_choice_is_checked_before_anything_runs(tmp_path, extra, says):
+    rc, out = _bench(tmp_path, str(tmp_path), dict(extra, ds4_endpoint_url="http://127.0.0.1:9"))
+    assert rc != 0 and says in out and "Fix: -e ds4_bench_tool=llama-benchy" in out, out
+    assert "Run the sweep" not in out and "Install llama-benchy" not in out, out
