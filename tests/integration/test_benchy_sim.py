@@ -206,8 +206,8 @@ def test_tool_choice_is_checked_before_anything_runs(tmp_path, extra, says):
 
 
 def test_missing_tokenizer_is_named_before_the_install(tmp_path):
-    rc, out = _bench(tmp_path, str(tmp_path / "no-model"), {"ds4_bench_tool": "llama-benchy", "ds4_endpoint_url": "http://127.0.0.1:9",
-                                                             "ds4_benchy_venv": str(tmp_path / "venv")})
+    extra = {"ds4_bench_tool": "llama-benchy", "ds4_endpoint_url": "http://127.0.0.1:9", "ds4_benchy_venv": str(tmp_path / "venv")}
+    rc, out = _bench(tmp_path, str(tmp_path / "no-model"), extra)
     assert rc != 0, out
     assert "%s/tokenizer.json does not exist on spark1" % (tmp_path / "no-model") in out, out
     assert "Fix: -e ds4_benchy_tokenizer=" in out and not (tmp_path / "venv").exists(), out
