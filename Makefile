@@ -58,8 +58,19 @@ bootstrap:
 unit: venv collection-link
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit
 
-integration: venv collection-link
+integration: venv collection-link benchy-venv
 	$(BIN)/pytest -q -p no:cacheprovider tests/integration
+
+# llama-benchy's own venv for tests/integration/test_benchy_sim.py (bench.yml's pip task would install it anyway,
+# ~35 s inside the test); the version is bench.yml's pin.
+BENCHY_VERSION = $(shell sed -n 's/^ *ds4_benchy_version: "\(.*\)"/\1/p' playbooks/bench.yml)
+BENCHY_VENV = .cache/llama-benchy-$(BENCHY_VERSION)
+.PHONY: benchy-venv
+benchy-venv: $(BENCHY_VENV)/bin/llama-benchy
+$(BENCHY_VENV)/bin/llama-benchy: playbooks/bench.yml
+	$(PY) -m venv $(BENCHY_VENV)
+	$(BENCHY_VENV)/bin/pip install -q llama-benchy==$(BENCHY_VERSION)
+	touch $@
 
 lint: venv collection-link
 	$(BIN)/ansible-lint --offline

@@ -29,6 +29,7 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils.known_vars import (
     prefixes,
     scan_collection,
 )
+from ansible_collections.dgxspark.ds4.plugins.module_utils.placeholders import placeholder_errors
 from ansible_collections.dgxspark.ds4.plugins.module_utils.pairs import (
     pair_groups,
     pair_of,
@@ -57,6 +58,8 @@ _KNOWN_CACHE = {}
 ARGUMENT_SPEC = dict(
     base=dict(type='dict', required=True),
     group=dict(type='str', default='spark'),
+    # render.yml (a preview that contacts no host) renders the shipped inventories as they are
+    allow_placeholders=dict(type='bool', default=False),
 )
 
 HOST_KEYS = (
@@ -76,8 +79,10 @@ def known_names(root=COLLECTION_ROOT):
     return _KNOWN_CACHE[root]
 
 
-def _origin(name, value):
-    """Where Ansible says `name` was set: 'path:line', "<CLI option '-e'>", or None."""
+def _origin(name, value, resolve=False):
+    """Where Ansible says `name` was set: 'path:line', "<CLI option '-e'>", or None.
+
+    resolve: follow symlinks (inventories/<profile>/hosts.yml -> the file to edit, inventories/_shared/hosts.yml)."""
     if Origin is None:
         return None
     for item in (name, value):
@@ -85,7 +90,7 @@ def _origin(name, value):
         if tag is None:
             continue
         if getattr(tag, 'path', None):
-            return describe_origin(tag.path, getattr(tag, 'line_num', None), os.getcwd())
+            return describe_origin(os.path.realpath(tag.path) if resolve else tag.path, getattr(tag, 'line_num', None), os.getcwd())
         text = getattr(tag, 'description', None) or str(tag)
         return 'extra vars (-e)' if "'-e'" in text else text
     return None
@@ -119,6 +124,19 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
 
+    @staticmethod
+    def _placeholder_errors(all_hostvars, spark):
+        """plugins/module_utils/placeholders.py over the raw values (with the file each was read from)."""
+        raws = dict((h, all_hostvars.raw_get(h) if hasattr(all_hostvars, 'raw_get') else all_hostvars[h]) for h in spark)
+        values = {}
+        for h in spark:
+            names = ('ansible_host', 'ds4_fabric_ip') + (('ds4_router_address',) if h == spark[0] else ())
+            values[h] = dict((k, raws[h][k]) for k in names if k in raws[h] and isinstance(raws[h][k], str))
+
+        def where(h, var):
+            return _origin(var, raws[h][var], resolve=True)
+        return placeholder_errors(values, spark, where)
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -143,6 +161,14 @@ class ActionModule(ActionBase):
             return result
         play_hosts = task_vars.get('ansible_play_hosts_all') or spark
         first = [h for h in spark if h in play_hosts]
+        if not args['allow_placeholders']:
+            # checked first and alone: with placeholder addresses nothing else of the inventory is worth reporting
+            errors = self._placeholder_errors(all_hostvars, spark)
+            if errors:
+                result.update(failed=True, errors=errors, placeholder_addresses=True,
+                              msg='dgxspark.ds4 configuration refused: the inventory still holds the shipped placeholder addresses; '
+                                  'nothing was contacted and nothing was changed on any host:\n- %s' % '\n- '.join(errors))
+                return result
         known, prefix_list = known_names()
         errors = unknown_variable_errors(all_hostvars, spark, prefix_list, known)
         inputs_base = {

@@ -93,3 +93,54 @@ def render_plot(report, path, dpi=120):
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def benchy_series(report):
+    """Per cell (label 'cN dD'): measured and seed pp and tg tok/s (testable without matplotlib)."""
+    cells = report.get("cells") or []
+    return {
+        "labels": ["c%d d%d" % (c["concurrency"], c["depth"]) for c in cells],
+        "pp": [c.get("pp_tps") for c in cells], "seed_pp": [c.get("seed_pp_tps") for c in cells],
+        "tg": [c.get("tg_tps") for c in cells], "seed_tg": [c.get("seed_tg_tps") for c in cells],
+        "seed_source": (report.get("seed_reference") or {}).get("source"),
+    }
+
+
+def render_benchy_plot(report, path, dpi=120):
+    """Two panels (pp and tg tok/s per cell), measured bars beside the seed's."""
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
+    series = benchy_series(report)
+    s = report.get("settings") or {}
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 5.5), dpi=dpi)
+    xs = list(range(len(series["labels"])))
+    src = _short_source(series["seed_source"]) if series["seed_source"] else None
+    for ax, key, title in ((axes[0], "pp", "prompt processing (pp%s) tok/s" % s.get("pp")),
+                           (axes[1], "tg", "token generation (tg%s) tok/s" % s.get("tg"))):
+        meas = [v or 0.0 for v in series[key]]
+        seed = series["seed_" + key]
+        ax.bar([x - 0.2 for x in xs], meas, width=0.4, color="tab:blue", label="measured")
+        for x, v in zip(xs, series[key]):
+            if v is not None:
+                ax.annotate("%.1f" % v, (x - 0.2, v), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
+        if src and any(v is not None for v in seed):
+            ax.bar([x + 0.2 for x in xs], [v or 0.0 for v in seed], width=0.4, color="tab:orange", label="%s reference" % src)
+            for x, v in zip(xs, seed):
+                if v is not None:
+                    ax.annotate("%.1f" % v, (x + 0.2, v), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(series["labels"])
+        ax.set_xlabel("concurrency / context depth")
+        ax.set_title(title, fontsize=10)
+        ax.set_ylim(0, (ax.get_ylim()[1] or 1.0) * 1.12)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(loc="upper right", fontsize=8)
+    fig.suptitle("llama-benchy %s: profile %s, %s UTC" % (report.get("llama_benchy_version"), report.get("profile") or "?",
+                                                          report.get("started_utc") or "?"), fontsize=11)
+    fig.text(0.01, 0.01, "Seed reference: %s" % (series["seed_source"] or "none for this profile"), fontsize=7)
+    fig.tight_layout(rect=(0, 0.04, 1, 0.95))
+    fig.savefig(path)
+    plt.close(fig)
+    return path

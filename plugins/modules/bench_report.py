@@ -10,12 +10,14 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 module: bench_report
-short_description: Write a vllm_bench report as JSON, markdown and a PNG plot with the seed reference
+short_description: Write a vllm_bench or llama_benchy report as JSON, markdown and a PNG plot with the seed reference
 version_added: 0.1.0
 description:
   - Writes C(<dest>/<name>.json) (the full report), C(<dest>/<name>.md) (method header and table) and
     C(<dest>/<name>.png) (decode tok/s against concurrency, measured aggregate and per-stream curves, the profile's
     seed reference figures beside them).
+  - A M(dgxspark.ds4.llama_benchy) report (C(tool=llama-benchy)) gets its cell table (pp/tg tok/s, TTFT, seed figures,
+    ratios) and a plot of pp and tg tok/s per cell beside the seed's.
   - Meant for the controller (C(delegate_to) C(localhost)), where C(matplotlib) is installed from C(requirements.txt).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
@@ -28,7 +30,7 @@ attributes:
     support: none
 options:
   report:
-    description: The C(report) returned by M(dgxspark.ds4.vllm_bench).
+    description: The C(report) returned by M(dgxspark.ds4.vllm_bench) or M(dgxspark.ds4.llama_benchy).
     type: dict
     required: true
   dest:
@@ -74,7 +76,7 @@ import tempfile
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_plot, bench_sweep
+from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_benchy, bench_plot, bench_sweep
 
 try:
     import matplotlib  # noqa: F401  pylint: disable=unused-import
@@ -110,7 +112,9 @@ def main():
         module.fail_json(msg=missing_required_lib('matplotlib'), exception=MPL_ERR)
     base = os.path.join(p['dest'], p['name'])
     files = [base + '.json', base + '.md'] + ([base + '.png'] if p['plot'] else [])
-    md = bench_sweep.markdown_report(p['report'])
+    # one writer for both tools: the report says which made it
+    benchy = p['report'].get('tool') == 'llama-benchy'
+    md = (bench_benchy if benchy else bench_sweep).markdown_report(p['report'])
     if module.check_mode:
         module.exit_json(changed=True, files=files, markdown=md)
     if not os.path.isdir(p['dest']):
@@ -118,7 +122,7 @@ def main():
     _write(module, base + '.json', json.dumps(p['report'], indent=2, sort_keys=True) + '\n')
     _write(module, base + '.md', md)
     if p['plot']:
-        bench_plot.render_plot(p['report'], base + '.png')
+        (bench_plot.render_benchy_plot if benchy else bench_plot.render_plot)(p['report'], base + '.png')
     module.exit_json(changed=True, files=files, markdown=md, msg='wrote %s' % ', '.join(files))
 
 

@@ -47,6 +47,15 @@ options:
       - Inventory group holding the two Sparks.
     type: str
     default: spark
+  allow_placeholders:
+    description:
+      - false refuses, before anything else and before any connection, an inventory whose C(ansible_host),
+        C(ds4_fabric_ip) or C(ds4_router_address) is still a shipped placeholder (RFC 5737 TEST-NET ranges
+        192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24), naming the file to fill in. The result then carries
+        C(placeholder_addresses=true).
+      - true for previews that contact no host (C(playbooks/render.yml)).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - dgxspark.ds4.attributes
 attributes:
@@ -106,7 +115,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(base=dict(type='dict', required=True), group=dict(type='str', default='spark')),
+    module = AnsibleModule(argument_spec=dict(base=dict(type='dict', required=True), group=dict(type='str', default='spark'),
+                                              allow_placeholders=dict(type='bool', default=False)),
                            supports_check_mode=True)
     module.fail_json(msg='dgxspark.ds4.effective_config is an action plugin that runs on the controller; '
                          'this module file must not execute on a host.')

@@ -14,6 +14,8 @@ __metaclass__ = type
 import hashlib
 import json
 import math
+import os
+import re
 import threading
 import time
 
@@ -41,7 +43,42 @@ def words_to_tokens(words):
     return [w if i == 0 else ' ' + w for i, w in enumerate(words)]
 
 
+# Prompt token counting. vLLM counts with the model's tokenizer; the simulator does the same when the model directory
+# holds a tokenizer.json (use_tokenizer, called by the start-up checks): through the `tokenizers` library when it is
+# importable, else, for a WordLevel model with the Whitespace pre-tokenizer only, by that pre-tokenizer's rule (one token
+# per run of word characters or of other non-space characters: \w+|[^\w\s]+; WordLevel maps each piece to one id, an
+# unknown piece to its unk token). Any other tokenizer without the library, or no tokenizer.json: ceil(chars / 4).
+WHITESPACE_PIECE = re.compile(r'\w+|[^\w\s]+')
+DEFAULT_COUNT_RULE = 'ceil(chars/4)'
+_COUNTER = {'count': None, 'rule': DEFAULT_COUNT_RULE}
+
+
+def use_tokenizer(model_dir):
+    """Count prompt tokens like model_dir/tokenizer.json from now on (see above); returns the rule in use."""
+    _COUNTER.update(count=None, rule=DEFAULT_COUNT_RULE)
+    path = os.path.join(model_dir, 'tokenizer.json') if model_dir else ''
+    if not path or not os.path.isfile(path):
+        return _COUNTER['rule']
+    try:
+        from tokenizers import Tokenizer  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        Tokenizer = None
+    if Tokenizer is not None:
+        tok = Tokenizer.from_file(path)
+        _COUNTER.update(count=lambda text: len(tok.encode(text, add_special_tokens=False).ids), rule='tokenizers: %s' % path)
+        return _COUNTER['rule']
+    with open(path) as handle:
+        spec = json.load(handle)
+    if (spec.get('model') or {}).get('type') == 'WordLevel' and (spec.get('pre_tokenizer') or {}).get('type') == 'Whitespace' \
+            and not spec.get('normalizer'):
+        _COUNTER.update(count=lambda text: len(WHITESPACE_PIECE.findall(text)), rule='WordLevel+Whitespace rule: %s' % path)
+    return _COUNTER['rule']
+
+
 def count_prompt_tokens(text):
+    count = _COUNTER['count']
+    if count is not None:
+        return max(1, count(text))
     return max(1, int(math.ceil(len(text) / 4.0)))
 
 

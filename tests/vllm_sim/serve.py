@@ -289,6 +289,9 @@ def _startup_checks(parser, cfg):
             logs.log(checks.UNKNOWN_ENV % name, level='WARNING', src='envs.py:1744')
     try:
         cfg.model_dir = checks.resolve_model(cfg.model, cfg.revision)
+        rule = eng.use_tokenizer(cfg.model_dir and checks.container_path(cfg.model_dir))
+        if cfg.model_dir and rule != eng.DEFAULT_COUNT_RULE:
+            logs.log('vllm-sim: prompt tokens counted by %s' % rule)
         for what, path in checks.cache_dirs(cfg.compilation_config, cfg.enforce_eager):
             checks.check_writable(what, path)
     except checks.StartupError as exc:

@@ -1,0 +1,213 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""bench.yml -e ds4_bench_tool=llama-benchy against the simulator: real llama-benchy (pinned, its own venv), a
+tokenizer built here with the `tokenizers` library (WordLevel + Whitespace over the corpus bench.yml serves: the
+collection's README.md and docs/*.md), saved as tokenizer.json in the simulated model directory, which the simulator
+then counts prompt tokens with (as vLLM counts with the model's tokenizer).
+
+Acceptance (issue 24): on one simulator, llama-benchy's tg figure agrees with the existing sweep's per-stream decode
+figure within 5 %, and its pp figure with the simulator's configured prefill rate (VLLM_SIM_PREFILL_TOKENS_PER_S)
+within 5 %. Run with -s to see the figures.
+
+The llama-benchy venv: .cache/llama-benchy-<version> of this checkout (`make benchy-venv`; bench.yml's pip task
+installs it when missing, ~35 s more).
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+if os.path.join(REPO, "tests") not in sys.path:
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+from vllm_sim import standin  # noqa: E402  pylint: disable=import-error,wrong-import-position
+
+_LINK_ROOT = os.path.join(REPO, ".collections")
+if os.path.isdir(_LINK_ROOT) and _LINK_ROOT not in sys.path:
+    sys.path.insert(0, _LINK_ROOT)
+from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_sweep  # noqa: E402  pylint: disable=wrong-import-position
+
+tokenizers = pytest.importorskip("tokenizers")
+
+BIN = os.path.dirname(sys.executable)
+VLLM = os.path.join(REPO, "tests", "vllm_sim", "bin", "vllm")
+MODEL = "deepseek-v4-flash"
+with open(os.path.join(REPO, "playbooks", "bench.yml")) as _handle:
+    BENCHY_VERSION = [p for p in yaml.safe_load(_handle) if "vars" in p][0]["vars"]["ds4_benchy_version"]
+BENCHY_VENV = os.path.join(REPO, ".cache", "llama-benchy-%s" % BENCHY_VERSION)
+PREFILL = 2000.0       # tok/s, about seed 001's 1942 at c1
+DECODE = 64.0          # tok/s per stream: 128 tokens in 2 s, so a late first token (the simulator then catches up) stays < 2 %
+PIECE = re.compile(r"\w+|[^\w\s]+")
+
+
+def _corpus_files():
+    return [os.path.join(REPO, "README.md")] + sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))
+
+
+def build_tokenizer(path):
+    """WordLevel over every Whitespace piece of the corpus (so decode + encode round-trips), saved as tokenizer.json."""
+    from tokenizers import Tokenizer, models, pre_tokenizers  # pylint: disable=import-outside-toplevel
+    vocab = {"[UNK]": 0}
+    for name in _corpus_files():
+        with open(name, encoding="utf-8") as handle:
+            for piece in PIECE.findall(handle.read()):
+                vocab.setdefault(piece, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    # no decoder: decode joins the pieces with spaces, which encode splits back into the same pieces
+    tok.save(path)
+    return tok
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture
+def sim(tmp_path):
+    root = standin.make_root(str(tmp_path / "root"))
+    model_dir = os.path.join(root, "models", "ds4")
+    tok = build_tokenizer(os.path.join(model_dir, "tokenizer.json"))
+    port = _free_port()
+    env = dict(os.environ)
+    env.pop("VLLM_API_KEY", None)
+    env.update(PYTHONUNBUFFERED="1", VLLM_SIM_PYTHON=sys.executable, VLLM_SIM_STATS_INTERVAL_S="0", VLLM_SIM_TIME_SCALE="0.02",
+               VLLM_SIM_ROOT=root, VLLM_SIM_TOKENS_PER_S=str(DECODE), VLLM_SIM_PREFILL_TOKENS_PER_S=str(PREFILL))
+    log = open(str(tmp_path / "sim.log"), "w")
+    proc = subprocess.Popen([VLLM, "serve", "/models/ds4", "--served-model-name", MODEL, "--host", "127.0.0.1", "--port",
+                             str(port), "--max-model-len", "131072", "--max-num-seqs", "8"],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, open(str(tmp_path / "sim.log")).read()
+            time.sleep(0.1)
+    yield {"url": "http://127.0.0.1:%d" % port, "tokenizer": tok, "model_dir": model_dir, "log": str(tmp_path / "sim.log")}
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def _inventory(tmp_path, model_dir):
+    inv = tmp_path / "inventory"
+    (inv / "group_vars" / "spark").mkdir(parents=True, exist_ok=True)
+    shutil.copy(os.path.join(REPO, "inventories", "balanced", "group_vars", "spark", "profile.yml"),
+                str(inv / "group_vars" / "spark" / "profile.yml"))
+    # the head's model directory is the simulated one (bench.yml fetches tokenizer.json from it)
+    (inv / "group_vars" / "spark" / "site.yml").write_text(yaml.safe_dump({"ds4_site_overrides": {"model": {"host_dir": model_dir}}}))
+    hosts = {}
+    for name, rank, ip in (("spark1", 0, "192.168.100.10"), ("spark2", 1, "192.168.100.11")):
+        hosts[name] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ds4_node_rank": rank,
+                       "ds4_fabric_ip": ip, "ds4_fabric_prefix": 24, "ds4_fabric_ifname": "enp1s0f1np1",
+                       "ds4_rdma_hcas": ["rocep1s0f1", "roceP2p1s0f1"]}
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": hosts}}))
+    return str(inv)
+
+
+def _bench(tmp_path, model_dir, extra):
+    env = dict(os.environ)
+    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
+               PATH=BIN + os.pathsep + env.get("PATH", ""))
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", _inventory(tmp_path, model_dir),
+                           os.path.join(REPO, "playbooks", "bench.yml"), "-e", json.dumps(extra)],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=300, check=False)
+    return proc.returncode, proc.stdout
+
+
+def _report(out_dir):
+    files = sorted(f for f in os.listdir(str(out_dir)) if f.startswith("benchy-"))
+    assert [f.rsplit(".", 1)[1] for f in files] == ["json", "md", "png"], files
+    with open(os.path.join(str(out_dir), files[0])) as handle:
+        return json.load(handle), (out_dir / files[1]).read_text(), (out_dir / files[2]).read_bytes()
+
+
+def test_simulator_counts_prompt_tokens_with_the_model_tokenizer(sim):
+    text = "The quick brown fox, said Holmes (quietly), jumps over 2 lazy dogs: isn't it?"
+    req = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 2}).encode()
+    from urllib.request import Request, urlopen  # pylint: disable=import-outside-toplevel
+    with urlopen(Request(sim["url"] + "/v1/chat/completions", data=req, headers={"Content-Type": "application/json"}), timeout=30) as r:
+        usage = json.load(r)["usage"]
+    n = len(sim["tokenizer"].encode(text, add_special_tokens=False).ids)
+    assert n == len(PIECE.findall(text)) == 21
+    assert usage["prompt_tokens"] == n + 4, usage  # + the simulator's 4 per chat message (its chat template)
+    with open(sim["log"]) as handle:
+        assert "prompt tokens counted by tokenizers: " in handle.read()
+
+
+def test_llama_benchy_agrees_with_the_sweep_and_the_prefill_rate(sim, tmp_path):
+    out_dir = tmp_path / "bench"
+    t0 = time.monotonic()
+    # the existing sweep (bench.yml's default tool, its code called directly: test_ops_sim.py runs it through the
+    # playbook) at one stream, tg128 like the llama-benchy cells
+    sweep = bench_sweep.run_sweep(sim["url"], MODEL, levels=[1], max_tokens=128, pause_s=0)
+    assert sweep["errors"] == 0, sweep
+    per_stream = sweep["levels"][0]["per_stream_tps_mean"]
+    t1 = time.monotonic()
+    rc, out = _bench(tmp_path, sim["model_dir"], {
+        "ds4_endpoint_url": sim["url"], "ds4_bench_tool": "llama-benchy", "ds4_bench_dir": str(out_dir),
+        "ds4_benchy_venv": BENCHY_VENV, "ds4_benchy_runs": 1,
+        "ds4_benchy_cells": [{"depth": 0, "concurrency": 1}, {"depth": 0, "concurrency": 2}]})
+    assert rc == 0, out
+    t2 = time.monotonic()
+    report, md, png = _report(out_dir)
+    # the tokenizer went through the playbook's fetch from the (simulated) head's model directory
+    assert (out_dir / "tokenizer-balanced" / "tokenizer.json").read_text() == open(os.path.join(sim["model_dir"], "tokenizer.json")).read()
+    assert report["tool"] == "llama-benchy" and report["llama_benchy_version"] == BENCHY_VERSION and not report["errors"]
+    cells = dict(((c["depth"], c["concurrency"]), c) for c in report["cells"])
+    assert sorted(cells) == [(0, 1), (0, 2)], report["cells"]
+    c1 = cells[(0, 1)]
+    tg_vs_sweep = c1["tg_tps"] / per_stream
+    pp_vs_rate = c1["pp_tps"] / PREFILL
+    print("\nllama-benchy c1: pp %.1f tok/s (configured prefill %.0f: ratio %.3f), tg %.1f tok/s (sweep per-stream %.1f: "
+          "ratio %.3f); sweep %.1f s, llama-benchy %.1f s" % (c1["pp_tps"], PREFILL, pp_vs_rate, c1["tg_tps"], per_stream,
+                                                              tg_vs_sweep, t1 - t0, t2 - t1))
+    assert abs(tg_vs_sweep - 1.0) <= 0.05, (c1, per_stream)
+    assert abs(pp_vs_rate - 1.0) <= 0.05, c1
+    assert abs(per_stream / DECODE - 1.0) <= 0.05, per_stream
+    # the balanced profile has no seed llama-benchy table: no seed column, and the report says so
+    assert c1["seed_tg_tps"] is None and "No seed llama-benchy figures for this profile" in md
+    assert "| c1 d0 | " in md and "| c2 d0 | " in md and "| c1 d0 | " in out
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000
+
+
+@pytest.mark.parametrize("extra,says", [
+    ({"bench_tool": "llama-benchy"}, 'bench_tool = "llama-benchy" is not read: the variable is ds4_bench_tool.'),
+    ({"ds4_bench_tool": "benchy"}, 'ds4_bench_tool = "benchy": must be sweep or llama-benchy.')], ids=["unprefixed", "unknown-tool"])
+def test_tool_choice_is_checked_before_anything_runs(tmp_path, extra, says):
+    rc, out = _bench(tmp_path, str(tmp_path), dict(extra, ds4_endpoint_url="http://127.0.0.1:9"))
+    assert rc != 0 and says in out and "Fix: -e ds4_bench_tool=llama-benchy" in out, out
+    assert "Run the sweep" not in out and "Install llama-benchy" not in out, out
+
+
+def test_missing_tokenizer_is_named_before_the_install(tmp_path):
+    extra = {"ds4_bench_tool": "llama-benchy", "ds4_endpoint_url": "http://127.0.0.1:9", "ds4_benchy_venv": str(tmp_path / "venv")}
+    rc, out = _bench(tmp_path, str(tmp_path / "no-model"), extra)
+    assert rc != 0, out
+    assert "%s/tokenizer.json does not exist on spark1" % (tmp_path / "no-model") in out, out
+    assert "Fix: -e ds4_benchy_tokenizer=" in out and not (tmp_path / "venv").exists(), out
