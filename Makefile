@@ -115,6 +115,7 @@ molecule: venv collection-link node-image
 # Two SIMULATED Sparks on this machine (containers with systemd and Docker, the vLLM simulator), deployed by the
 # real site.yml with molecule/demo/inventory; ends with the endpoint, the API key, a chat completion and the
 # commands to try next. `make demo-down` removes it. tests/harness/demo.py says what to install when Docker is missing.
+demo: export DS4_DEMO_T0 := $(shell date +%s.%N)
 demo:
 	@python3 tests/harness/demo.py check
 	@$(MAKE) --no-print-directory install node-image
