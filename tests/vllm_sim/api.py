@@ -18,6 +18,10 @@ from vllm_sim import engine as eng
 from vllm_sim import logs
 
 GUARDED_PREFIX = ('/v1', '/v2', '/inference', '/cohere')
+# What vLLM 0.26.0 answered after an engine death: HTTP 500 with this body, or, on a stream that had started,
+# this error as an in-band event (HTTP status still 200) then [DONE] (real-vllm-on-device notes, Part 1 §3).
+ENGINE_DEAD_MESSAGE = 'EngineCore encountered an issue. See stack trace (above) for the root cause.'
+ENGINE_DEAD_ERROR = {'error': {'message': ENGINE_DEAD_MESSAGE, 'type': 'InternalServerError', 'param': None, 'code': 500}}
 
 
 class SimHTTPServer(ThreadingHTTPServer):
@@ -160,7 +164,7 @@ def make_handler(state):
                 self._error(404, 'The model `%s` does not exist.' % model, 'NotFoundError')
                 return
             if state.engine.errored:
-                self._error(500, 'EngineCore encountered an issue. See stack trace (above) for the root cause.', 'EngineDeadError')
+                self._send(500, ENGINE_DEAD_ERROR)
                 return
             if chat:
                 messages = body.get('messages')
@@ -254,7 +258,7 @@ def make_handler(state):
             try:
                 rid = engine.admit(prompt_tokens)
             except eng.EngineDead:
-                self._error(500, 'EngineCore encountered an issue. See stack trace (above) for the root cause.', 'EngineDeadError')
+                self._send(500, ENGINE_DEAD_ERROR)
                 return
             sent_headers = False
             try:
@@ -264,7 +268,7 @@ def make_handler(state):
                     raise eng.EngineDead()
                 engine.hold_if_wedged()
                 plan, finish = self._plan(answer_prompt, max_tokens, call_tool, thinking)
-                t_first = engine.prefill(prompt, prompt_tokens, t_arrive)
+                t_first = engine.prefill(rid, prompt, prompt_tokens, t_arrive)
                 n_out = max(1, len(plan))
                 if stream:
                     self.send_response(200)
@@ -293,8 +297,14 @@ def make_handler(state):
                 engine.finished(finish, ttft, time.monotonic() - t_arrive)
             except eng.EngineDead:
                 if not sent_headers:
-                    self._error(500, 'EngineCore encountered an issue. See stack trace (above) for the root cause.',
-                                'EngineDeadError')
+                    self._send(500, ENGINE_DEAD_ERROR)
+                else:
+                    try:
+                        self._sse(ENGINE_DEAD_ERROR)
+                        self._raw_chunk(b'data: [DONE]\n\n')
+                        self._raw_chunk(b'')
+                    except OSError:
+                        pass
                 self.close_connection = True
             except (BrokenPipeError, ConnectionResetError):
                 engine.finished('abort', None, time.monotonic() - t_arrive)
@@ -313,8 +323,6 @@ def make_handler(state):
                 slot = engine.take_slot(due)
                 engine.sleep_until(slot)
                 engine.hold_if_wedged()
-                if state.worker_lost_deadline is not None:
-                    state.execute_model_rpc()
                 if ttft is None:
                     ttft = time.monotonic() - t0
                 if sink is not None:

@@ -48,7 +48,8 @@ class Conn:
         self.lock = threading.Lock()
 
     def send(self, line):
-        self.sock.sendall((line + '\n').encode())
+        with self.lock:   # the worker's heartbeat thread and its RPC replies share the socket
+            self.sock.sendall((line + '\n').encode())
 
     def recv_line(self, timeout):
         """Next line, or None on timeout; raises PeerLost on EOF/reset."""

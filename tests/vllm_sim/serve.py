@@ -27,8 +27,17 @@ from vllm_sim.cli import non_default_args
 
 NCCL_VERSION = '2.27.7'
 ENGINE_INIT_FAILED = 'RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}'
-RPC_TIMEOUT = 'TimeoutError: RPC call to execute_model timed out.'
-ENGINE_DEAD = 'EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.'
+# What vLLM 0.26.0 logged when its worker rank died (real-vllm-on-device notes, Part 1 §3).
+RPC_TIMEOUT = 'TimeoutError: RPC call to sample_tokens timed out.'
+ENGINE_DEAD = ('vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) '
+               'for the root cause.')
+NCCL_REMOTE_EXITED = 'NCCL error: remote process exited or there was a network error'
+WORKER_FAILED = ("RuntimeError: Worker failed with error '%s', please check the stack trace above for the root cause"
+                 % NCCL_REMOTE_EXITED)
+# The headless worker sends a heartbeat; a head that hears none for this long treats the rank as frozen
+# (SIGSTOP, a wedged process): engine steps wait, like vLLM's broadcast queue waiting for the worker's reply.
+HEARTBEAT_S = 0.2
+FROZEN_AFTER_S = 1.0
 FREE_MEMORY = ('ValueError: Free memory on device cuda:0 (%.2f/%.2f GiB) on startup is less than desired GPU memory '
                'utilization (%s, %.2f GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.')
 SHM_NOT_FOUND = "FileNotFoundError: [Errno 2] No such file or directory: '/psm_%s'"
@@ -108,8 +117,9 @@ class Config:
         self.default_reply_tokens = _env_i('VLLM_SIM_DEFAULT_REPLY_TOKENS', 48)
         self.rendezvous_timeout = _env_f('VLLM_SIM_RENDEZVOUS_TIMEOUT_S', 600.0)
         self.rpc_timeout = _env_f('VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS', 300.0)
-        self.watchdog_s = _env_f('VLLM_SIM_WATCHDOG_S', 5.0)
-        self.dead_exit_code = _env_i('VLLM_SIM_ENGINE_DEAD_EXIT_CODE', 1)
+        # after an engine death vLLM 0.26 shut down 0.5 s later with exit status 0 (real-vllm-on-device notes §3)
+        self.watchdog_s = _env_f('VLLM_SIM_WATCHDOG_S', 0.5)
+        self.dead_exit_code = _env_i('VLLM_SIM_ENGINE_DEAD_EXIT_CODE', 0)
         self.orphan_exit_s = _env_f('VLLM_SIM_ORPHAN_EXIT_S', 30.0)
         self.stats_interval = _env_f('VLLM_SIM_STATS_INTERVAL_S', 10.0)
         # memory
@@ -152,11 +162,12 @@ class State:
         self.cfg = cfg
         self.version = version
         self.engine = eng.Engine(cfg)
-        self.engine.on_wedge = self.wedge_logger
+        self.engine.peer_gate = self.peer_gate
         self.api_keys = cfg.api_keys
         self.conn = None
         self.replies = queue.Queue()
-        self.worker_lost_deadline = None
+        self.peer_gone = False
+        self.last_heartbeat = time.monotonic()
         self.dead_lock = threading.Lock()
         self.rpc_lock = threading.Lock()
         self.created = int(time.time())
@@ -170,30 +181,86 @@ class State:
                             'allow_search_indices': False, 'allow_view': True, 'allow_fine_tuning': False,
                             'organization': '*', 'group': None, 'is_blocking': False}]} for name in self.cfg.served_names]}
 
-    def wedge_logger(self):
-        """While wedged, vLLM's message queue reader logs the shm_broadcast wait line every 60 s (vllm-ops 2.3 E/G)."""
+    # ------------------------------------------------------------------ stalls: wedge, frozen or lost rank
+    def peer_frozen(self):
+        return self.conn is not None and not self.peer_gone and time.monotonic() - self.last_heartbeat > FROZEN_AFTER_S
+
+    def peer_gate(self):
+        """Before every engine step: wait while the worker rank is frozen (its heartbeat stopped), with the
+        scheduler gauges frozen; go on when it answers again (SIGCONT). EngineDead once the engine died."""
+        if not self.peer_frozen():
+            return
+        engine = self.engine
+        engine.freeze()
+        while self.peer_frozen() and not engine.wedged.is_set():
+            if engine.stop.wait(0.05):
+                raise eng.EngineDead()
+        if engine.wedged.is_set():
+            engine.stop.wait()
+            raise eng.EngineDead()
+        engine.thaw()
+
+    def start_monitor(self):
+        """The engine core waiting on its workers (vLLM's shm_broadcast reader): while a step cannot finish (wedge,
+        frozen or lost rank with work in flight) log the no-broadcast-block line every shm_wait_log_s, and after
+        VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS the RPC times out and the engine dies (notes Part 1 §3 B, §4)."""
+        engine = self.engine
+
         def loop():
-            while not self.engine.stop.wait(max(0.05, self.cfg.shm_wait_log_s)):
-                logs.log(eng.SHM_WAIT_MSG, src='shm_broadcast.py:542', proc='EngineCore_DP0')
-        threading.Thread(target=loop, name='sim-wedge-log', daemon=True).start()
+            logged = 0
+            while not engine.stop.wait(0.05):
+                since = engine.stalled_at
+                if since is None or not (engine.wedged.is_set() or self.peer_frozen() or self.peer_gone):
+                    logged = 0
+                    continue
+                stalled = time.monotonic() - since
+                if stalled >= self.cfg.rpc_timeout:
+                    self.engine_dead('rpc_timeout')
+                    return
+                if self.cfg.shm_wait_log_s > 0 and stalled >= (logged + 1) * self.cfg.shm_wait_log_s:
+                    logged += 1
+                    logs.log(eng.SHM_WAIT_MSG, level='WARNING', src='shm_broadcast.py:542', proc='EngineCore_DP0')
+        threading.Thread(target=loop, name='sim-engine-monitor', daemon=True).start()
 
     # ------------------------------------------------------------------ head <-> worker
     def start_reader(self):
+        self.last_heartbeat = time.monotonic()
+
         def reader():
             while True:
                 try:
                     line = self.conn.recv_line(None)
                 except dist.PeerLost:
-                    self.worker_lost_deadline = time.monotonic() + self.cfg.rpc_timeout
+                    self.peer_lost()
                     return
-                self.replies.put(line)
+                if line == 'HB':
+                    self.last_heartbeat = time.monotonic()
+                else:
+                    self.replies.put(line)
         threading.Thread(target=reader, name='sim-reader', daemon=True).start()
 
+    def peer_lost(self):
+        """The worker rank's process is gone (its sockets closed). Idle: nothing is logged until the next request,
+        whose first collective fails at once. With a request in flight: the rank-0 worker logs the NCCL error, the
+        engine core keeps waiting for its RPC reply (gauges frozen, /health 200) until the RPC timeout."""
+        engine = self.engine
+        if engine.running > 0 and not engine.errored:
+            engine.wedge_now()   # before peer_gone: a step held by a frozen rank must not go on
+            logs.error('WorkerProc hit an exception.', src='multiproc_executor.py:862', proc='Worker_TP0')
+            logs.traceback_lines(['RuntimeError: ' + NCCL_REMOTE_EXITED], proc='Worker_TP0')
+        self.peer_gone = True
+
     def execute_model_rpc(self):
-        """One execute_model RPC to the remote rank; EngineDead after the timeout if it is gone."""
+        """The first collective of a new request. A worker that is gone fails it at once (NCCL notices the closed
+        peer): engine death. A frozen worker holds it until it answers or the RPC times out."""
         if self.conn is None:
             return
         if self.engine.errored:
+            raise eng.EngineDead()
+        if self.peer_gone:
+            if self.engine.wedged.is_set():
+                return   # the engine core is still waiting for the reply of the step in flight (hold_if_wedged)
+            self.engine_dead('nccl')
             raise eng.EngineDead()
         with self.rpc_lock:
             if self.engine.errored:
@@ -203,37 +270,48 @@ class State:
                 self.conn.send('EXEC')
             except OSError:
                 pass
-            while True:
+            while not self.engine.errored:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 try:
-                    if self.replies.get(timeout=left) == 'OK':
+                    if self.replies.get(timeout=min(left, 0.2)) == 'OK':
                         return
                 except queue.Empty:
-                    break
-        self.engine_dead()
+                    if self.peer_gone:
+                        break
+        self.engine_dead('nccl' if self.peer_gone else 'rpc_timeout')
         raise eng.EngineDead()
 
-    def engine_dead(self):
+    def engine_dead(self, kind):
+        """vLLM's engine death as 0.26.0 logged it, then `Shutting down` and exit VLLM_SIM_ENGINE_DEAD_EXIT_CODE (0)
+        VLLM_SIM_WATCHDOG_S (0.5 s) later."""
         with self.dead_lock:
             if self.engine.errored:
                 return
             self.engine.errored = True
-        logs.error('EngineCore encountered a fatal error.', src='core.py:710', proc='EngineCore_DP0')
-        logs.traceback_lines(['  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", '
-                              'line 1, in collective_rpc', RPC_TIMEOUT], proc='EngineCore_DP0')
-        logs.error('AsyncLLM output_handler failed.', src='async_llm.py:480')
+        if kind == 'nccl':
+            logs.error('WorkerProc hit an exception.', src='multiproc_executor.py:862', proc='Worker_TP0')
+            logs.traceback_lines(['RuntimeError: ' + NCCL_REMOTE_EXITED], proc='Worker_TP0')
+            logs.error('EngineCore encountered a fatal error.', src='core.py:1046', proc='EngineCore_DP0')
+            logs.traceback_lines([WORKER_FAILED], proc='EngineCore_DP0')
+        else:
+            logs.traceback_lines(['  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", '
+                                  'line 1, in collective_rpc', RPC_TIMEOUT], proc='EngineCore_DP0')
+            logs.error('EngineCore encountered a fatal error.', src='core.py:1046', proc='EngineCore_DP0')
+        logs.error('AsyncLLM output_handler failed.', src='async_llm.py:560')
         logs.traceback_lines([ENGINE_DEAD])
         self.engine.stop.set()
+        with self.engine.cond:
+            self.engine.cond.notify_all()
 
-        def watchdog():
-            time.sleep(self.cfg.watchdog_s)
-            logs.error('Engine is dead; the API server is shutting down (watchdog).', src='launcher.py:150')
+        def shutdown():
+            time.sleep(max(0.0, self.cfg.watchdog_s))
             logs.uvicorn('Shutting down')
             logs.uvicorn('Finished server process [%d]' % os.getpid())
+            sys.stdout.flush()
             os._exit(self.cfg.dead_exit_code)  # pylint: disable=protected-access
-        threading.Thread(target=watchdog, name='sim-watchdog', daemon=True).start()
+        threading.Thread(target=shutdown, name='sim-shutdown', daemon=True).start()
 
 
 def _fail(lines, head_wrapper, proc=None):
@@ -487,6 +565,7 @@ def run_serve(parser, args, version):
         state.start_reader()
     server.server_activate()
     logs.uvicorn('Application startup complete.')
+    state.start_monitor()
     _start_stats(state)
     server.serve_forever(poll_interval=0.2)
     return 0
@@ -509,6 +588,16 @@ def _worker_loop(state):
                        src='multiproc_executor.py:540')
             os._exit(1)  # pylint: disable=protected-access
         threading.Thread(target=die, name='sim-worker-die', daemon=True).start()
+
+    def heartbeat():
+        # stops while the process is stopped (SIGSTOP): the head then holds its engine steps
+        while True:
+            time.sleep(HEARTBEAT_S)
+            try:
+                state.conn.send('HB')
+            except OSError:
+                return
+    threading.Thread(target=heartbeat, name='sim-heartbeat', daemon=True).start()
     while True:
         try:
             line = state.conn.recv_line(None)
@@ -544,7 +633,8 @@ def _start_stats(state):
         while not engine.stop.wait(cfg.stats_interval):
             now = time.monotonic()
             p, g = engine.prompt_tokens, engine.generation_tokens
-            if p == last_p and g == last_g and engine.running == 0:
+            if (p == last_p and g == last_g and engine.running == 0) or engine.frozen is not None:
+                # idle, or the engine core is stuck in a step: no stats line (notes Part 1 §3 B, §4)
                 continue
             dt = max(1e-6, now - last_t)
             hit = 100.0 * engine.prefix_hits / engine.prefix_queries if engine.prefix_queries else 0.0
