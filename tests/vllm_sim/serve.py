@@ -34,10 +34,10 @@ ENGINE_DEAD = ('vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountere
 NCCL_REMOTE_EXITED = 'NCCL error: remote process exited or there was a network error'
 WORKER_FAILED = ("RuntimeError: Worker failed with error '%s', please check the stack trace above for the root cause"
                  % NCCL_REMOTE_EXITED)
-# The headless worker sends a heartbeat; a head that hears none for this long treats the rank as frozen
-# (SIGSTOP, a wedged process): engine steps wait, like vLLM's broadcast queue waiting for the worker's reply.
-HEARTBEAT_S = 0.2
-FROZEN_AFTER_S = 1.0
+# Every engine step needs the worker rank: it completes only once the worker answered a ping sent after the step
+# began (one ping in flight serves every step waiting; state.step_barrier). A step that waited this long freezes the
+# published gauges (the engine core publishes nothing while a step hangs).
+FREEZE_AFTER_S = 0.05
 FREE_MEMORY = ('ValueError: Free memory on device cuda:0 (%.2f/%.2f GiB) on startup is less than desired GPU memory '
                'utilization (%s, %.2f GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.')
 SHM_NOT_FOUND = "FileNotFoundError: [Errno 2] No such file or directory: '/psm_%s'"
@@ -84,7 +84,8 @@ class Config:
         max_len = arg('max_model_len')
         self.max_model_len = max_len if max_len and max_len > 0 else _env_i('VLLM_SIM_MODEL_MAX_LEN', 1048576)
         self.max_num_seqs = arg('max_num_seqs') or 256
-        self.block_size = arg('block_size') or 256
+        # vLLM's default KV block on CUDA: 16 tokens (recorded cache_config_info); the profiles set 256
+        self.block_size = arg('block_size') or 16
         self.kv_cache_dtype = arg('kv_cache_dtype') or 'auto'
         self.gpu_mem_util = arg('gpu_memory_utilization', 0.9)
         self.prefix_caching = arg('enable_prefix_caching') is not False and arg('prefix_caching') is not False
@@ -121,6 +122,8 @@ class Config:
         self.watchdog_s = _env_f('VLLM_SIM_WATCHDOG_S', 0.5)
         self.dead_exit_code = _env_i('VLLM_SIM_ENGINE_DEAD_EXIT_CODE', 0)
         self.orphan_exit_s = _env_f('VLLM_SIM_ORPHAN_EXIT_S', 30.0)
+        # the head's rank-0 worker process left behind after an RPC-timeout death (0 = none)
+        self.orphan_worker_s = _env_f('VLLM_SIM_ORPHAN_WORKER_S', 150.0)
         self.stats_interval = _env_f('VLLM_SIM_STATS_INTERVAL_S', 10.0)
         # memory
         self.total_gib = _env_f('VLLM_SIM_TOTAL_GIB', 119.67)
@@ -167,7 +170,10 @@ class State:
         self.conn = None
         self.replies = queue.Queue()
         self.peer_gone = False
-        self.last_heartbeat = time.monotonic()
+        self.ping_cond = threading.Condition()
+        self.ping_wanted = 0
+        self.ping_sent = 0
+        self.pong_seen = 0
         self.dead_lock = threading.Lock()
         self.rpc_lock = threading.Lock()
         self.created = int(time.time())
@@ -182,23 +188,44 @@ class State:
                             'organization': '*', 'group': None, 'is_blocking': False}]} for name in self.cfg.served_names]}
 
     # ------------------------------------------------------------------ stalls: wedge, frozen or lost rank
-    def peer_frozen(self):
-        return self.conn is not None and not self.peer_gone and time.monotonic() - self.last_heartbeat > FROZEN_AFTER_S
-
     def peer_gate(self):
-        """Before every engine step: wait while the worker rank is frozen (its heartbeat stopped), with the
-        scheduler gauges frozen; go on when it answers again (SIGCONT). EngineDead once the engine died."""
-        if not self.peer_frozen():
+        """Before every engine step: the worker rank must answer a ping sent after the step began. While it does
+        not (SIGSTOP), the step waits with the scheduler gauges frozen, and goes on when it answers (SIGCONT).
+        EngineDead once the engine died; a worker that is gone wedges the engine (peer_lost)."""
+        if self.conn is None:
             return
         engine = self.engine
-        engine.freeze()
-        while self.peer_frozen() and not engine.wedged.is_set():
-            if engine.stop.wait(0.05):
-                raise eng.EngineDead()
-        if engine.wedged.is_set():
+        with self.ping_cond:
+            ticket = self.ping_sent + 1
+            self.ping_wanted = max(self.ping_wanted, ticket)
+            self.ping_cond.notify_all()
+            started = time.monotonic()
+            froze = False
+            while self.pong_seen < ticket and not engine.wedged.is_set() and not engine.stop.is_set():
+                self.ping_cond.wait(0.05)
+                if not froze and time.monotonic() - started >= FREEZE_AFTER_S:
+                    froze = True
+                    engine.freeze()
+        if engine.wedged.is_set() or engine.stop.is_set():
             engine.stop.wait()
             raise eng.EngineDead()
-        engine.thaw()
+        if froze:
+            engine.thaw()
+
+    def start_pinger(self):
+        """One ping in flight at a time, sent whenever a step waits for one (peer_gate)."""
+        def loop():
+            while not self.engine.stop.is_set():
+                with self.ping_cond:
+                    while self.ping_wanted <= self.ping_sent and not self.engine.stop.is_set():
+                        self.ping_cond.wait(0.5)
+                    self.ping_sent += 1
+                    seq = self.ping_sent
+                try:
+                    self.conn.send('PING %d' % seq)
+                except OSError:
+                    return
+        threading.Thread(target=loop, name='sim-pinger', daemon=True).start()
 
     def start_monitor(self):
         """The engine core waiting on its workers (vLLM's shm_broadcast reader): while a step cannot finish (wedge,
@@ -210,7 +237,7 @@ class State:
             logged = 0
             while not engine.stop.wait(0.05):
                 since = engine.stalled_at
-                if since is None or not (engine.wedged.is_set() or self.peer_frozen() or self.peer_gone):
+                if since is None:
                     logged = 0
                     continue
                 stalled = time.monotonic() - since
@@ -224,8 +251,6 @@ class State:
 
     # ------------------------------------------------------------------ head <-> worker
     def start_reader(self):
-        self.last_heartbeat = time.monotonic()
-
         def reader():
             while True:
                 try:
@@ -233,22 +258,26 @@ class State:
                 except dist.PeerLost:
                     self.peer_lost()
                     return
-                if line == 'HB':
-                    self.last_heartbeat = time.monotonic()
+                if line.startswith('PONG '):
+                    with self.ping_cond:
+                        self.pong_seen = max(self.pong_seen, int(line.split()[1]))
+                        self.ping_cond.notify_all()
                 else:
                     self.replies.put(line)
         threading.Thread(target=reader, name='sim-reader', daemon=True).start()
+        self.start_pinger()
 
     def peer_lost(self):
         """The worker rank's process is gone (its sockets closed). Idle: nothing is logged until the next request,
-        whose first collective fails at once. With a request in flight: the rank-0 worker logs the NCCL error, the
-        engine core keeps waiting for its RPC reply (gauges frozen, /health 200) until the RPC timeout."""
+        whose first collective fails at once. With a request in flight the engine core keeps waiting for its RPC
+        reply (gauges frozen, /health 200) until the RPC timeout. (One recording on the GPU showed the rank-0
+        worker's NCCL error at once then, the committed one did not: not logged here, and not relied upon.)"""
         engine = self.engine
         if engine.running > 0 and not engine.errored:
-            engine.wedge_now()   # before peer_gone: a step held by a frozen rank must not go on
-            logs.error('WorkerProc hit an exception.', src='multiproc_executor.py:862', proc='Worker_TP0')
-            logs.traceback_lines(['RuntimeError: ' + NCCL_REMOTE_EXITED], proc='Worker_TP0')
+            engine.wedge_now()
         self.peer_gone = True
+        with self.ping_cond:
+            self.ping_cond.notify_all()
 
     def execute_model_rpc(self):
         """The first collective of a new request. A worker that is gone fails it at once (NCCL notices the closed
@@ -296,9 +325,11 @@ class State:
             logs.error('EngineCore encountered a fatal error.', src='core.py:1046', proc='EngineCore_DP0')
             logs.traceback_lines([WORKER_FAILED], proc='EngineCore_DP0')
         else:
+            logs.error('EngineCore encountered a fatal error.', src='core.py:1046', proc='EngineCore_DP0')
             logs.traceback_lines(['  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", '
                                   'line 1, in collective_rpc', RPC_TIMEOUT], proc='EngineCore_DP0')
-            logs.error('EngineCore encountered a fatal error.', src='core.py:1046', proc='EngineCore_DP0')
+            if self.cfg.orphan_worker_s > 0:
+                _orphan_worker(self.cfg.orphan_worker_s)
         logs.error('AsyncLLM output_handler failed.', src='async_llm.py:560')
         logs.traceback_lines([ENGINE_DEAD])
         self.engine.stop.set()
@@ -312,6 +343,27 @@ class State:
             sys.stdout.flush()
             os._exit(self.cfg.dead_exit_code)  # pylint: disable=protected-access
         threading.Thread(target=shutdown, name='sim-shutdown', daemon=True).start()
+
+
+def _orphan_worker(seconds):
+    """After a 300-s hang vLLM 0.26.0's head exited but its VLLM::Worker_TP0 process, stuck on the GPU, stayed
+    alive in the head's process group, logging `Parent process exited, terminating worker queues` (notes Part 1
+    §3 B). A forked child plays it for VLLM_SIM_ORPHAN_WORKER_S seconds (a container's end kills it earlier)."""
+    pid = os.fork()
+    if pid:
+        return
+    try:  # the child: no lock of the parent's threads is taken here (os.write only)
+        os.closerange(3, 65536)   # not the API socket: the port must refuse connections once the head is gone
+        parent = os.getppid()
+        end = time.monotonic() + seconds
+        while os.getppid() == parent and time.monotonic() < end:
+            time.sleep(0.05)
+        logs.PROC['name'] = 'Worker_TP0'
+        logs.unlocked('Parent process exited, terminating worker queues', src='multiproc_executor.py:702')
+        while time.monotonic() < end:
+            time.sleep(0.2)
+    finally:
+        os._exit(0)  # pylint: disable=protected-access
 
 
 def _fail(lines, head_wrapper, proc=None):
@@ -472,7 +524,8 @@ def run_serve(parser, args, version):
                 state.conn = dist.accept_worker(store, cfg.rendezvous_timeout, cfg.nnodes)
         except dist.DistError as exc:
             _fail([str(exc)], is_head, proc='Worker_TP%d' % rank)
-    logs.log('vLLM is using nccl==%s' % NCCL_VERSION, src='pynccl.py:103', proc='Worker_TP%d' % rank)
+    if not cfg.headless:   # rank 0 only (the headless worker's log has no such line: notes Part 1 §1)
+        logs.log('vLLM is using nccl==%s' % NCCL_VERSION, src='pynccl.py:103', proc='Worker_TP%d' % rank)
 
     requested = cfg.total_gib * cfg.gpu_mem_util
     free = None
@@ -508,7 +561,12 @@ def run_serve(parser, args, version):
 
     if cfg.headless:
         _sleep(cfg.t_profile)
-        logs.log('Available KV cache memory: %.2f GiB' % cfg.kv_gib, src='gpu_worker.py:298', proc='Worker_TP%d' % rank)
+        _log_kv_reserved(cfg, rank)
+        # vLLM 0.26.0's headless worker logs its graph capture, not the KV-cache sizing (notes Part 1 §1)
+        if not cfg.enforce_eager:
+            _sleep(cfg.t_graphs)
+            logs.log('Graph capturing finished in %.0f secs, took %.2f GiB' % (cfg.t_graphs, 0.61),
+                     src='gpu_model_runner.py:3450', proc='Worker_TP%d' % rank)
         try:
             state.conn.send('LOADED')
         except OSError:
@@ -529,7 +587,8 @@ def run_serve(parser, args, version):
                        src='multiproc_executor.py:560', proc=proc)
             _fail([ENGINE_INIT_FAILED], False)
     _sleep(cfg.t_profile)
-    logs.log('Available KV cache memory: %.2f GiB' % cfg.kv_gib, src='gpu_worker.py:298', proc='Worker_TP0')
+    if not _log_kv_reserved(cfg, 0):   # a given KV size is not profiled: no "Available KV cache memory"
+        logs.log('Available KV cache memory: %.2f GiB' % cfg.kv_gib, src='gpu_worker.py:298', proc='Worker_TP0')
     conc = cfg.kv_tokens / float(cfg.max_model_len)
     one_line = os.environ.get('VLLM_SIM_KV_LOG_FORM', '') == 'one' or (
         os.environ.get('VLLM_SIM_KV_LOG_FORM', '') != 'two' and _version_tuple(version) >= (0, 33))
@@ -571,6 +630,24 @@ def run_serve(parser, args, version):
     return 0
 
 
+KV_RESERVED = ('Initial free memory %.2f GiB, reserved %.1f GiB memory for KV Cache as specified by kv_cache_memory_bytes '
+               'config and skipped memory profiling. This does not respect the gpu_memory_utilization config. Only use '
+               'kv_cache_memory_bytes config when you want manual control of KV cache memory size. If OOM\'ed, check the '
+               'difference of initial free memory between the current run and the previous run where kv_cache_memory_bytes '
+               'is suggested and update it correspondingly.')
+
+
+def _log_kv_reserved(cfg, rank):
+    """With --kv-cache-memory-bytes vLLM 0.26.0 logs this on both ranks instead of profiling (recorded startup);
+    True when it did."""
+    size = getattr(cfg.args, 'kv_cache_memory_bytes', None)
+    if not size:
+        return False
+    logs.log(KV_RESERVED % (cfg.total_gib - cfg.weights_gib, float(size) / (1 << 30)), src='gpu_worker.py:479',
+             proc='Worker_TP%d' % rank)
+    return True
+
+
 def _version_tuple(text):
     parts = []
     for p in text.split('.')[:2]:
@@ -588,24 +665,14 @@ def _worker_loop(state):
                        src='multiproc_executor.py:540')
             os._exit(1)  # pylint: disable=protected-access
         threading.Thread(target=die, name='sim-worker-die', daemon=True).start()
-
-    def heartbeat():
-        # stops while the process is stopped (SIGSTOP): the head then holds its engine steps
-        while True:
-            time.sleep(HEARTBEAT_S)
-            try:
-                state.conn.send('HB')
-            except OSError:
-                return
-    threading.Thread(target=heartbeat, name='sim-heartbeat', daemon=True).start()
     while True:
         try:
             line = state.conn.recv_line(None)
         except dist.PeerLost:
             break
-        if line == 'EXEC':
+        if line == 'EXEC' or line.startswith('PING '):
             try:
-                state.conn.send('OK')
+                state.conn.send('OK' if line == 'EXEC' else 'PONG ' + line[5:])
             except OSError:
                 break
     msg = state.conn.describe()
