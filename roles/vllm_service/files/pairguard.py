@@ -601,6 +601,14 @@ class GuardState(object):
         if self.path:
             save_record(self.path, self.data)
 
+    def reload_window(self):
+        """The storm window as the state file holds it now: a deliberate pair restart (the role's restart contract,
+        restart.yml) clears it there (reset_window) while this guard runs."""
+        if self.path and os.path.exists(self.path):
+            times = load_record(self.path).get('restart_times')
+            self.data['restart_times'] = [float(t) for t in times if isinstance(t, (int, float))] if isinstance(times, list) else []
+
+
     def render(self, now):
         d = self.data
         out = []
@@ -656,6 +664,18 @@ class GuardState(object):
         self.dirty = False
         return True
 
+
+def reset_window(cfg):
+    """Forget the storm window (a deliberate restart of the pair, like systemctl reset-failed for the start limit):
+    the counters and the last events stay. Returns how many restart times were dropped."""
+    path = cfg.get('state_file')
+    if not path or not os.path.exists(path):
+        return 0
+    record = load_record(path)
+    dropped = len(record.get('restart_times') or [])
+    record['restart_times'] = []
+    save_record(path, record)
+    return dropped
 
 def _fits(default, value):
     """A value read back from the state file may replace the default (a dict or list only by its kind)."""
@@ -866,6 +886,7 @@ class Watch(object):
         cfg = self.cfg
         now = self.clock()
         window = float(cfg.get('window_s', 1800))
+        self.state.reload_window()
         self.restarts[:] = [t for t in self.restarts if now - t < window]
         if len(self.restarts) >= int(cfg.get('max_restarts', 3)):
             say('%s; %d pair restarts within %ds already: stopping %s instead of feeding a crash loop. '
@@ -965,8 +986,8 @@ def watch_forever(cfg):
 
 
 def main(argv):
-    if len(argv) != 3 or argv[1] != 'watch':
-        print('usage: %s watch CONFIG.json' % argv[0], file=sys.stderr)
+    if len(argv) != 3 or argv[1] not in ('watch', 'reset-window'):
+        print('usage: %s watch|reset-window CONFIG.json' % argv[0], file=sys.stderr)
         return 2
     try:
         with open(argv[2]) as fh:
@@ -979,6 +1000,9 @@ def main(argv):
         for problem in problems:
             print('%s: config %s: %s' % (TAG, argv[2], problem), file=sys.stderr)
         return 2
+    if argv[1] == 'reset-window':
+        say('storm window cleared (%d pair restarts forgotten): the pair was restarted deliberately' % reset_window(cfg))
+        return 0
     watch_forever(cfg)
     return 0
 

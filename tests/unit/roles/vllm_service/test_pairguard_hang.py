@@ -387,6 +387,26 @@ def test_the_storm_window_survives_a_guard_restart(tmp_path, capsys):
     assert third.evidence_wait(10)
 
 
+def test_a_deliberate_pair_restart_clears_the_storm_window_even_while_the_guard_runs(tmp_path, capsys):
+    """restart.yml (the restart contract) runs `pairguard.py reset-window CONFIG`, like systemctl reset-failed for
+    the start limit: after a storm stop the pair is brought back and the next hang restarts it again."""
+    c = cfg(tmp_path, max_restarts=1)
+    clock, fake = Clock(), FakeNodes()
+    endpoint = Endpoint(metrics(running=1, gen=7))
+    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    assert [a for _t, a in run_for(watch, clock, 130)] == ['restart']
+    config = tmp_path / 'pairguard.json'
+    config.write_text(json.dumps(c))
+    assert pairguard.main(['pairguard.py', 'reset-window', str(config)]) == 0
+    assert 'storm window cleared (1 pair restarts forgotten)' in capsys.readouterr().out
+    state = json.load(open(c['state_file']))
+    assert state['restart_times'] == [] and state['restarts_total'] == 1      # counters kept
+    fake.units[('local', HEAD)]['ActiveState'] = 'active'
+    assert [a for _t, a in run_for(watch, clock, 130)] == ['restart']       # not 'stop': the running guard re-read it
+    assert [a for _t, a in run_for(watch, clock, 130)] == ['stop']
+    assert watch.evidence_wait(10)
+
+
 def test_evidence_never_blocks_the_guard_loop(tmp_path):
     """Evidence commands that hang (a wedged docker exec, ssh to a dead node): the restart is issued in the same
     poll that found the hang, at once; the child collecting the evidence is killed at evidence_timeout_s."""
