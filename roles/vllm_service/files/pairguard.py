@@ -677,6 +677,7 @@ def reset_window(cfg):
     save_record(path, record)
     return dropped
 
+
 def _fits(default, value):
     """A value read back from the state file may replace the default (a dict or list only by its kind)."""
     return not isinstance(default, (dict, list)) or isinstance(value, type(default))
