@@ -608,7 +608,6 @@ class GuardState(object):
             times = load_record(self.path).get('restart_times')
             self.data['restart_times'] = [float(t) for t in times if isinstance(t, (int, float))] if isinstance(times, list) else []
 
-
     def render(self, now):
         d = self.data
         out = []
