@@ -6,7 +6,8 @@
 Head (node-rank 0) plays PyTorch's TCPStore server on --master-port (all interfaces);
 the headless worker connects to --master-addr:--master-port. Line protocol:
 worker `HELLO <rank>` -> head `WELCOME`; worker `LOADED` when its weights are in;
-head `EXEC` per request -> worker `OK` (the execute_model RPC).
+head `EXEC` per request -> worker `OK` (the execute_model RPC); head `PING n` per engine step (one in flight for
+all waiting steps) -> worker `PONG n`: a stopped worker holds every step.
 """
 
 from __future__ import (absolute_import, division, print_function)
