@@ -345,12 +345,29 @@ CATALOGUE = (
         "rank": 60,
     },
     {
+        "id": "nccl-remote-exited",
+        "patterns": (r"NCCL error: remote process exited or there was a network error",),
+        "cause": "the other rank's process died (killed, OOM, crash) or the link dropped: the next collective failed at once; "
+                 "the engine core dies and vLLM then exits with status 0 (idle: at the next request, which gets HTTP 500)",
+        "fix": "find why the worker died (journalctl -u dgxspark-ds4-worker, journalctl -k for OOM/NVRM/Xid); the pair restarts "
+               "worker first (units Restart=always, pair guard); a unit still on Restart=on-failure stays down: re-run the "
+               "vllm_service role",
+        "source": "real-vllm-on-device notes Part 1 §3 (vLLM 0.26.0, worker rank killed: pynccl all_reduce, head exit 0)",
+        "severity": "error",
+        "where": ("vllm",),
+        "roles": ROLES_BOTH,
+        "rank": 59,
+    },
+    {
         "id": "remote-rank-rpc-timeout",
         "patterns": (r"TimeoutError: RPC call to \w+ timed out",),
-        "cause": "a remote rank stopped answering (worker node died or wedged); the head noticed at the next RPC",
-        "fix": "read the worker's log/journal for its root cause; restart the pair worker first; raise "
-               "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS if mid-serve JIT exceeds 300 s",
-        "source": "vllm-ops.md §2.3F (multiproc_executor.py::collective_rpc, vllm#11996)",
+        "cause": "the engine core waited VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (300 s) for a step a rank never finished: a rank "
+                 "died or froze with a request in flight (/health, /v1/models, /metrics stayed 200 and every counter frozen "
+                 "meanwhile); vLLM then exits with status 0",
+        "fix": "read the worker's log/journal for its root cause; the hang watchdog restarts the pair (worker first) before "
+               "the 300 s; raise VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS only if mid-serve JIT exceeds 300 s",
+        "source": "real-vllm-on-device notes Part 1 §3 B (vLLM 0.26.0: 'RPC call to sample_tokens timed out' 300 s after "
+                  "the worker was killed mid-stream); vllm-ops.md §2.3F (multiproc_executor.py::collective_rpc, vllm#11996)",
         "severity": "error",
         "where": ("vllm",),
         "roles": ROLES_BOTH,
@@ -370,9 +387,13 @@ CATALOGUE = (
     {
         "id": "shm-broadcast-wait",
         "patterns": (r"No available shared memory broadcast block found in 60 seconds",),
-        "cause": "a rank is busy (JIT compilation, quantization) or hung; benign during first-boot JIT",
-        "fix": "none during JIT; if it repeats for many minutes after startup, treat it as a hang and restart the pair",
-        "source": "vllm-ops.md §2.3E/§2.3G (shm_broadcast.py LONG_WAIT_TIME_LOG_MSG)",
+        "cause": "the engine core waited 60 s for a rank: busy at start (JIT compilation, quantization: benign) or, after "
+                 "startup, frozen (SIGSTOP, wedged collective) or dead with a request in flight; it repeats every 60 s "
+                 "until the rank answers or the RPC times out (300 s), while /health stays 200",
+        "fix": "none during first-boot JIT; after startup it is a hang: the pair guard's watchdog restarts the pair (worker "
+               "first); read the worker's journal for why it stopped",
+        "source": "real-vllm-on-device notes Part 1 §3 B, §4 (vLLM 0.26.0: every 60 s after the worker was killed mid-request "
+                  "or stopped); vllm-ops.md §2.3E/§2.3G (shm_broadcast.py LONG_WAIT_TIME_LOG_MSG)",
         "severity": "info",
         "where": ("vllm",),
         "roles": ROLES_BOTH,
@@ -392,9 +413,12 @@ CATALOGUE = (
     {
         "id": "engine-dead",
         "patterns": (r"EngineDeadError",),
-        "cause": "the engine core died (wrapper); the root cause is logged earlier or on the other node",
-        "fix": "read earlier lines and the other node's log; restart the pair worker first",
-        "source": "vllm-ops.md §2.3F (v1/engine/exceptions.py)",
+        "cause": "the engine core died (wrapper; the root cause is logged just above or on the other node: an NCCL error = a "
+                 "rank died, an RPC timeout = a rank hung); vLLM answers HTTP 500 and exits with status 0 half a second later",
+        "fix": "read earlier lines and the other node's log; systemd restarts the head (Restart=always) and its prestart the "
+               "worker first; a unit on Restart=on-failure stays down after this exit 0: re-run the vllm_service role",
+        "source": "real-vllm-on-device notes Part 1 §3 (vLLM 0.26.0: EngineDeadError, 'Shutting down', exit status 0); "
+                  "vllm-ops.md §2.3F (v1/engine/exceptions.py)",
         "severity": "error",
         "where": ("vllm",),
         "roles": ROLES_BOTH,

@@ -69,7 +69,11 @@ def http_checks(host, port, api_key=None, served_name=None, max_model_len=None, 
     res["health"] = st
     res["timings"]["health"] = round(time.monotonic() - t0, 3)
     if st != 200:
-        res["problems"].append("/health answered %s (503 = the engine is dead)" % st)
+        # vLLM itself answers 200 or refuses the connection: after an engine death it kept 200 until it exited (status 0,
+        # half a second later), and it never served 503 while starting (real-vllm-on-device notes, Part 1 §1, §3).
+        # Another status comes from what is in front of it (the API proxy's health gate answers 503).
+        res["problems"].append("/health answered %s (not vLLM's own answer: vLLM answers 200 or refuses; 503 = the pair "
+                               "guard's health gate in the API proxy)" % st)
         return res
     t0 = time.monotonic()
     try:

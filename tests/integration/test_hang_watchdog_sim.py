@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The pair guard's hang watchdog (roles/vllm_service/files/pairguard.py, Watch with the real clock and the real
 /metrics client) against the vLLM simulator on 127.0.0.1: a runtime wedge under load is caught within
-hang_after_s + hang_poll_s of the last progress, with its evidence, then the pair is restarted; a long prefill
-(prompt tokens and steps moving, no token for longer than hang_after_s) is not. systemd, docker, ssh and
+hang_after_s + hang_poll_s of the last progress, then the pair is restarted and the evidence kept; a long prefill
+(as on real vLLM: no counter moving until the first token, only the KV-cache usage rising, for longer than
+hang_after_s) is not; the same prefill wedged half-way is. systemd, docker, ssh and
 journalctl are a fake runner (the Molecule drills exercise the real ones). Times are scaled down
 (hang_after_s 3 s, poll 0.5 s); the detection delay is printed (pytest -s)."""
 
@@ -171,6 +172,7 @@ def test_runtime_wedge_under_load_is_detected_in_time_with_evidence(tmp_path):
         assert action == 'restart' and last_value == 400.0
         assert HANG_AFTER - 0.3 <= delay <= HANG_AFTER + POLL + 1.0
         assert fake.restarts() == [('systemctl', 'restart', '--no-block', 'dgxspark-ds4-head.service')]
+        assert watch.evidence_wait(20)      # collected by a child after the restart was issued
         evidence = os.listdir(str(tmp_path / 'evidence'))
         assert len(evidence) == 1
         files = os.listdir(str(tmp_path / 'evidence' / evidence[0]))
@@ -182,6 +184,56 @@ def test_runtime_wedge_under_load_is_detected_in_time_with_evidence(tmp_path):
         assert summary['kind'] == 'stall' and summary['running'] >= 1 and summary['generation_tokens'] == 400
         state = json.load(open(str(tmp_path / 'pairguard-state.json')))
         assert state['hangs_total'] == 1 and state['last_cause'] == 'hang_no_tokens'
+    finally:
+        sim.stop()
+
+
+def _prefill_in_background(sim, tokens, done):
+    def request():
+        body = json.dumps({'prompt': 'read this [[vllm-sim:prompt_tokens=%d]]' % tokens, 'max_tokens': 4}).encode()
+        req = urllib.request.Request(sim.url('/v1/completions'), data=body, headers={'Content-Type': 'application/json'})
+        try:
+            done['status'] = urllib.request.urlopen(req, timeout=60).status
+        except Exception as exc:  # pylint: disable=broad-except
+            done['error'] = exc
+    thread = threading.Thread(target=request, daemon=True)
+    thread.start()
+    return thread
+
+
+def _kv_and_counters(sim):
+    samples = pairguard.parse_prometheus(urllib.request.urlopen(sim.url('/metrics'), timeout=5).read().decode())
+    return pairguard.progress_values(samples)
+
+
+def test_a_prefill_wedged_half_way_is_caught_within_the_window_plus_one_poll(tmp_path):
+    # 60000 prompt tokens at 6000 tokens/s in 2000-token chunks: KV usage rises every 0.33 s, no counter moves;
+    # wedged after about 2 s the KV usage stops too: a hang within hang_after_s + hang_poll_s (+ scheduling slack).
+    sim = Sim({'VLLM_SIM_PREFILL_TOKENS_PER_S': '6000', 'VLLM_SIM_PREFILL_CHUNK_TOKENS': '2000'})
+    try:
+        fake = FakeSystem()
+        watch = pairguard.Watch(_cfg(tmp_path, sim), runner=fake)
+        done = {}
+        _prefill_in_background(sim, 60000, done)
+        action, _t = _watch(watch, 2.0)
+        assert action is None
+        req = urllib.request.Request(sim.url('/sim/wedge'), data=b'{}', headers={'Content-Type': 'application/json'})
+        assert json.loads(urllib.request.urlopen(req, timeout=5).read())['wedge_at_tokens'] == 0
+        last, last_change = _kv_and_counters(sim), time.monotonic()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            now = _kv_and_counters(sim)
+            if now != last:
+                last, last_change = now, time.monotonic()
+            action = watch.step()
+            if action:
+                break
+            time.sleep(0.1)
+        delay = time.monotonic() - last_change
+        print('\nprefill wedged at KV usage %.4f; detected %.2f s after the last change' % (last[3], delay))
+        assert action == 'restart' and last[:3] == (0.0, 0.0, 0.0) and last[3] > 0.0
+        assert HANG_AFTER - 0.3 <= delay <= HANG_AFTER + POLL + 1.0
+        assert watch.evidence_wait(20)
     finally:
         sim.stop()
 

@@ -18,6 +18,10 @@ from vllm_sim import engine as eng
 from vllm_sim import logs
 
 GUARDED_PREFIX = ('/v1', '/v2', '/inference', '/cohere')
+# What vLLM 0.26.0 answered after an engine death: HTTP 500 with this body, or, on a stream that had started,
+# this error as an in-band event (HTTP status still 200) then [DONE] (real-vllm-on-device notes, Part 1 §3).
+ENGINE_DEAD_MESSAGE = 'EngineCore encountered an issue. See stack trace (above) for the root cause.'
+ENGINE_DEAD_ERROR = {'error': {'message': ENGINE_DEAD_MESSAGE, 'type': 'InternalServerError', 'param': None, 'code': 500}}
 
 
 class SimHTTPServer(ThreadingHTTPServer):
@@ -69,6 +73,11 @@ def make_handler(state):
         def _error(self, code, message, etype='BadRequestError'):
             self._send(code, {'error': {'message': message, 'type': etype, 'param': None, 'code': code}})
 
+        def _param_error(self, message, param, value):
+            """vLLM 0.26's 400 for a bad request parameter: the parameter named in the message and in `param`."""
+            self._send(400, {'error': {'message': '%s (parameter=%s, value=%s)' % (message, param, value),
+                                       'type': 'BadRequestError', 'param': param, 'code': 400}})
+
         def _authorized(self):
             path = self.path.split('?', 1)[0]
             if not state.api_keys or self.command == 'OPTIONS' or not path.startswith(GUARDED_PREFIX):
@@ -115,10 +124,9 @@ def make_handler(state):
                 return
             get = self.command in ('GET', 'HEAD')
             if path in ('/health', '/ping') and (get or path == '/ping'):
-                if state.engine.errored:
-                    self._send(503, b'')
-                else:
-                    self._send(200, b'')
+                # 200 until the process exits, even after an engine death: real vLLM 0.26.0 never answered 503
+                # (tests/fixtures/real_vllm/worker_killed_*.json; real-vllm-on-device notes, Part 1 §1, §3)
+                self._send(200, b'')
             elif path == '/version' and get:
                 self._send(200, {'version': state.version})
             elif path == '/load' and get:
@@ -160,7 +168,7 @@ def make_handler(state):
                 self._error(404, 'The model `%s` does not exist.' % model, 'NotFoundError')
                 return
             if state.engine.errored:
-                self._error(500, 'EngineCore encountered an issue. See stack trace (above) for the root cause.', 'EngineDeadError')
+                self._send(500, ENGINE_DEAD_ERROR)
                 return
             if chat:
                 messages = body.get('messages')
@@ -183,17 +191,28 @@ def make_handler(state):
                     return
                 prompt_tokens = eng.prompt_tokens_override(prompt) or eng.count_prompt_tokens(prompt)
                 answer_prompt = prompt
+            # vLLM 0.26.0's refusals (recorded: tests/fixtures/real_vllm/engine_error.json)
             max_tokens = body.get('max_completion_tokens', body.get('max_tokens'))
             if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-                self._error(400, 'max_tokens must be at least 1, got %s.' % max_tokens)
+                self._param_error('max_tokens must be at least 1, got %s.' % max_tokens, 'max_tokens', max_tokens)
+                return
+            temperature = body.get('temperature')
+            if temperature is not None and (not isinstance(temperature, (int, float)) or temperature < 0):
+                self._param_error('temperature must be non-negative, got %s.' % _py_repr(temperature), 'temperature',
+                                  _py_repr(temperature))
                 return
             room = state.cfg.max_model_len - prompt_tokens
-            if room <= 0:
+            if room <= 0 and max_tokens is None:
                 self._error(400, "This model's maximum context length is %d tokens. However, your request has %d input "
                                  'tokens. Please reduce the length of the input messages.' % (state.cfg.max_model_len, prompt_tokens))
                 return
             if max_tokens is not None and max_tokens > room:
-                max_tokens = room
+                self._param_error("This model's maximum context length is %d tokens. However, you requested %d output tokens "
+                                  'and your prompt contains at least %d input tokens, for a total of at least %d tokens. '
+                                  'Please reduce the length of the input prompt or the number of requested output tokens.'
+                                  % (state.cfg.max_model_len, max_tokens, prompt_tokens, prompt_tokens + max_tokens),
+                                  'input_tokens', prompt_tokens)
+                return
             tools = body.get('tools') if chat else None
             tool_choice = body.get('tool_choice', 'auto' if tools else 'none')
             call_tool = None
@@ -254,7 +273,7 @@ def make_handler(state):
             try:
                 rid = engine.admit(prompt_tokens)
             except eng.EngineDead:
-                self._error(500, 'EngineCore encountered an issue. See stack trace (above) for the root cause.', 'EngineDeadError')
+                self._send(500, ENGINE_DEAD_ERROR)
                 return
             sent_headers = False
             try:
@@ -264,7 +283,7 @@ def make_handler(state):
                     raise eng.EngineDead()
                 engine.hold_if_wedged()
                 plan, finish = self._plan(answer_prompt, max_tokens, call_tool, thinking)
-                t_first = engine.prefill(prompt, prompt_tokens, t_arrive)
+                t_first = engine.prefill(rid, prompt, prompt_tokens, t_arrive)
                 n_out = max(1, len(plan))
                 if stream:
                     self.send_response(200)
@@ -293,8 +312,14 @@ def make_handler(state):
                 engine.finished(finish, ttft, time.monotonic() - t_arrive)
             except eng.EngineDead:
                 if not sent_headers:
-                    self._error(500, 'EngineCore encountered an issue. See stack trace (above) for the root cause.',
-                                'EngineDeadError')
+                    self._send(500, ENGINE_DEAD_ERROR)
+                else:
+                    try:
+                        self._sse(ENGINE_DEAD_ERROR)
+                        self._raw_chunk(b'data: [DONE]\n\n')
+                        self._raw_chunk(b'')
+                    except OSError:
+                        pass
                 self.close_connection = True
             except (BrokenPipeError, ConnectionResetError):
                 engine.finished('abort', None, time.monotonic() - t_arrive)
@@ -313,8 +338,6 @@ def make_handler(state):
                 slot = engine.take_slot(due)
                 engine.sleep_until(slot)
                 engine.hold_if_wedged()
-                if state.worker_lost_deadline is not None:
-                    state.execute_model_rpc()
                 if ttft is None:
                     ttft = time.monotonic() - t0
                 if sink is not None:
@@ -335,6 +358,11 @@ def make_handler(state):
             self._raw_chunk(('data: ' + json.dumps(obj, ensure_ascii=False) + '\n\n').encode())
 
     return Handler
+
+
+def _py_repr(value):
+    """A number as Python prints it (-1 -> -1.0 for a float parameter, like vLLM's pydantic model)."""
+    return repr(float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
 
 
 def _text_of(content):

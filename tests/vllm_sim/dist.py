@@ -6,7 +6,8 @@
 Head (node-rank 0) plays PyTorch's TCPStore server on --master-port (all interfaces);
 the headless worker connects to --master-addr:--master-port. Line protocol:
 worker `HELLO <rank>` -> head `WELCOME`; worker `LOADED` when its weights are in;
-head `EXEC` per request -> worker `OK` (the execute_model RPC).
+head `EXEC` per request -> worker `OK` (the execute_model RPC); head `PING n` per engine step (one in flight for
+all waiting steps) -> worker `PONG n`: a stopped worker holds every step.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -48,7 +49,8 @@ class Conn:
         self.lock = threading.Lock()
 
     def send(self, line):
-        self.sock.sendall((line + '\n').encode())
+        with self.lock:   # the worker's heartbeat thread and its RPC replies share the socket
+            self.sock.sendall((line + '\n').encode())
 
     def recv_line(self, timeout):
         """Next line, or None on timeout; raises PeerLost on EOF/reset."""

@@ -223,11 +223,12 @@ class Engine:
         self.e2e = Histogram(E2E_BUCKETS)
         self.spec_tokens = 0
         self.req_seq = 0
-        self.rpc = None  # callable(): raises EngineDead when the remote rank is gone
+        self.pending_prompt = {}  # rid -> prompt tokens, credited by the step that returns the request's first token
         self.wedged = threading.Event()
         self.wedge_at_tokens = getattr(cfg, 'wedge_after_tokens', None)
-        self.frozen = None  # (running, waiting, kv usage) published before the wedge
-        self.on_wedge = None  # callable(): logs while wedged (serve.py)
+        self.frozen = None  # (running, waiting, kv usage) published before the engine stalled (wedge or frozen rank)
+        self.stalled_at = None  # monotonic time the current stall began (None while steps complete)
+        self.peer_gate = None  # callable() before every step: blocks while the remote rank is frozen (serve.py)
 
     # ------------------------------------------------------------------ admission
     def admit(self, prompt_tokens):
@@ -243,44 +244,71 @@ class Engine:
             self.running += 1
             self.req_seq += 1
             rid = self.req_seq
-            self.running_tokens[rid] = prompt_tokens
+            # KV blocks are allocated chunk by chunk as the prompt is prefilled (prefill())
+            self.running_tokens[rid] = 0
             return rid
 
     def release(self, rid):
         with self.cond:
             self.running -= 1
             self.running_tokens.pop(rid, None)
+            self.pending_prompt.pop(rid, None)
             self.cond.notify_all()
 
-    # ------------------------------------------------------------------ wedge
+    # ------------------------------------------------------------------ wedge, frozen rank
     def wedge(self, after_tokens=0):
         """Wedge after after_tokens more generation tokens (0 = at the next engine step: token or prefill chunk)."""
         with self.cond:
             self.wedge_at_tokens = self.generation_tokens + max(0, int(after_tokens))
 
+    def wedge_now(self):
+        """The engine core waits for an RPC reply that never comes (a remote rank died mid-step)."""
+        with self.cond:
+            self._wedge_locked()
+
     def _wedge_locked(self):
         if self.wedged.is_set():
             return
-        self.frozen = (self.running, self.waiting, self._kv_usage_locked())
+        self._freeze_locked()
         self.wedged.set()
-        if self.on_wedge is not None:
-            self.on_wedge()
+
+    def _freeze_locked(self):
+        if self.frozen is None:
+            self.frozen = (self.running, self.waiting, self._kv_usage_locked())
+            self.stalled_at = time.monotonic()
+
+    def freeze(self):
+        """A remote rank stopped answering (SIGSTOP): the engine core publishes no new scheduler stats."""
+        with self.cond:
+            self._freeze_locked()
+
+    def thaw(self):
+        """The remote rank answers again: steps go on, the gauges are published again."""
+        with self.cond:
+            if not self.wedged.is_set():
+                self.frozen = None
+                self.stalled_at = None
 
     def hold_if_wedged(self):
-        """Called before every engine step. A wedged engine never returns from its step: block until shutdown."""
+        """Called before every engine step. A wedged engine never returns from its step: block until shutdown.
+        A frozen remote rank holds the step until it answers again (peer_gate)."""
         with self.cond:
             if self.wedge_at_tokens is not None and self.generation_tokens >= self.wedge_at_tokens:
                 self._wedge_locked()
         if self.wedged.is_set():
             self.stop.wait()
             raise EngineDead()
+        if self.peer_gate is not None:
+            self.peer_gate()
 
     # ------------------------------------------------------------------ pacing
-    def prefill(self, prompt_text, prompt_tokens, t_start=None):
-        """Prefill in chunks of prefill_chunk_tokens: each chunk is one engine step (prompt tokens and
-        vllm:iteration_tokens_total advance per chunk, like chunked prefill). Blocks until the prefill is done
-        when t_start is given and returns the absolute time it ended; without t_start it only counts
-        and returns the seconds it takes."""
+    def prefill(self, rid, prompt_text, prompt_tokens, t_start):
+        """Chunked prefill, as vLLM 0.26 did it on the GPU (real-vllm-on-device notes, Part 1 §2): the request is
+        scheduled (prefix-cache queries jump by the whole prompt once), then one engine step per chunk of
+        prefill_chunk_tokens allocates its KV blocks (vllm:kv_cache_usage_perc rises every step) and returns no
+        output, so vllm:prompt_tokens_total and vllm:iteration_tokens_total stand still until the first token
+        (token_emitted credits the whole prefill then). Blocks until the prefill is done; returns the absolute
+        monotonic time it ended."""
         key = hashlib.sha256(prompt_text.encode('utf-8', 'replace')).hexdigest()
         with self.cond:
             self.prefix_queries += prompt_tokens
@@ -288,27 +316,28 @@ class Engine:
             if cached:
                 self.prefix_hits += prompt_tokens
             self.seen_prompts.add(key)
+            self.pending_prompt[rid] = prompt_tokens
         rate = self.cfg.prefill_tokens_per_s
-        seconds = self.cfg.ttft_base_s + (0.0 if cached or rate <= 0 else prompt_tokens / rate)
-        if t_start is None or cached or rate <= 0:
-            self.hold_if_wedged()
-            with self.cond:
-                self.prompt_tokens += prompt_tokens
-                self.iteration.observe(prompt_tokens)
-            return seconds if t_start is None else t_start + seconds
-        chunk = getattr(self.cfg, 'prefill_chunk_tokens', 8192) or prompt_tokens
         due = t_start + self.cfg.ttft_base_s
+        if cached or rate <= 0:
+            self.hold_if_wedged()
+            self._allocate(rid, prompt_tokens)
+            return due
+        chunk = getattr(self.cfg, 'prefill_chunk_tokens', 8192) or prompt_tokens
         done = 0
         while done < prompt_tokens:
             n = min(chunk, prompt_tokens - done)
+            self.hold_if_wedged()
+            self._allocate(rid, n)
             due += n / rate
             self.sleep_until(due)
-            self.hold_if_wedged()
-            with self.cond:
-                self.prompt_tokens += n
-                self.iteration.observe(n)
             done += n
         return due
+
+    def _allocate(self, rid, n):
+        with self.cond:
+            if rid in self.running_tokens:
+                self.running_tokens[rid] += n
 
     def take_slot(self, due):
         """Absolute monotonic time at which the token may be emitted (caller sleeps until it)."""
@@ -335,7 +364,14 @@ class Engine:
                 self.generation_tokens += n
                 if rid in self.running_tokens:
                     self.running_tokens[rid] += n
-                self.iteration.observe(self.running)
+                pending = self.pending_prompt.pop(rid, None)
+                if pending is not None:
+                    # the step that returns the first token: vLLM records iteration stats only for steps with
+                    # outputs, so the whole prefill is one step here (prompt + first token), credited at once
+                    self.prompt_tokens += pending
+                    self.iteration.observe(pending + n)
+                else:
+                    self.iteration.observe(self.running)
                 if self.cfg.spec_k:
                     self.spec_tokens += n
                 if self.wedge_at_tokens is not None and self.generation_tokens >= self.wedge_at_tokens:

@@ -27,8 +27,17 @@ from vllm_sim.cli import non_default_args
 
 NCCL_VERSION = '2.27.7'
 ENGINE_INIT_FAILED = 'RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}'
-RPC_TIMEOUT = 'TimeoutError: RPC call to execute_model timed out.'
-ENGINE_DEAD = 'EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.'
+# What vLLM 0.26.0 logged when its worker rank died (real-vllm-on-device notes, Part 1 §3).
+RPC_TIMEOUT = 'TimeoutError: RPC call to sample_tokens timed out.'
+ENGINE_DEAD = ('vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) '
+               'for the root cause.')
+NCCL_REMOTE_EXITED = 'NCCL error: remote process exited or there was a network error'
+WORKER_FAILED = ("RuntimeError: Worker failed with error '%s', please check the stack trace above for the root cause"
+                 % NCCL_REMOTE_EXITED)
+# Every engine step needs the worker rank: it completes only once the worker answered a ping sent after the step
+# began (one ping in flight serves every step waiting; state.step_barrier). A step that waited this long freezes the
+# published gauges (the engine core publishes nothing while a step hangs).
+FREEZE_AFTER_S = 0.05
 FREE_MEMORY = ('ValueError: Free memory on device cuda:0 (%.2f/%.2f GiB) on startup is less than desired GPU memory '
                'utilization (%s, %.2f GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.')
 SHM_NOT_FOUND = "FileNotFoundError: [Errno 2] No such file or directory: '/psm_%s'"
@@ -75,7 +84,8 @@ class Config:
         max_len = arg('max_model_len')
         self.max_model_len = max_len if max_len and max_len > 0 else _env_i('VLLM_SIM_MODEL_MAX_LEN', 1048576)
         self.max_num_seqs = arg('max_num_seqs') or 256
-        self.block_size = arg('block_size') or 256
+        # vLLM's default KV block on CUDA: 16 tokens (recorded cache_config_info); the profiles set 256
+        self.block_size = arg('block_size') or 16
         self.kv_cache_dtype = arg('kv_cache_dtype') or 'auto'
         self.gpu_mem_util = arg('gpu_memory_utilization', 0.9)
         self.prefix_caching = arg('enable_prefix_caching') is not False and arg('prefix_caching') is not False
@@ -108,9 +118,12 @@ class Config:
         self.default_reply_tokens = _env_i('VLLM_SIM_DEFAULT_REPLY_TOKENS', 48)
         self.rendezvous_timeout = _env_f('VLLM_SIM_RENDEZVOUS_TIMEOUT_S', 600.0)
         self.rpc_timeout = _env_f('VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS', 300.0)
-        self.watchdog_s = _env_f('VLLM_SIM_WATCHDOG_S', 5.0)
-        self.dead_exit_code = _env_i('VLLM_SIM_ENGINE_DEAD_EXIT_CODE', 1)
+        # after an engine death vLLM 0.26 shut down 0.5 s later with exit status 0 (real-vllm-on-device notes §3)
+        self.watchdog_s = _env_f('VLLM_SIM_WATCHDOG_S', 0.5)
+        self.dead_exit_code = _env_i('VLLM_SIM_ENGINE_DEAD_EXIT_CODE', 0)
         self.orphan_exit_s = _env_f('VLLM_SIM_ORPHAN_EXIT_S', 30.0)
+        # the head's rank-0 worker process left behind after an RPC-timeout death (0 = none)
+        self.orphan_worker_s = _env_f('VLLM_SIM_ORPHAN_WORKER_S', 150.0)
         self.stats_interval = _env_f('VLLM_SIM_STATS_INTERVAL_S', 10.0)
         # memory
         self.total_gib = _env_f('VLLM_SIM_TOTAL_GIB', 119.67)
@@ -152,11 +165,15 @@ class State:
         self.cfg = cfg
         self.version = version
         self.engine = eng.Engine(cfg)
-        self.engine.on_wedge = self.wedge_logger
+        self.engine.peer_gate = self.peer_gate
         self.api_keys = cfg.api_keys
         self.conn = None
         self.replies = queue.Queue()
-        self.worker_lost_deadline = None
+        self.peer_gone = False
+        self.ping_cond = threading.Condition()
+        self.ping_wanted = 0
+        self.ping_sent = 0
+        self.pong_seen = 0
         self.dead_lock = threading.Lock()
         self.rpc_lock = threading.Lock()
         self.created = int(time.time())
@@ -170,12 +187,67 @@ class State:
                             'allow_search_indices': False, 'allow_view': True, 'allow_fine_tuning': False,
                             'organization': '*', 'group': None, 'is_blocking': False}]} for name in self.cfg.served_names]}
 
-    def wedge_logger(self):
-        """While wedged, vLLM's message queue reader logs the shm_broadcast wait line every 60 s (vllm-ops 2.3 E/G)."""
+    # ------------------------------------------------------------------ stalls: wedge, frozen or lost rank
+    def peer_gate(self):
+        """Before every engine step: the worker rank must answer a ping sent after the step began. While it does
+        not (SIGSTOP), the step waits with the scheduler gauges frozen, and goes on when it answers (SIGCONT).
+        EngineDead once the engine died; a worker that is gone wedges the engine (peer_lost)."""
+        if self.conn is None:
+            return
+        engine = self.engine
+        with self.ping_cond:
+            ticket = self.ping_sent + 1
+            self.ping_wanted = max(self.ping_wanted, ticket)
+            self.ping_cond.notify_all()
+            started = time.monotonic()
+            froze = False
+            while self.pong_seen < ticket and not engine.wedged.is_set() and not engine.stop.is_set():
+                self.ping_cond.wait(0.05)
+                if not froze and time.monotonic() - started >= FREEZE_AFTER_S:
+                    froze = True
+                    engine.freeze()
+        if engine.wedged.is_set() or engine.stop.is_set():
+            engine.stop.wait()
+            raise eng.EngineDead()
+        if froze:
+            engine.thaw()
+
+    def start_pinger(self):
+        """One ping in flight at a time, sent whenever a step waits for one (peer_gate)."""
         def loop():
-            while not self.engine.stop.wait(max(0.05, self.cfg.shm_wait_log_s)):
-                logs.log(eng.SHM_WAIT_MSG, src='shm_broadcast.py:542', proc='EngineCore_DP0')
-        threading.Thread(target=loop, name='sim-wedge-log', daemon=True).start()
+            while not self.engine.stop.is_set():
+                with self.ping_cond:
+                    while self.ping_wanted <= self.ping_sent and not self.engine.stop.is_set():
+                        self.ping_cond.wait(0.5)
+                    self.ping_sent += 1
+                    seq = self.ping_sent
+                try:
+                    self.conn.send('PING %d' % seq)
+                except OSError:
+                    return
+        threading.Thread(target=loop, name='sim-pinger', daemon=True).start()
+
+    def start_monitor(self):
+        """The engine core waiting on its workers (vLLM's shm_broadcast reader): while a step cannot finish (wedge,
+        frozen or lost rank with work in flight) log the no-broadcast-block line every shm_wait_log_s, and after
+        VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS the RPC times out and the engine dies (notes Part 1 §3 B, §4)."""
+        engine = self.engine
+
+        def loop():
+            logged = 0
+            while not engine.stop.wait(0.05):
+                since = engine.stalled_at
+                if since is None:
+                    logged = 0
+                    continue
+                stalled = time.monotonic() - since
+                if stalled >= self.cfg.rpc_timeout:
+                    self.engine_dead('rpc_timeout')
+                    return
+                if self.cfg.shm_wait_log_s > 0 and stalled >= (logged + 1) * self.cfg.shm_wait_log_s:
+                    logged += 1
+                    logs.log(eng.SHM_WAIT_MSG, level='WARNING', src='shm_broadcast.py:542', proc='EngineCore_DP0')
+        threading.Thread(target=loop, name='sim-engine-monitor', daemon=True).start()
 
     # ------------------------------------------------------------------ head <-> worker
     def start_reader(self):
@@ -184,16 +256,40 @@ class State:
                 try:
                     line = self.conn.recv_line(None)
                 except dist.PeerLost:
-                    self.worker_lost_deadline = time.monotonic() + self.cfg.rpc_timeout
+                    self.peer_lost()
                     return
-                self.replies.put(line)
+                if line.startswith('PONG '):
+                    with self.ping_cond:
+                        self.pong_seen = max(self.pong_seen, int(line.split()[1]))
+                        self.ping_cond.notify_all()
+                else:
+                    self.replies.put(line)
         threading.Thread(target=reader, name='sim-reader', daemon=True).start()
+        self.start_pinger()
+
+    def peer_lost(self):
+        """The worker rank's process is gone (its sockets closed). Idle: nothing is logged until the next request,
+        whose first collective fails at once. With a request in flight the engine core keeps waiting for its RPC
+        reply (gauges frozen, /health 200) until the RPC timeout. (One recording on the GPU showed the rank-0
+        worker's NCCL error at once then, the committed one did not: not logged here, and not relied upon.)"""
+        engine = self.engine
+        if engine.running > 0 and not engine.errored:
+            engine.wedge_now()
+        self.peer_gone = True
+        with self.ping_cond:
+            self.ping_cond.notify_all()
 
     def execute_model_rpc(self):
-        """One execute_model RPC to the remote rank; EngineDead after the timeout if it is gone."""
+        """The first collective of a new request. A worker that is gone fails it at once (NCCL notices the closed
+        peer): engine death. A frozen worker holds it until it answers or the RPC times out."""
         if self.conn is None:
             return
         if self.engine.errored:
+            raise eng.EngineDead()
+        if self.peer_gone:
+            if self.engine.wedged.is_set():
+                return   # the engine core is still waiting for the reply of the step in flight (hold_if_wedged)
+            self.engine_dead('nccl')
             raise eng.EngineDead()
         with self.rpc_lock:
             if self.engine.errored:
@@ -203,37 +299,71 @@ class State:
                 self.conn.send('EXEC')
             except OSError:
                 pass
-            while True:
+            while not self.engine.errored:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 try:
-                    if self.replies.get(timeout=left) == 'OK':
+                    if self.replies.get(timeout=min(left, 0.2)) == 'OK':
                         return
                 except queue.Empty:
-                    break
-        self.engine_dead()
+                    if self.peer_gone:
+                        break
+        self.engine_dead('nccl' if self.peer_gone else 'rpc_timeout')
         raise eng.EngineDead()
 
-    def engine_dead(self):
+    def engine_dead(self, kind):
+        """vLLM's engine death as 0.26.0 logged it, then `Shutting down` and exit VLLM_SIM_ENGINE_DEAD_EXIT_CODE (0)
+        VLLM_SIM_WATCHDOG_S (0.5 s) later."""
         with self.dead_lock:
             if self.engine.errored:
                 return
             self.engine.errored = True
-        logs.error('EngineCore encountered a fatal error.', src='core.py:710', proc='EngineCore_DP0')
-        logs.traceback_lines(['  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", '
-                              'line 1, in collective_rpc', RPC_TIMEOUT], proc='EngineCore_DP0')
-        logs.error('AsyncLLM output_handler failed.', src='async_llm.py:480')
+        if kind == 'nccl':
+            logs.error('WorkerProc hit an exception.', src='multiproc_executor.py:862', proc='Worker_TP0')
+            logs.traceback_lines(['RuntimeError: ' + NCCL_REMOTE_EXITED], proc='Worker_TP0')
+            logs.error('EngineCore encountered a fatal error.', src='core.py:1046', proc='EngineCore_DP0')
+            logs.traceback_lines([WORKER_FAILED], proc='EngineCore_DP0')
+        else:
+            logs.error('EngineCore encountered a fatal error.', src='core.py:1046', proc='EngineCore_DP0')
+            logs.traceback_lines(['  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", '
+                                  'line 1, in collective_rpc', RPC_TIMEOUT], proc='EngineCore_DP0')
+            if self.cfg.orphan_worker_s > 0:
+                _orphan_worker(self.cfg.orphan_worker_s)
+        logs.error('AsyncLLM output_handler failed.', src='async_llm.py:560')
         logs.traceback_lines([ENGINE_DEAD])
         self.engine.stop.set()
+        with self.engine.cond:
+            self.engine.cond.notify_all()
 
-        def watchdog():
-            time.sleep(self.cfg.watchdog_s)
-            logs.error('Engine is dead; the API server is shutting down (watchdog).', src='launcher.py:150')
+        def shutdown():
+            time.sleep(max(0.0, self.cfg.watchdog_s))
             logs.uvicorn('Shutting down')
             logs.uvicorn('Finished server process [%d]' % os.getpid())
+            sys.stdout.flush()
             os._exit(self.cfg.dead_exit_code)  # pylint: disable=protected-access
-        threading.Thread(target=watchdog, name='sim-watchdog', daemon=True).start()
+        threading.Thread(target=shutdown, name='sim-shutdown', daemon=True).start()
+
+
+def _orphan_worker(seconds):
+    """After a 300-s hang vLLM 0.26.0's head exited but its VLLM::Worker_TP0 process, stuck on the GPU, stayed
+    alive in the head's process group, logging `Parent process exited, terminating worker queues` (notes Part 1
+    §3 B). A forked child plays it for VLLM_SIM_ORPHAN_WORKER_S seconds (a container's end kills it earlier)."""
+    pid = os.fork()
+    if pid:
+        return
+    try:  # the child: no lock of the parent's threads is taken here (os.write only)
+        os.closerange(3, 65536)   # not the API socket: the port must refuse connections once the head is gone
+        parent = os.getppid()
+        end = time.monotonic() + seconds
+        while os.getppid() == parent and time.monotonic() < end:
+            time.sleep(0.05)
+        logs.PROC['name'] = 'Worker_TP0'
+        logs.unlocked('Parent process exited, terminating worker queues', src='multiproc_executor.py:702')
+        while time.monotonic() < end:
+            time.sleep(0.2)
+    finally:
+        os._exit(0)  # pylint: disable=protected-access
 
 
 def _fail(lines, head_wrapper, proc=None):
@@ -397,7 +527,8 @@ def run_serve(parser, args, version):
                 state.conn = dist.accept_worker(store, cfg.rendezvous_timeout, cfg.nnodes)
         except dist.DistError as exc:
             _fail([str(exc)], is_head, proc='Worker_TP%d' % rank)
-    logs.log('vLLM is using nccl==%s' % NCCL_VERSION, src='pynccl.py:103', proc='Worker_TP%d' % rank)
+    if not cfg.headless:   # rank 0 only (the headless worker's log has no such line: notes Part 1 §1)
+        logs.log('vLLM is using nccl==%s' % NCCL_VERSION, src='pynccl.py:103', proc='Worker_TP%d' % rank)
 
     requested = cfg.total_gib * cfg.gpu_mem_util
     free = None
@@ -433,7 +564,12 @@ def run_serve(parser, args, version):
 
     if cfg.headless:
         _sleep(cfg.t_profile)
-        logs.log('Available KV cache memory: %.2f GiB' % cfg.kv_gib, src='gpu_worker.py:298', proc='Worker_TP%d' % rank)
+        _log_kv_reserved(cfg, rank)
+        # vLLM 0.26.0's headless worker logs its graph capture, not the KV-cache sizing (notes Part 1 §1)
+        if not cfg.enforce_eager:
+            _sleep(cfg.t_graphs)
+            logs.log('Graph capturing finished in %.0f secs, took %.2f GiB' % (cfg.t_graphs, 0.61),
+                     src='gpu_model_runner.py:3450', proc='Worker_TP%d' % rank)
         try:
             state.conn.send('LOADED')
         except OSError:
@@ -454,7 +590,8 @@ def run_serve(parser, args, version):
                        src='multiproc_executor.py:560', proc=proc)
             _fail([ENGINE_INIT_FAILED], False)
     _sleep(cfg.t_profile)
-    logs.log('Available KV cache memory: %.2f GiB' % cfg.kv_gib, src='gpu_worker.py:298', proc='Worker_TP0')
+    if not _log_kv_reserved(cfg, 0):   # a given KV size is not profiled: no "Available KV cache memory"
+        logs.log('Available KV cache memory: %.2f GiB' % cfg.kv_gib, src='gpu_worker.py:298', proc='Worker_TP0')
     conc = cfg.kv_tokens / float(cfg.max_model_len)
     one_line = os.environ.get('VLLM_SIM_KV_LOG_FORM', '') == 'one' or (
         os.environ.get('VLLM_SIM_KV_LOG_FORM', '') != 'two' and _version_tuple(version) >= (0, 33))
@@ -490,9 +627,28 @@ def run_serve(parser, args, version):
         state.start_reader()
     server.server_activate()
     logs.uvicorn('Application startup complete.')
+    state.start_monitor()
     _start_stats(state)
     server.serve_forever(poll_interval=0.2)
     return 0
+
+
+KV_RESERVED = ('Initial free memory %.2f GiB, reserved %.1f GiB memory for KV Cache as specified by kv_cache_memory_bytes '
+               'config and skipped memory profiling. This does not respect the gpu_memory_utilization config. Only use '
+               'kv_cache_memory_bytes config when you want manual control of KV cache memory size. If OOM\'ed, check the '
+               'difference of initial free memory between the current run and the previous run where kv_cache_memory_bytes '
+               'is suggested and update it correspondingly.')
+
+
+def _log_kv_reserved(cfg, rank):
+    """With --kv-cache-memory-bytes vLLM 0.26.0 logs this on both ranks instead of profiling (recorded startup);
+    True when it did."""
+    size = getattr(cfg.args, 'kv_cache_memory_bytes', None)
+    if not size:
+        return False
+    logs.log(KV_RESERVED % (cfg.total_gib - cfg.weights_gib, float(size) / (1 << 30)), src='gpu_worker.py:479',
+             proc='Worker_TP%d' % rank)
+    return True
 
 
 def _version_tuple(text):
@@ -517,9 +673,9 @@ def _worker_loop(state):
             line = state.conn.recv_line(None)
         except dist.PeerLost:
             break
-        if line == 'EXEC':
+        if line == 'EXEC' or line.startswith('PING '):
             try:
-                state.conn.send('OK')
+                state.conn.send('OK' if line == 'EXEC' else 'PONG ' + line[5:])
             except OSError:
                 break
     msg = state.conn.describe()
@@ -547,7 +703,8 @@ def _start_stats(state):
         while not engine.stop.wait(cfg.stats_interval):
             now = time.monotonic()
             p, g = engine.prompt_tokens, engine.generation_tokens
-            if p == last_p and g == last_g and engine.running == 0:
+            if (p == last_p and g == last_g and engine.running == 0) or engine.frozen is not None:
+                # idle, or the engine core is stuck in a step: no stats line (notes Part 1 §3 B, §4)
                 continue
             dt = max(1e-6, now - last_t)
             hit = 100.0 * engine.prefix_hits / engine.prefix_queries if engine.prefix_queries else 0.0

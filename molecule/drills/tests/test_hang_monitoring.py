@@ -10,7 +10,8 @@ The hang drills redeploy with a short watchdog (hang_after_s 15 s, poll 1 s) and
 2. a runtime wedge under load (the simulator stops after serving some tokens; /health stays 200) is detected
    within hang_after_s + 10 s of the last progress, with its evidence kept, and the pair serves again,
    restarted worker first, with no manual step; Prometheus then fires DS4HangRecovered;
-3. a long prefill (prompt tokens moving, no token generated for longer than hang_after_s) is not restarted;
+3. a long prefill (no counter moving until the first token, as on real vLLM; only the KV-cache usage gauge rises,
+   for longer than hang_after_s) is not restarted;
 4. repeated hangs stop at the storm limit with the cause named, the worker stopped too; restart.yml recovers.
 Durations are printed (pytest -s) for the README.
 """
@@ -35,7 +36,10 @@ pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule ve
 
 DRILL_VARS = os.path.join(d.SCENARIO_DIR, 'vars', 'drills.yml')
 HANG_AFTER_S = 15
+# The window is the larger of hang_after_s and the longest engine step at the assumed prefill rate: here the
+# simulator's own rate (VLLM_SIM_PREFILL_TOKENS_PER_S, 5000), so a 16384-token chunk takes 4 s and the floor rules.
 HANG_VARS = {'vllm_service_hang_after_s': HANG_AFTER_S, 'vllm_service_hang_poll_s': 1,
+             'vllm_service_hang_prefill_tokens_per_s': 5000,
              'vllm_service_pair_guard_max_restarts': 2, 'vllm_service_pair_guard_window_s': 900}
 PROMETHEUS = 'http://%s:9090' % d.ip(11)
 # vLLM's own port on the head: loopback only, behind the API proxy (the test inventory opens the API to the
@@ -243,7 +247,9 @@ def test_prometheus_fires_hang_recovered_after_the_wedge():
 
 def test_long_prefill_is_not_a_hang():
     # 100000 prompt tokens at the simulator's 5000 tokens/s: 20 s of prefill with no generated token, longer
-    # than hang_after_s; prompt tokens and engine steps move, so the watchdog must leave it alone.
+    # than hang_after_s. As on real vLLM (real-vllm-on-device notes, Part 1 §2) the prompt, generation and step
+    # counters stand still until the first token; vllm:kv_cache_usage_perc rises at every chunk, so the watchdog
+    # must leave it alone.
     head0, worker0 = both_started()
     before = evidence_dirs()
     t0 = time.time()

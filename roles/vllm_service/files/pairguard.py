@@ -23,17 +23,29 @@ InvocationID that the running head was paired with (state file, JSON):
     the worker rank is stopped too: it would otherwise wait for a rendezvous that never comes.
 
   * Hang watchdog (same loop, cfg hang_watchdog): a live pair that produces nothing (an NCCL
-    collective or the engine wedged; /health and /v1/models stay green, vllm-ops 2.3 F). Every
-    hang_poll_s the head's /metrics (Prometheus text, parsed here) is read: requests running
-    (vllm:num_requests_running > 0) while vllm:generation_tokens_total, vllm:prompt_tokens_total and
-    the step counter vllm:iteration_tokens_total_count all stand still for hang_after_s is a hang
-    (a long prefill moves the prompt/step counters and is not one); so is /metrics not answering
-    for hang_after_s, once it had answered, while the head container runs. On a hang the evidence
-    is kept first (hang-<UTC>/ under evidence_dir: metrics before and after, last journal lines,
-    docker top, py-spy dump when the image has it, /proc/meminfo, nvidia-smi, of both ranks), then
-    the pair is restarted like above (worker first, within the same storm limit), in one line.
-  * Guard state (restarts, hangs, storm stops, last cause, last hang) is kept in state_file (JSON,
-    read by status.yml) and exported as a node-exporter textfile (textfile, written atomically).
+    collective or the engine wedged, a rank frozen; /health and /v1/models stay green, real-vllm-on-device
+    notes Part 1 §3-4). Every hang_poll_s the head's /metrics (Prometheus text, parsed here) is read.
+    Progress is any of vllm:generation_tokens_total, vllm:prompt_tokens_total,
+    vllm:iteration_tokens_total_count moving OR vllm:kv_cache_usage_perc changing: during a chunked
+    prefill real vLLM 0.26.0 moves none of the counters until the first token (it records iteration
+    stats only for steps that return outputs) and the KV-cache usage gauge rises at every step (notes
+    Part 1 §2). A hang: requests running (vllm:num_requests_running > 0) and no progress for
+    hang_after_s, the window the role derives from the longest single engine step the recipe allows
+    (one prefill chunk; the whole prompt when chunked prefill is off) at a conservative prefill rate
+    (README "Hang watchdog window"); a vLLM that publishes no KV-cache gauge gets hang_after_no_kv_s,
+    the whole longest prefill. So is /metrics not answering for hang_after_s, once it had answered,
+    while the head container runs. On a hang the pair is restarted at once (worker first, within the
+    same storm limit), in one line, and the evidence (hang-<UTC>/ under evidence_dir: metrics before
+    and after, last journal lines, docker top, py-spy dump when the image has it, /proc/meminfo,
+    nvidia-smi, of both ranks) is collected by a child process with a hard deadline
+    (evidence_timeout_s): the guard loop never waits for it.
+  * A head that exits by itself is restarted by systemd (Restart=always: vLLM 0.26.0 exits with status 0
+    after an engine death, notes Part 1 §3, which Restart=on-failure would leave down; a systemctl stop
+    is never restarted). Its prestart takes a fresh worker first. The guard sees it in the head unit's
+    NRestarts and counts it in the same storm window: past max_restarts it stops the pair.
+  * Guard state (restarts, hangs, storm stops, last cause, last hang, and the restart times of the storm
+    window, so a restarted guard keeps counting) is kept in state_file (JSON, read by status.yml) and
+    exported as a node-exporter textfile (textfile, written atomically).
   * Health gate (health_gate, a file path): while the guard sees a worker rank not active or unreadable
     (from the FIRST such poll, before down_polls confirm it), a hang, or a pair restart it started, the
     file exists and holds the reason; the head's API proxy then answers /health with 503, so a router in
@@ -61,6 +73,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -104,7 +117,8 @@ def parse_show(text):
 
 def unit_state(unit, ssh=None, runner=run):
     """ActiveState, SubState, InvocationID of a unit, local or over ssh; raises GuardError if unreadable."""
-    argv = list(ssh or []) + ['systemctl', 'show', '-p', 'ActiveState', '-p', 'SubState', '-p', 'InvocationID', unit]
+    argv = list(ssh or []) + ['systemctl', 'show', '-p', 'ActiveState', '-p', 'SubState', '-p', 'InvocationID',
+                              '-p', 'NRestarts', unit]
     rc, out, err = runner(argv)
     if rc != 0:
         raise GuardError('cannot read %s%s (rc %d): %s' % (unit, ' on ' + ssh[-1] if ssh else '', rc, err or out))
@@ -285,20 +299,32 @@ def fetch_metrics(url, timeout):
 
 
 # --------------------------------------------------------------------------- hang watchdog
-PROGRESS_SERIES = ('vllm:generation_tokens_total', 'vllm:prompt_tokens_total', 'vllm:iteration_tokens_total_count')
+# What moves while vLLM makes progress. The three counters move only on engine steps that return output
+# tokens; during a chunked prefill only the KV-cache usage gauge changes (every step), real-vllm-on-device
+# notes Part 1 §2. Order matters: the hang line and evidence name them in this order.
+PROGRESS_SERIES = ('vllm:generation_tokens_total', 'vllm:prompt_tokens_total', 'vllm:iteration_tokens_total_count',
+                   'vllm:kv_cache_usage_perc')
+KV_USAGE = 'vllm:kv_cache_usage_perc'
+
+
+def progress_values(samples):
+    """The progress signals of one scrape, in PROGRESS_SERIES order (None for a series that is absent)."""
+    return tuple(metric_total(samples, name) for name in PROGRESS_SERIES)
 
 
 class HangDetector(object):
     """Decides from successive /metrics scrapes whether the engine is hung; pure logic, clock given by the caller.
 
-    A stall: requests running while no progress counter (generation tokens, prompt tokens, engine steps)
-    moved for hang_after_s. Idle (nothing running) is never a hang. A silence: the API answered /metrics
-    once since the head started and has not answered for hang_after_s since (a head still loading never
-    answered: not a hang).
+    A stall: requests running while no progress signal (generation tokens, prompt tokens, engine steps with
+    output, KV-cache usage) changed for hang_after_s. Idle (nothing running) is never a hang. Without a
+    KV-cache usage series (a vLLM that does not publish it) the window is hang_after_no_kv_s, the longest
+    prefill, since nothing else moves during one. A silence: the API answered /metrics once since the head
+    started and has not answered for hang_after_s since (a head still loading never answered: not a hang).
     """
 
     def __init__(self, cfg, fetch):
         self.after = float(cfg.get('hang_after_s', 120))
+        self.after_no_kv = max(self.after, float(cfg.get('hang_after_no_kv_s') or self.after))
         self.fetch = fetch
         self.reset()
 
@@ -333,7 +359,7 @@ class HangDetector(object):
         self.silent_since = None
         samples = parse_prometheus(text)
         running = metric_total(samples, 'vllm:num_requests_running')
-        counters = tuple(metric_total(samples, name) for name in PROGRESS_SERIES)
+        counters = progress_values(samples)
         was_running, self.running = self.running, running
         if (not running or not was_running or self.counters is None or counters != self.counters
                 or self.progress_at is None):
@@ -342,13 +368,15 @@ class HangDetector(object):
         self.counters = counters
         self.last_text = text
         stalled = now - self.progress_at
-        if running and running > 0 and stalled >= self.after:
-            gen, prompt, steps = counters
+        gen, prompt, steps, kv = counters
+        limit = self.after if kv is not None else self.after_no_kv
+        if running and running > 0 and stalled >= limit:
             return {'kind': 'stall', 'cause': 'hang_no_tokens', 'stalled_s': stalled, 'since': self.progress_at,
                     'running': running, 'generation_tokens': gen, 'prompt_tokens': prompt, 'steps': steps,
-                    'before_text': self.progress_text,
-                    'why': 'hang: %d requests running, generation tokens stuck at %s, prompt tokens at %s, engine steps at %s '
-                           'for %.0f s (limit %.0f s)' % (running, _num(gen), _num(prompt), _num(steps), stalled, self.after)}
+                    'kv_cache_usage': kv, 'limit_s': limit, 'before_text': self.progress_text,
+                    'why': 'hang: %d requests running, generation tokens stuck at %s, prompt tokens at %s, engine steps at %s, '
+                           'KV cache usage at %s for %.0f s (limit %.0f s)'
+                           % (running, _num(gen), _num(prompt), _num(steps), _ratio(kv), stalled, limit)}
         return None
 
     def stalled_s(self, now):
@@ -362,6 +390,10 @@ class HangDetector(object):
 
 def _num(value):
     return '-' if value is None else '%d' % value
+
+
+def _ratio(value):
+    return '- (not published)' if value is None else '%.4f' % value
 
 
 def _utc_stamp(now):
@@ -386,9 +418,8 @@ def pyspy_script(docker, container):
             "else echo 'py-spy is not in the image of %(c)s (no stack dump)'; fi" % {'d': docker, 'c': container})
 
 
-def collect_evidence(cfg, hang, runner, fetch, now):
-    """Keep what a hang leaves behind before the restart wipes it; returns the directory. Never raises for a
-    command that fails: its rc and stderr are written instead."""
+def evidence_path(cfg, now):
+    """A new hang-<UTC>[-n]/ directory under evidence_dir, created now; returns its path."""
     base = cfg.get('evidence_dir') or '/var/lib/dgxspark-ds4/evidence'
     path = os.path.join(base, 'hang-' + _utc_stamp(now))
     n = 1
@@ -396,6 +427,13 @@ def collect_evidence(cfg, hang, runner, fetch, now):
         n += 1
         path = os.path.join(base, 'hang-%s-%d' % (_utc_stamp(now), n))
     os.makedirs(path, 0o755)
+    return path
+
+
+def collect_evidence(cfg, hang, runner, fetch, now, path=None):
+    """Keep what a hang leaves behind; returns the directory. Never raises for a command that fails: its rc and
+    stderr are written instead. The guard runs it in an EvidenceJob (a child process with a deadline)."""
+    path = path or evidence_path(cfg, now)
     docker = cfg.get('docker') or 'docker'
     lines = str(int(cfg.get('journal_lines', 300)))
     _write(os.path.join(path, 'metrics-before.txt'), hang.get('before_text') or '# no successful scrape before the hang\n')
@@ -435,25 +473,103 @@ def collect_evidence(cfg, hang, runner, fetch, now):
     return path
 
 
+class EvidenceJob(object):
+    """collect_evidence in a forked child (its own process group) with a hard deadline: the guard restarts the pair
+    and goes on polling; the child is killed, with whatever it started (ssh, docker exec, py-spy), once
+    evidence_timeout_s has passed. What it wrote until then stays; INCOMPLETE names a collection cut short."""
+
+    def __init__(self, cfg, hang, runner, fetch, now, monotonic=time.monotonic):
+        self.path = evidence_path(cfg, now)
+        self.limit = float(cfg.get('evidence_timeout_s', 120))
+        self.monotonic = monotonic
+        self.deadline = monotonic() + self.limit
+        self.status = None
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child; its work is checked through the files it writes
+            code = 1
+            try:
+                os.setpgid(0, 0)
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)
+                signal.alarm(max(1, int(math.ceil(self.limit))))
+                collect_evidence(cfg, hang, runner, fetch, now, path=self.path)
+                code = 0
+            except BaseException:  # pylint: disable=broad-except
+                code = 1
+            os._exit(code)  # pylint: disable=protected-access
+        self.pid = pid
+        try:
+            os.setpgid(pid, pid)
+        except OSError:
+            pass  # the child did it first, or already ended
+
+    def poll(self):
+        """True once the child has ended (reaped); kills its process group past the deadline."""
+        if self.status is not None:
+            return True
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            self.status = -1
+            return True
+        if pid:
+            self.status = status
+            if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+                self._cut_short(os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGALRM, signal.SIGKILL), status)
+            return True
+        if self.monotonic() >= self.deadline:
+            self._cut_short(True, None)
+            os.waitpid(self.pid, 0)
+            self.status = -9
+            return True
+        return False
+
+    def _cut_short(self, deadline, status):
+        """Kill what the child left running (its process group) and say in the directory why it is incomplete."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        why = ('evidence collection stopped at its deadline (%.0f s)' % self.limit if deadline
+               else 'evidence collection failed (wait status %s)' % status)
+        try:
+            _write(os.path.join(self.path, 'INCOMPLETE'), why + '\n')
+        except (IOError, OSError):
+            pass
+        say('hang evidence in %s: %s' % (self.path, why))
+
+    def wait(self, timeout=None):
+        """Block until the child ends or the deadline (tests, and the guard's exit)."""
+        end = None if timeout is None else self.monotonic() + timeout
+        while not self.poll():
+            if end is not None and self.monotonic() >= end:
+                return False
+            time.sleep(0.05)
+        return True
+
+
 # --------------------------------------------------------------------------- guard state + textfile
-KNOWN_CAUSES = ('hang_api_silent', 'hang_no_tokens', 'worker_down', 'worker_restarted', 'worker_unreadable')
+KNOWN_CAUSES = ('hang_api_silent', 'hang_no_tokens', 'head_exited', 'worker_down', 'worker_restarted', 'worker_unreadable')
 
 
 class GuardState(object):
     """Counters and last events of the guard, persisted (JSON) and exported for the node exporter.
     Every known cause is exported from 0 on, so increase() sees the first restart of each cause."""
 
+    # restart_times: the pair restarts of the storm window (epoch seconds), kept so that a restarted guard
+    # (crash, upgrade, reboot of the guard unit) does not start counting from zero.
     FIELDS = {'restarts_total': 0, 'hangs_total': 0, 'storm_stops_total': 0, 'last_cause': '', 'last_why': '',
               'last_action': '', 'last_restart_at': None, 'last_hang_at': None, 'last_hang_why': '',
-              'last_hang_evidence': '', 'restarts_by_cause': {}}
+              'last_hang_evidence': '', 'restarts_by_cause': {}, 'restart_times': []}
 
     def __init__(self, cfg):
         self.path = cfg.get('state_file')
         self.textfile = cfg.get('textfile')
         self.watchdog = bool(cfg.get('hang_watchdog'))
-        self.data = dict((k, (dict(v) if isinstance(v, dict) else v)) for k, v in self.FIELDS.items())
+        self.data = dict((k, (type(v)(v) if isinstance(v, (dict, list)) else v)) for k, v in self.FIELDS.items())
         if self.path:
-            self.data.update(dict((k, v) for k, v in load_record(self.path).items() if k in self.FIELDS))
+            self.data.update(dict((k, v) for k, v in load_record(self.path).items()
+                                  if k in self.FIELDS and _fits(self.FIELDS[k], v)))
+        self.data['restart_times'] = [float(t) for t in self.data['restart_times'] if isinstance(t, (int, float))]
         self.ranks = {}
         self.stalled_s = 0.0
         self.written_at = None
@@ -484,6 +600,13 @@ class GuardState(object):
     def save(self):
         if self.path:
             save_record(self.path, self.data)
+
+    def reload_window(self):
+        """The storm window as the state file holds it now: a deliberate pair restart (the role's restart contract,
+        restart.yml) clears it there (reset_window) while this guard runs."""
+        if self.path and os.path.exists(self.path):
+            times = load_record(self.path).get('restart_times')
+            self.data['restart_times'] = [float(t) for t in times if isinstance(t, (int, float))] if isinstance(times, list) else []
 
     def render(self, now):
         d = self.data
@@ -541,6 +664,24 @@ class GuardState(object):
         return True
 
 
+def reset_window(cfg):
+    """Forget the storm window (a deliberate restart of the pair, like systemctl reset-failed for the start limit):
+    the counters and the last events stay. Returns how many restart times were dropped."""
+    path = cfg.get('state_file')
+    if not path or not os.path.exists(path):
+        return 0
+    record = load_record(path)
+    dropped = len(record.get('restart_times') or [])
+    record['restart_times'] = []
+    save_record(path, record)
+    return dropped
+
+
+def _fits(default, value):
+    """A value read back from the state file may replace the default (a dict or list only by its kind)."""
+    return not isinstance(default, (dict, list)) or isinstance(value, type(default))
+
+
 def _esc(value):
     return str(value).replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
 
@@ -561,7 +702,6 @@ class Watch(object):
         self.cfg = cfg
         self.runner = runner
         self.clock = clock
-        self.restarts = []
         self.failures = {}
         self.down = {}
         self.stopped_workers = False
@@ -570,6 +710,8 @@ class Watch(object):
         self.hang_poll_s = float(cfg.get('hang_poll_s', 5))
         self.hang_polled_at = None
         self.head_invocation = None
+        self.head_nrestarts = None
+        self.evidence_jobs = []
         self.suspect = None
         self.gate = cfg.get('health_gate') or None
         if self.gate:
@@ -579,10 +721,23 @@ class Watch(object):
             self.fetch = fetch or (lambda: fetch_metrics(cfg['metrics_url'], timeout))
             self.hang = HangDetector(cfg, self.fetch)
 
+    @property
+    def restarts(self):
+        """Times of the pair restarts in the storm window (persisted in the state file)."""
+        return self.state.data['restart_times']
+
+    def evidence_wait(self, timeout=None):
+        """Wait for the evidence children still running; True when none is left."""
+        for job in list(self.evidence_jobs):
+            job.wait(timeout)
+        self.evidence_jobs = [job for job in self.evidence_jobs if not job.poll()]
+        return not self.evidence_jobs
+
     def step(self):
         """Returns the action taken: None, 'restart' or 'stop'."""
         self.suspect = None
         action = None
+        self.evidence_jobs = [job for job in self.evidence_jobs if not job.poll()]
         try:
             action = self._step()
             return action
@@ -610,6 +765,9 @@ class Watch(object):
                 return 'stop'
             return None
         self.stopped_workers = False
+        exited = self.head_exited(head)
+        if exited:
+            return exited
         if head['ActiveState'] != 'active':
             self.failures = {}
             self.down = {}
@@ -650,6 +808,23 @@ class Watch(object):
             self.down[name] = 0
         return self.watch_hang(head.get('InvocationID', ''))
 
+    def head_exited(self, head):
+        """systemd restarted the head by itself (NRestarts grew): vLLM exited, e.g. with status 0 after an engine
+        death (real-vllm-on-device notes Part 1 §3). systemd's Restart=always restarts it and its prestart takes a
+        fresh worker first; the guard counts it in the storm window and stops the pair past the limit."""
+        try:
+            count = int(head.get('NRestarts', ''))
+        except ValueError:
+            return None
+        seen, self.head_nrestarts = self.head_nrestarts, count
+        if seen is None or count <= seen:
+            return None
+        self.reset_hang()
+        return self.act('%s exited by itself and systemd restarted it (NRestarts %d -> %d; vLLM exits 0 after an engine '
+                        'death: look for EngineDeadError in journalctl -u %s)' % (self.cfg['head_unit'], seen, count,
+                                                                                  self.cfg['head_unit']),
+                        cause='head_exited', restart=False)
+
     def reset_hang(self):
         if self.hang is not None:
             self.hang.reset()
@@ -673,11 +848,13 @@ class Watch(object):
         if found['kind'] == 'silent' and not self.head_container_running():
             return None
         self.suspect = found['why']
-        if self.gate:  # out of rotation before the evidence is collected (seconds), not after
+        if self.gate:  # out of rotation at once
             gate_write(self.gate, self.suspect)
-        evidence = collect_evidence(self.cfg, found, self.runner, self.fetch, now)
+        # The evidence is collected by a child with a hard deadline; the restart does not wait for it.
+        job = EvidenceJob(self.cfg, found, self.runner, self.fetch, now)
+        self.evidence_jobs.append(job)
         self.reset_hang()
-        return self.act('%s; evidence in %s' % (found['why'], evidence), cause=found['cause'], evidence=evidence)
+        return self.act('%s; evidence in %s' % (found['why'], job.path), cause=found['cause'], evidence=job.path)
 
     def head_container_running(self):
         cfg = self.cfg
@@ -703,11 +880,14 @@ class Watch(object):
         self.stopped_workers = True
         return stopped
 
-    def act(self, why, cause='worker', evidence=None):
+    def act(self, why, cause='worker', evidence=None, restart=True):
+        """Restart the pair (the head; its prestart restarts the worker first), or stop it past the storm limit.
+        restart=False: systemd restarts the head already; only count it (and stop past the limit)."""
         cfg = self.cfg
         now = self.clock()
         window = float(cfg.get('window_s', 1800))
-        self.restarts = [t for t in self.restarts if now - t < window]
+        self.state.reload_window()
+        self.restarts[:] = [t for t in self.restarts if now - t < window]
         if len(self.restarts) >= int(cfg.get('max_restarts', 3)):
             say('%s; %d pair restarts within %ds already: stopping %s instead of feeding a crash loop. '
                 'Find the cause (ansible-playbook playbooks/doctor.yml), then restart the pair'
@@ -719,10 +899,14 @@ class Watch(object):
             return 'stop'
         self.restarts.append(now)
         self.state.event('restart', cause, why, now, evidence)
-        say('%s: restarting %s so both ranks restart, worker first' % (why, cfg['head_unit']))
-        rc, out, err = self.runner(['systemctl', 'restart', '--no-block', cfg['head_unit']])
-        if rc != 0:
-            say('systemctl restart %s failed (rc %d): %s' % (cfg['head_unit'], rc, err or out))
+        if not restart:
+            say('%s: its prestart restarts the worker first (pair restart %d of %d within %ds)'
+                % (why, len(self.restarts), int(cfg.get('max_restarts', 3)), window))
+        else:
+            say('%s: restarting %s so both ranks restart, worker first' % (why, cfg['head_unit']))
+            rc, out, err = self.runner(['systemctl', 'restart', '--no-block', cfg['head_unit']])
+            if rc != 0:
+                say('systemctl restart %s failed (rc %d): %s' % (cfg['head_unit'], rc, err or out))
         self.failures = {}
         self.down = {}
         return 'restart'
@@ -745,6 +929,41 @@ def gate_write(path, reason):
         say('health gate %s: %s' % (path, exc))
 
 
+# config key -> (role variable that sets it, smallest value allowed)
+POSITIVE_KEYS = (
+    ('interval_s', 'vllm_service_pair_guard_interval_s', 1),
+    ('max_restarts', 'vllm_service_pair_guard_max_restarts', 1),
+    ('window_s', 'vllm_service_pair_guard_window_s', 1),
+    ('hang_after_s', 'vllm_service_hang_after_s (with vllm_service_hang_prefill_tokens_per_s)', 1),
+    ('hang_after_no_kv_s', 'vllm_service_hang_after_s (with vllm_service_hang_prefill_tokens_per_s)', 1),
+    ('hang_poll_s', 'vllm_service_hang_poll_s', 1),
+    ('metrics_timeout_s', 'vllm_service_hang_metrics_timeout_s', 1),
+    ('evidence_timeout_s', 'vllm_service_hang_evidence_timeout_s', 1),
+)
+
+
+def check_config(cfg):
+    """Problems of a guard config (one line each, naming the key, the role variable and the fix); [] when usable."""
+    problems = []
+    if not cfg.get('head_unit'):
+        problems.append('head_unit is missing: re-run the dgxspark.ds4.vllm_service role to render the config')
+    for key, variable, least in POSITIVE_KEYS:
+        if key not in cfg:
+            continue
+        value = cfg[key]
+        try:
+            ok = not isinstance(value, bool) and float(value) >= least
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            problems.append('%s = %r: must be a number >= %s. Fix: set %s and re-run the role' % (key, value, least, variable))
+    if cfg.get('hang_watchdog') and not problems and 'hang_after_s' in cfg and 'hang_poll_s' in cfg:
+        if float(cfg['hang_after_s']) < 2 * float(cfg['hang_poll_s']):
+            problems.append('hang_after_s = %r is shorter than two polls (hang_poll_s = %r). Fix: raise vllm_service_hang_after_s '
+                            'or lower vllm_service_hang_poll_s' % (cfg['hang_after_s'], cfg['hang_poll_s']))
+    return problems
+
+
 def watch_forever(cfg):
     loop = Watch(cfg)
     interval = float(cfg.get('interval_s', 5))
@@ -753,7 +972,9 @@ def watch_forever(cfg):
         cfg['head_unit'], workers, interval, int(cfg.get('down_polls', 3)), int(cfg.get('unreachable_polls', 5)),
         'one shared connection' if any('ControlMaster=auto' in (p.get('ssh') or []) for p in loop.cfg['peers'])
         else 'one login per poll',
-        ('on (%s, no progress for %ss)' % (cfg.get('metrics_url'), cfg.get('hang_after_s', 120))) if loop.hang else 'off'))
+        ('on (%s, no progress for %ss; %ss without a KV-cache usage series)'
+         % (cfg.get('metrics_url'), cfg.get('hang_after_s', 120), cfg.get('hang_after_no_kv_s') or cfg.get('hang_after_s', 120)))
+        if loop.hang else 'off'))
     while True:
         try:
             if loop.step() == 'restart':
@@ -765,8 +986,8 @@ def watch_forever(cfg):
 
 
 def main(argv):
-    if len(argv) != 3 or argv[1] != 'watch':
-        print('usage: %s watch CONFIG.json' % argv[0], file=sys.stderr)
+    if len(argv) != 3 or argv[1] not in ('watch', 'reset-window'):
+        print('usage: %s watch|reset-window CONFIG.json' % argv[0], file=sys.stderr)
         return 2
     try:
         with open(argv[2]) as fh:
@@ -774,6 +995,14 @@ def main(argv):
     except (IOError, OSError, ValueError) as exc:
         print('%s: cannot read config %s: %s' % (TAG, argv[2], exc), file=sys.stderr)
         return 1
+    problems = check_config(cfg) if isinstance(cfg, dict) else ['the config is not a JSON object']
+    if problems:
+        for problem in problems:
+            print('%s: config %s: %s' % (TAG, argv[2], problem), file=sys.stderr)
+        return 2
+    if argv[1] == 'reset-window':
+        say('storm window cleared (%d pair restarts forgotten): the pair was restarted deliberately' % reset_window(cfg))
+        return 0
     watch_forever(cfg)
     return 0
 

@@ -2,7 +2,8 @@
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Runtime wedge and slow prefill of the vLLM simulator (the hang drills): what /metrics shows while the
-engine is stuck mid-serve, and while a long prompt is prefilled without a generated token."""
+engine is stuck mid-serve, and while a long prompt is prefilled without a generated token (as real vLLM 0.26.0
+showed it: real-vllm-on-device notes, Part 1 §2)."""
 
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
@@ -107,27 +108,58 @@ def test_wedge_requested_while_idle_wedges_the_next_step(sim_factory):
     assert m['vllm:prompt_tokens_total'] == 0.0
 
 
-def test_slow_prefill_moves_prompt_tokens_and_steps_without_generation(sim_factory):
-    """A 1M-style prefill: [[vllm-sim:prompt_tokens=N]] counts the prompt as N tokens, prefilled in chunks."""
-    sim = sim_factory(env={'VLLM_SIM_PREFILL_TOKENS_PER_S': '20000', 'VLLM_SIM_PREFILL_CHUNK_TOKENS': '2000'}).wait_ready()
+def test_chunked_prefill_holds_the_counters_and_only_kv_usage_rises(sim_factory):
+    """What vLLM 0.26.0 showed on the GPU during a chunked prefill (real-vllm-on-device notes, Part 1 §2): before the
+    first token the prompt, generation and iteration counters stand still, num_requests_running is 1, the prefix
+    cache queries jump once by the whole prompt when it is scheduled, and only vllm:kv_cache_usage_perc rises (every
+    step); at the first token everything is credited at once (one iteration for the whole prefill). The stats line
+    reads 0.0 tokens/s meanwhile."""
+    sim = sim_factory(env={'VLLM_SIM_PREFILL_TOKENS_PER_S': '20000', 'VLLM_SIM_PREFILL_CHUNK_TOKENS': '1000',
+                           'VLLM_SIM_STATS_INTERVAL_S': '0.5'}).wait_ready()
+    assert sim.request('/v1/completions', {'prompt': 'warm up', 'max_tokens': 2})[0] == 200
+    before = series(sim)
     thread, result = background(sim.request, '/v1/completions',
                                 {'prompt': 'summarise [[vllm-sim:prompt_tokens=60000]]', 'max_tokens': 4}, timeout=10.0)
     samples = []
-    for _i in range(5):
-        time.sleep(0.4)
+    for _i in range(8):
+        time.sleep(0.3)
         samples.append(series(sim))
     thread.join(10)
     assert result['value'][0] == 200
     assert json.loads(result['value'][1])['usage']['prompt_tokens'] == 60000
-    during = samples[:4]
-    assert all(m['vllm:num_requests_running'] == 1.0 and m['vllm:generation_tokens_total'] == 0.0 for m in during)
-    prompt = [m['vllm:prompt_tokens_total'] for m in during]
-    steps = [m['vllm:iteration_tokens_total_count'] for m in during]
-    assert prompt == sorted(prompt) and len(set(prompt)) == 4 and 0 < prompt[0] < 60000   # moving, in chunks
-    assert steps == sorted(steps) and len(set(steps)) == 4
-    assert all(p % 2000 == 0 for p in prompt)
+    during = samples[:7]     # 60000 tokens at 20000/s: 3 s of prefill, no token
+    assert all(m['vllm:num_requests_running'] == 1.0 for m in during)
+    for name in ('vllm:prompt_tokens_total', 'vllm:generation_tokens_total', 'vllm:iteration_tokens_total_count',
+                 'vllm:iteration_tokens_total_sum'):
+        assert [m[name] for m in during] == [before[name]] * len(during), name
+    assert all(m['vllm:prefix_cache_queries_total'] == before['vllm:prefix_cache_queries_total'] + 60000 for m in during)
+    kv = [m['vllm:kv_cache_usage_perc'] for m in during]
+    assert before['vllm:kv_cache_usage_perc'] == 0.0 < kv[0]
+    assert all(a < b for a, b in zip(kv, kv[1:])), kv          # rises at every poll
     final = series(sim)
-    assert final['vllm:prompt_tokens_total'] == 60000.0 and final['vllm:generation_tokens_total'] == 4.0
+    assert final['vllm:prompt_tokens_total'] == before['vllm:prompt_tokens_total'] + 60000
+    assert final['vllm:generation_tokens_total'] == before['vllm:generation_tokens_total'] + 4
+    # the whole prefill is one step (with the first token), then one step per further token
+    assert final['vllm:iteration_tokens_total_count'] == before['vllm:iteration_tokens_total_count'] + 4
+    assert final['vllm:iteration_tokens_total_sum'] == before['vllm:iteration_tokens_total_sum'] + 60001 + 3
+    assert final['vllm:kv_cache_usage_perc'] == 0.0
+    line = sim.wait_line('Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 1 reqs')
+    assert 'GPU KV cache usage: ' in line
+
+
+def test_a_wedge_in_the_middle_of_a_prefill_freezes_kv_usage_too(sim_factory):
+    sim = sim_factory(env={'VLLM_SIM_PREFILL_TOKENS_PER_S': '20000', 'VLLM_SIM_PREFILL_CHUNK_TOKENS': '1000'}).wait_ready()
+    background(sim.request, '/v1/completions', {'prompt': 'long [[vllm-sim:prompt_tokens=60000]]', 'max_tokens': 2},
+               timeout=4.0)
+    assert wait_for(lambda: series(sim)['vllm:kv_cache_usage_perc'] > 0.0)
+    assert sim.request('/sim/wedge', {}, method='POST')[0] == 200
+    time.sleep(0.3)
+    first = series(sim)
+    time.sleep(1.0)
+    again = series(sim)
+    assert first['vllm:num_requests_running'] == again['vllm:num_requests_running'] == 1.0
+    assert first['vllm:kv_cache_usage_perc'] == again['vllm:kv_cache_usage_perc'] > 0.0
+    assert progress(first) == progress(again) == (0.0, 0.0, 0.0)
 
 
 def test_prompt_tokens_marker_must_be_a_positive_integer(sim_factory):

@@ -87,6 +87,12 @@ VERBATIM = [
     ("head-died", "[PG ID 0 PG GUID 0 Rank 1] Failed to check the \"should dump\" flag on TCPStore, (maybe TCPStore server has shut "
                   "down too early), with error: Failed to recv, got 0 bytes.", "worker", None),
     ("remote-rank-rpc-timeout", "TimeoutError: RPC call to execute_model timed out.", "head", None),
+    # real vLLM 0.26.0 on the GPU (real-vllm-on-device notes, Part 1 §3)
+    ("remote-rank-rpc-timeout", "(EngineCore_DP0 pid=1234) TimeoutError: RPC call to sample_tokens timed out.", "head", None),
+    ("nccl-remote-exited", "(Worker_TP0 pid=1301) RuntimeError: NCCL error: remote process exited or there was a network error",
+     "head", None),
+    ("nccl-remote-exited", "RuntimeError: Worker failed with error 'NCCL error: remote process exited or there was a network "
+                           "error', please check the stack trace above for the root cause", "head", None),
     ("engine-start-timeout", "TimeoutError: Timed out waiting for engine core processes to start. This is often caused by slow weight "
                              "loading for large models. Waited 600s (configured by VLLM_ENGINE_READY_TIMEOUT_S).", None, None),
     ("shm-broadcast-wait", "INFO 11-22 07:01:02 [shm_broadcast.py:466] No available shared memory broadcast block found in 60 seconds. "
@@ -217,6 +223,24 @@ def test_specific_rank_wins_even_when_logged_after_wrapper():
         "TimeoutError: RPC call to execute_model timed out.",
     ]
     assert [f["id"] for f in fc.match(lines)] == ["remote-rank-rpc-timeout", "engine-dead"]
+
+
+def test_real_engine_death_names_the_dead_rank_before_the_wrapper():
+    """The head's log after its worker rank was killed (real vLLM 0.26.0, real-vllm-on-device notes Part 1 §3 A)."""
+    lines = [
+        "(Worker_TP0 pid=1301) ERROR 11-25 20:12:01 [multiproc_executor.py:862] WorkerProc hit an exception.",
+        "(Worker_TP0 pid=1301) RuntimeError: NCCL error: remote process exited or there was a network error",
+        "(EngineCore_DP0 pid=1234) ERROR 11-25 20:12:01 [core.py:1046] EngineCore encountered a fatal error.",
+        "(EngineCore_DP0 pid=1234) RuntimeError: Worker failed with error 'NCCL error: remote process exited or there was a "
+        "network error', please check the stack trace above for the root cause",
+        "(APIServer pid=1100) ERROR 11-25 20:12:01 [async_llm.py:560] AsyncLLM output_handler failed.",
+        "(APIServer pid=1100) vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace "
+        "(above) for the root cause.",
+        "(APIServer pid=1100) INFO:     Shutting down",
+    ]
+    found = fc.match(lines, node="spark1", role="head")
+    assert [f["id"] for f in found] == ["nccl-remote-exited", "engine-dead"]
+    assert "exits with status 0" in found[0]["cause"] and "real-vllm-on-device notes" in found[0]["source"]
 
 
 def test_info_never_outranks_error():

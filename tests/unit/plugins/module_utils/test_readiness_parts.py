@@ -148,3 +148,31 @@ def test_http_checks_connection_refused_is_still_starting():
     finally:
         s.close()
     assert res["ok"] is False and res["problems"][0].startswith("/health: ") and "health" not in res
+
+
+def test_http_checks_health_not_200_names_what_answers_it():
+    """vLLM answers /health 200 or refuses (even right after an engine death; real-vllm-on-device notes, Part 1):
+    a 503 comes from the API proxy's health gate, and the problem says so instead of "the engine is dead"."""
+    import http.server
+    import threading
+
+    class Gate(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # pylint: disable=invalid-name
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):  # pylint: disable=arguments-differ
+            return
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Gate)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        res = readiness_http.http_checks("127.0.0.1", server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert res["ok"] is False and res["health"] == 503
+    assert res["problems"] == ["/health answered 503 (not vLLM's own answer: vLLM answers 200 or refuses; 503 = the pair "
+                               "guard's health gate in the API proxy)"]

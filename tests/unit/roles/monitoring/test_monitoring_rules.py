@@ -13,6 +13,8 @@
 
 from __future__ import absolute_import, division, print_function
 
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
@@ -189,11 +191,24 @@ def test_alert_list_covers_hang_rank_storm_kv_queue_memory_and_fabric():
         assert rule['annotations']['summary'] and rule['annotations']['description']
 
 
+def _pairguard():
+    path = os.path.join(REPO, 'roles', 'vllm_service', 'files', 'pairguard.py')
+    loader = importlib.machinery.SourceFileLoader('ds4_pairguard_rules', path)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
 def test_hang_rule_matches_the_watchdog_definition():
+    """The alert and the pair guard's watchdog read the same progress signals: the three counters and the KV-cache
+    usage gauge (the one series real vLLM moves during a chunked prefill)."""
     expr = next(r['expr'] for r in rules() if r['alert'] == 'DS4EngineHung')
-    assert series_in(expr) == {'vllm:num_requests_running', 'vllm:generation_tokens_total', 'vllm:prompt_tokens_total',
-                               'vllm:iteration_tokens_total_count'}
+    progress = set(_pairguard().PROGRESS_SERIES)
+    assert 'vllm:kv_cache_usage_perc' in progress
+    assert series_in(expr) == {'vllm:num_requests_running'} | progress
     assert 'min_over_time(vllm:num_requests_running[2m])' in expr
+    assert 'unless on (instance) sum by (instance) (changes(vllm:kv_cache_usage_perc[2m])) > 0' in expr
 
 
 # --------------------------------------------------------------------------- metric names

@@ -13,6 +13,7 @@ import http.server
 import json
 import os
 import threading
+import time
 
 import pytest
 
@@ -25,10 +26,12 @@ HEAD = 'dgxspark-ds4-head.service'
 WORKER = 'dgxspark-ds4-worker.service'
 
 
-def metrics(running=0, gen=0, prompt=0, steps=0, waiting=0):
-    """vLLM-shaped exposition (labels, HELP/TYPE, histogram _count) of the series the watchdog reads."""
+def metrics(running=0, gen=0, prompt=0, steps=0, waiting=0, kv=0.0):
+    """vLLM-shaped exposition (labels, HELP/TYPE, histogram _count) of the series the watchdog reads; kv=None leaves
+    out vllm:kv_cache_usage_perc (a vLLM that does not publish it)."""
     base = 'engine="0",model_name="deepseek-v4-flash"'
-    return '\n'.join([
+    kv_lines = [] if kv is None else ['# TYPE vllm:kv_cache_usage_perc gauge', 'vllm:kv_cache_usage_perc{%s} %r' % (base, kv)]
+    return '\n'.join(kv_lines + [
         '# HELP vllm:num_requests_running Number of requests in model execution batches.',
         '# TYPE vllm:num_requests_running gauge',
         'vllm:num_requests_running{%s} %s' % (base, float(running)),
@@ -197,8 +200,9 @@ def test_hang_detected_after_hang_after_s_not_before(tmp_path, capsys):
     assert fake.actions() == [('local', 'restart', HEAD)]     # the head's prestart then restarts the worker first
     out = [ln for ln in capsys.readouterr().out.splitlines() if 'hang' in ln]
     assert len(out) == 1                                       # ONE journal line for the hang, with the numbers
-    assert ('hang: 3 requests running, generation tokens stuck at 1000, prompt tokens at 500, engine steps at 300 '
-            'for 120 s (limit 120 s); evidence in %s/hang-' % c['evidence_dir']) in out[0]
+    assert ('hang: 3 requests running, generation tokens stuck at 1000, prompt tokens at 500, engine steps at 300, '
+            'KV cache usage at 0.0000 for 120 s (limit 120 s); evidence in %s/hang-' % c['evidence_dir']) in out[0]
+    assert watch.evidence_wait(10)
     assert out[0].endswith('restarting dgxspark-ds4-head.service so both ranks restart, worker first')
 
 
@@ -214,30 +218,82 @@ def test_decoding_pair_is_never_a_hang(tmp_path):
     assert fake.actions() == []
 
 
-def test_long_prefill_is_not_restarted(tmp_path):
-    """A 1M-token prefill: requests running, no generated token for 10 minutes, prompt tokens and steps move."""
+# --------------------------------------------------------------------------- long prefill as real vLLM shows it
+# Real vLLM 0.26.0 on the GPU (real-vllm-on-device notes, Part 1 §2): a 261,888-token chunked prefill, /metrics polled
+# 83 times before the first token: prompt tokens stood at 32,776, generation tokens at 9, iteration_tokens_total_count
+# at 9 (_sum 32,785), num_requests_running 1, and only vllm:kv_cache_usage_perc moved, rising at every poll from
+# 0.0004 to 0.064. At the first token everything jumped at once.
+REAL_PREFILL_POLLS = 83
+REAL_KV_FIRST, REAL_KV_LAST = 0.0004, 0.064
+
+
+def real_prefill_trace(polls=REAL_PREFILL_POLLS, kv_flat=False):
+    """The recorded shape: counters frozen, kv usage rising every poll (or flat: the same trace wedged)."""
+    out = []
+    for i in range(polls):
+        kv = REAL_KV_FIRST if kv_flat else REAL_KV_FIRST + (REAL_KV_LAST - REAL_KV_FIRST) * i / (polls - 1)
+        out.append(metrics(running=1, gen=9, prompt=32776, steps=9, kv=round(kv, 6)))
+    return out
+
+
+def test_detector_replaying_the_real_long_prefill_sees_no_hang_for_the_whole_prefill(tmp_path):
+    """The 83 recorded polls, stretched to the watchdog's 5 s poll (415 s: a prefill four times the 120 s window,
+    like seed 001's 16.6 minutes to the first token at 980K tokens): never a hang; the first token ends it."""
+    detector = pairguard.HangDetector(cfg(tmp_path), fetch=None)
+    trace = real_prefill_trace()
+    now = 0.0
+    for text in trace:
+        detector.fetch = lambda text=text: text
+        assert detector.poll(now) is None, now
+        assert detector.stalled_s(now) <= 5.0
+        now += 5.0
+    assert now > 3 * detector.after
+    detector.fetch = lambda: metrics(running=1, gen=10, prompt=32776 + 261888, steps=10, kv=0.064)
+    assert detector.poll(now) is None
+
+
+def test_detector_catches_the_same_trace_wedged_within_the_window_plus_one_poll(tmp_path):
+    """Running 1, counters frozen and kv usage flat (a wedge in the middle of a prefill): a hang within
+    hang_after_s + hang_poll_s of the last progress."""
+    detector = pairguard.HangDetector(cfg(tmp_path), fetch=None)
+    found, now = None, 0.0
+    for text in real_prefill_trace(kv_flat=True):
+        detector.fetch = lambda text=text: text
+        found = detector.poll(now)
+        if found:
+            break
+        now += 5.0
+    assert found is not None and found['kind'] == 'stall' and found['cause'] == 'hang_no_tokens'
+    assert 120.0 <= now <= 120.0 + 5.0
+    assert found['kv_cache_usage'] == REAL_KV_FIRST and found['prompt_tokens'] == 32776 and found['running'] == 1
+    assert 'KV cache usage at 0.0004 for 120 s (limit 120 s)' in found['why']
+
+
+def test_watch_leaves_a_seed_001_sized_prefill_alone(tmp_path):
+    """980K tokens in 16.6 min (seed 001), chunks of 8192 tokens (8.3 s each at that rate): kv usage moves once a
+    chunk, so some 5 s polls see nothing move; the window (>= one chunk) keeps it alive, no restart, no evidence."""
     c = cfg(tmp_path)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint()
     watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    rate = 980000 / (16.6 * 60)
 
     def tick(t):
-        endpoint.text = metrics(running=1, gen=0, prompt=int(t) * 1700, steps=int(t) // 4)
-    assert run_for(watch, clock, 600, on_tick=tick) == []
-    assert fake.actions() == []
-    assert not os.path.exists(c['evidence_dir'])
+        chunks = int(t * rate // 8192)
+        endpoint.text = metrics(running=1, gen=0, prompt=0, steps=0, kv=round(min(980000, chunks * 8192) / 4.0e6, 6))
+    assert run_for(watch, clock, 16.6 * 60, on_tick=tick) == []
+    assert fake.actions() == [] and not os.path.exists(c['evidence_dir'])
 
 
-def test_steps_alone_keep_it_alive_while_prompt_counter_waits_for_the_end_of_prefill(tmp_path):
-    """vLLM counts prompt tokens when a prefill completes; chunked prefill steps still move iteration_tokens_total."""
-    c = cfg(tmp_path)
+def test_without_a_kv_usage_series_the_window_is_the_longest_prefill(tmp_path):
+    """A vLLM that does not publish vllm:kv_cache_usage_perc shows nothing moving during a prefill: only
+    hang_after_no_kv_s (the longest prefill the recipe allows) makes a hang then."""
+    c = cfg(tmp_path, hang_after_no_kv_s=600)
     clock, fake = Clock(), FakeNodes()
-    endpoint = Endpoint()
+    endpoint = Endpoint(metrics(running=1, gen=5, prompt=7, steps=3, kv=None))
     watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
-
-    def tick(t):
-        endpoint.text = metrics(running=1, gen=0, prompt=0, steps=int(t))
-    assert run_for(watch, clock, 400, on_tick=tick) == []
+    assert run_for(watch, clock, 700) == [(600, 'restart')]
+    assert watch.evidence_wait(10)
 
 
 def test_api_silent_while_container_runs_is_a_hang(tmp_path, capsys):
@@ -302,6 +358,120 @@ def test_repeated_hangs_stop_at_the_storm_limit_with_the_cause_named(tmp_path, c
     assert state['hangs_total'] == 3 and state['restarts_total'] == 2 and state['storm_stops_total'] == 1
     assert state['last_cause'] == 'hang_no_tokens' and state['last_action'] == 'stop'
     assert len(os.listdir(c['evidence_dir'])) == 3
+    assert watch.evidence_wait(10)
+
+
+def test_the_storm_window_survives_a_guard_restart(tmp_path, capsys):
+    """Two hang restarts by one guard process, then the guard restarts (crash, upgrade): the next hang within the
+    window stops the pair instead of restarting it a third time."""
+    c = cfg(tmp_path, max_restarts=2)
+    clock, fake = Clock(), FakeNodes()
+    endpoint = Endpoint(metrics(running=1, gen=7))
+    first = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    for _i in range(2):
+        fake.units[('local', HEAD)]['ActiveState'] = 'active'
+        assert [a for _t, a in run_for(first, clock, 130)] == ['restart']
+    assert first.evidence_wait(10)
+    assert len(json.load(open(c['state_file']))['restart_times']) == 2
+    second = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    fake.units[('local', HEAD)]['ActiveState'] = 'active'
+    assert [a for _t, a in run_for(second, clock, 130)] == ['stop']
+    assert '2 pair restarts within 1800s already' in capsys.readouterr().out
+    assert second.evidence_wait(10)
+    # past the window the old restarts no longer count
+    clock.now += 1800
+    third = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    fake.units[('local', HEAD)]['ActiveState'] = 'active'
+    fake.units[(SSH[-1], WORKER)]['ActiveState'] = 'active'   # the pair is started again after the storm stop
+    assert [a for _t, a in run_for(third, clock, 130)] == ['restart']
+    assert third.evidence_wait(10)
+
+
+def test_a_deliberate_pair_restart_clears_the_storm_window_even_while_the_guard_runs(tmp_path, capsys):
+    """restart.yml (the restart contract) runs `pairguard.py reset-window CONFIG`, like systemctl reset-failed for
+    the start limit: after a storm stop the pair is brought back and the next hang restarts it again."""
+    c = cfg(tmp_path, max_restarts=1)
+    clock, fake = Clock(), FakeNodes()
+    endpoint = Endpoint(metrics(running=1, gen=7))
+    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    assert [a for _t, a in run_for(watch, clock, 130)] == ['restart']
+    config = tmp_path / 'pairguard.json'
+    config.write_text(json.dumps(c))
+    assert pairguard.main(['pairguard.py', 'reset-window', str(config)]) == 0
+    assert 'storm window cleared (1 pair restarts forgotten)' in capsys.readouterr().out
+    state = json.load(open(c['state_file']))
+    assert state['restart_times'] == [] and state['restarts_total'] == 1      # counters kept
+    fake.units[('local', HEAD)]['ActiveState'] = 'active'
+    assert [a for _t, a in run_for(watch, clock, 130)] == ['restart']       # not 'stop': the running guard re-read it
+    assert [a for _t, a in run_for(watch, clock, 130)] == ['stop']
+    assert watch.evidence_wait(10)
+
+
+def test_evidence_never_blocks_the_guard_loop(tmp_path):
+    """Evidence commands that hang (a wedged docker exec, ssh to a dead node): the restart is issued in the same
+    poll that found the hang, at once; the child collecting the evidence is killed at evidence_timeout_s."""
+    c = cfg(tmp_path, evidence_timeout_s=1)
+    clock, fake = Clock(), FakeNodes()
+
+    def slow(argv, timeout=30):
+        if argv[0] in ('journalctl', 'nvidia-smi') or 'journalctl' in argv:
+            time.sleep(30)
+        return fake(argv, timeout)
+    endpoint = Endpoint(metrics(running=1, gen=7))
+    watch = pairguard.Watch(c, runner=slow, clock=clock, fetch=endpoint)
+    assert run_for(watch, clock, 120) == []
+    started = time.monotonic()
+    assert watch.step() == 'restart'
+    assert time.monotonic() - started < 1.0
+    assert fake.actions() == [('local', 'restart', HEAD)]
+    assert watch.evidence_wait(10)
+    assert time.monotonic() - started < 5.0
+    path = os.path.join(c['evidence_dir'], os.listdir(c['evidence_dir'])[0])
+    assert 'stopped at its deadline (1 s)' in open(os.path.join(path, 'INCOMPLETE')).read()
+    assert os.path.exists(os.path.join(path, 'metrics-before.txt'))
+
+
+def test_a_head_that_exits_by_itself_is_counted_in_the_storm_window(tmp_path, capsys):
+    """vLLM exits 0 after an engine death; systemd (Restart=always) restarts the head, whose prestart restarts the
+    worker first. The guard does not restart it again, but counts it: past max_restarts it stops the pair."""
+    c = cfg(tmp_path, max_restarts=2)
+    clock, fake = Clock(), FakeNodes()
+    endpoint = Endpoint(metrics(running=0))
+    head = fake.units[('local', HEAD)]
+    head['NRestarts'] = '4'
+    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    assert run_for(watch, clock, 20) == []                     # the first count seen is the baseline
+    results = []
+    for n in ('5', '6', '7'):
+        head.update(NRestarts=n, ActiveState='active', InvocationID='h' + n)
+        results += [a for _t, a in run_for(watch, clock, 20)]
+    assert results == ['restart', 'restart', 'stop']
+    assert fake.actions() == [('local', 'stop', HEAD), ('root@10.77.0.12', 'stop', WORKER)]   # no extra restart
+    out = capsys.readouterr().out
+    assert ('dgxspark-ds4-head.service exited by itself and systemd restarted it (NRestarts 4 -> 5; vLLM exits 0 after '
+            'an engine death') in out
+    assert 'its prestart restarts the worker first (pair restart 1 of 2 within 1800s)' in out
+    state = json.load(open(c['state_file']))
+    assert state['restarts_by_cause']['head_exited'] == 2 and state['last_action'] == 'stop'
+
+
+def test_guard_config_refuses_bad_values_naming_the_variable():
+    good = {'head_unit': HEAD, 'hang_watchdog': True, 'hang_after_s': 120, 'hang_after_no_kv_s': 2700, 'hang_poll_s': 5,
+            'max_restarts': 3, 'window_s': 1800, 'interval_s': 5, 'evidence_timeout_s': 120}
+    assert pairguard.check_config(good) == []
+    problems = pairguard.check_config(dict(good, hang_after_s=0, evidence_timeout_s='soon'))
+    assert problems == [
+        "hang_after_s = 0: must be a number >= 1. Fix: set vllm_service_hang_after_s (with "
+        "vllm_service_hang_prefill_tokens_per_s) and re-run the role",
+        "evidence_timeout_s = 'soon': must be a number >= 1. Fix: set vllm_service_hang_evidence_timeout_s and re-run the role"]
+    assert 'shorter than two polls' in pairguard.check_config(dict(good, hang_after_s=8))[0]
+
+
+def test_guard_main_refuses_a_bad_config(tmp_path, capsys):
+    path = tmp_path / 'pairguard.json'
+    path.write_text(json.dumps({'head_unit': HEAD, 'hang_poll_s': -1}))
+    assert pairguard.main(['pairguard.py', 'watch', str(path)]) == 2
+    assert 'hang_poll_s = -1: must be a number >= 1. Fix: set vllm_service_hang_poll_s' in capsys.readouterr().err
 
 
 def test_watchdog_off_never_scrapes_or_restarts(tmp_path):
@@ -331,6 +501,9 @@ def test_evidence_directory_holds_metrics_journals_top_stacks_and_memory_of_both
     endpoint = Endpoint(metrics(running=2, gen=50, prompt=20, steps=9))
     watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     run_for(watch, clock, 125)
+    # the restart does not wait for the evidence: it is issued at once; the evidence child finishes on its own
+    assert fake.actions() == [('local', 'restart', HEAD)]
+    assert watch.evidence_wait(10)
     dirs = os.listdir(c['evidence_dir'])
     assert len(dirs) == 1 and dirs[0].startswith('hang-20') and dirs[0].endswith('Z')
     path = os.path.join(c['evidence_dir'], dirs[0])
@@ -350,9 +523,7 @@ def test_evidence_directory_holds_metrics_journals_top_stacks_and_memory_of_both
     summary = json.load(open(os.path.join(path, 'summary.json')))
     assert summary['kind'] == 'stall' and summary['running'] == 2 and summary['generation_tokens'] == 50
     assert summary['nodes'] == ['spark1', 'spark2'] and summary['stalled_s'] == 120
-    # evidence is taken before the restart
-    calls = [a for _w, a in fake.calls]
-    assert calls.index(('/usr/bin/docker', 'top', 'dgxspark-ds4-head')) < calls.index(('systemctl', 'restart', '--no-block', HEAD))
+    assert not os.path.exists(os.path.join(path, 'INCOMPLETE'))
 
 
 def test_evidence_when_metrics_do_not_answer_anymore(tmp_path):
