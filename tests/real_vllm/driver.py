@@ -80,9 +80,11 @@ BACKENDS = {
                      'gpu-memory-utilization': 0.9, 'kv-cache-memory-bytes': '12G'},
         'engine_a': {'max-model-len': 16384, 'max-num-batched-tokens': 256, 'max-num-seqs': 8,
                      'gpu-memory-utilization': 0.9, 'kv-cache-memory-bytes': '4G', 'enforce-eager': True},
+        # the no-shared-memory line's interval (60 s x 0.05 = 3 s) stays longer than the RPC timeout (2 s), as in the
+        # recording (60 s > VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS 30): real vLLM never logged it before the timeout
         'env': {'VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS': '2', 'VLLM_SIM_TIME_SCALE': '0.05', 'VLLM_SIM_TOKENS_PER_S': '100',
                 'VLLM_SIM_PREFILL_TOKENS_PER_S': '6000', 'VLLM_SIM_PREFILL_CHUNK_TOKENS': '256',
-                'VLLM_SIM_STATS_INTERVAL_S': '1', 'VLLM_SIM_WATCHDOG_S': '0.5', 'VLLM_SIM_SHM_WAIT_LOG_S': '20',
+                'VLLM_SIM_STATS_INTERVAL_S': '1', 'VLLM_SIM_WATCHDOG_S': '0.5', 'VLLM_SIM_SHM_WAIT_LOG_S': '60',
                 'VLLM_SIM_RENDEZVOUS_TIMEOUT_S': '20', 'VLLM_SIM_PYTHON': sys.executable},
         'head_delay': 0.3, 'startup_timeout': 30.0, 'probe_dt': 0.1, 'metrics_dt': 0.1, 'slow_dt': 0.2,
         'prefill_words': 9000, 'decode_tokens': 32, 'long_tokens': 5000, 'warm_s': 1.0, 'freeze_s': 1.5,
