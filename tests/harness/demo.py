@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """`make demo` / `make demo-down`: two SIMULATED Sparks on this machine, deployed by the real site.yml.

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Run Molecule scenarios side by side on one Docker engine (test harness, `make molecule`).
@@ -16,7 +15,6 @@ once. Exit status: 0 when every scenario passed.
 from __future__ import absolute_import, division, print_function
 
 import argparse
-import fcntl
 import json
 import os
 import subprocess
@@ -119,7 +117,7 @@ class Runner(object):
             self._run_one(name)
 
     def run(self):
-        lanes = [threading.Thread(target=self._lane) for _ in range(min(self.jobs, len(self.queue)))]
+        lanes = [threading.Thread(target=self._lane) for _lane_no in range(min(self.jobs, len(self.queue)))]
         for lane in lanes:
             lane.start()
         for lane in lanes:
@@ -128,7 +126,7 @@ class Runner(object):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     ap.add_argument('scenarios', nargs='*', help='scenario names (default: every molecule/*/molecule.yml)')
     ap.add_argument('--jobs', type=int, default=int(os.environ.get('MOLECULE_JOBS', '3')),
                     help='scenarios at once (MOLECULE_JOBS, default 3)')
@@ -147,12 +145,12 @@ def main(argv=None):
     if args.stream and args.jobs != 1:
         ap.error('--stream runs one scenario at a time: give --jobs 1')
     results = Runner(plan(names, _load_weights()), args.jobs, args.molecule, args.action, args.stream).run()
-    failed = sorted(n for n, (rc, _t) in results.items() if rc != 0)
+    failed = sorted(n for n, (rc, _took) in results.items() if rc != 0)
     print('TIMING molecule:%-9s %7.1f s  %d scenarios, %d at once%s' % (
         'all', time.monotonic() - t0, len(results), args.jobs, ', FAILED: ' + ' '.join(failed) if failed else ''))
     if args.action == 'test' and not failed:
         weights = _load_weights()
-        weights.update(dict((n, round(t, 1)) for n, (_rc, t) in results.items()))
+        weights.update(dict((n, round(took, 1)) for n, (_rc, took) in results.items()))
         os.makedirs(os.path.dirname(TIMINGS), exist_ok=True)
         with open(TIMINGS, 'w') as fh:
             json.dump(weights, fh, indent=1, sort_keys=True)
