@@ -21,7 +21,6 @@ import glob
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -30,6 +29,8 @@ import time
 
 import pytest
 import yaml
+
+import local_pair  # pylint: disable=import-error
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 if os.path.join(REPO, "tests") not in sys.path:
@@ -43,7 +44,6 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_sweep  #
 
 tokenizers = pytest.importorskip("tokenizers")
 
-BIN = os.path.dirname(sys.executable)
 VLLM = os.path.join(REPO, "tests", "vllm_sim", "bin", "vllm")
 MODEL = "deepseek-v4-flash"
 with open(os.path.join(REPO, "playbooks", "bench.yml")) as _handle:
@@ -112,32 +112,10 @@ def sim(tmp_path):
     log.close()
 
 
-def _inventory(tmp_path, model_dir):
-    inv = tmp_path / "inventory"
-    (inv / "group_vars" / "spark").mkdir(parents=True, exist_ok=True)
-    shutil.copy(os.path.join(REPO, "inventories", "balanced", "group_vars", "spark", "profile.yml"),
-                str(inv / "group_vars" / "spark" / "profile.yml"))
-    # the head's model directory is the simulated one (bench.yml fetches tokenizer.json from it)
-    (inv / "group_vars" / "spark" / "site.yml").write_text(yaml.safe_dump({"ds4_site_overrides": {"model": {"host_dir": model_dir}}}))
-    hosts = {}
-    for name, rank, ip in (("spark1", 0, "192.168.100.10"), ("spark2", 1, "192.168.100.11")):
-        hosts[name] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ds4_node_rank": rank,
-                       "ds4_fabric_ip": ip, "ds4_fabric_prefix": 24, "ds4_fabric_ifname": "enp1s0f1np1",
-                       "ds4_rdma_hcas": ["rocep1s0f1", "roceP2p1s0f1"]}
-    (inv / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": hosts}}))
-    return str(inv)
-
-
 def _bench(tmp_path, model_dir, extra):
-    env = dict(os.environ)
-    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
-               PATH=BIN + os.pathsep + env.get("PATH", ""))
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", _inventory(tmp_path, model_dir),
-                           os.path.join(REPO, "playbooks", "bench.yml"), "-e", json.dumps(extra)],
-                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          timeout=300, check=False)
-    return proc.returncode, proc.stdout
+    # the head's model directory is the simulated one (bench.yml fetches tokenizer.json from it)
+    return local_pair.run_playbook(tmp_path, "bench.yml", extra,
+                                   site={"ds4_site_overrides": {"model": {"host_dir": model_dir}}})
 
 
 def _report(out_dir):

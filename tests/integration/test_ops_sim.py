@@ -18,7 +18,6 @@ __metaclass__ = type
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -26,7 +25,8 @@ import sys
 import time
 
 import pytest
-import yaml
+
+import local_pair  # pylint: disable=import-error
 
 _LINK_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".collections")
 if os.path.isdir(_LINK_ROOT) and _LINK_ROOT not in sys.path:
@@ -39,7 +39,6 @@ VLLM = os.path.join(REPO, "tests", "vllm_sim", "bin", "vllm")
 if os.path.join(REPO, "tests") not in sys.path:
     sys.path.insert(0, os.path.join(REPO, "tests"))
 from vllm_sim import standin  # noqa: E402  pylint: disable=import-error,wrong-import-position
-BIN = os.path.dirname(sys.executable)
 MODEL = "deepseek-v4-flash"
 ENV = {"PYTHONUNBUFFERED": "1", "VLLM_SIM_PYTHON": sys.executable, "VLLM_SIM_STATS_INTERVAL_S": "0",
        "VLLM_SIM_RENDEZVOUS_TIMEOUT_S": "20", "VLLM_SIM_ORPHAN_EXIT_S": "-1", "VLLM_SIM_TIME_SCALE": "0.05",
@@ -217,30 +216,8 @@ def test_validate_names_only_the_garbled_concurrent_requests(pair_factory):
 
 
 # ------------------------------------------------------------------------------------------ playbooks
-def _inventory(tmp_path):
-    inv = tmp_path / "inventory"
-    (inv / "group_vars" / "spark").mkdir(parents=True, exist_ok=True)
-    shutil.copy(os.path.join(REPO, "inventories", "balanced", "group_vars", "spark", "profile.yml"),
-                str(inv / "group_vars" / "spark" / "profile.yml"))
-    hosts = {}
-    for name, rank, ip in (("spark1", 0, "192.168.100.10"), ("spark2", 1, "192.168.100.11")):
-        hosts[name] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ds4_node_rank": rank,
-                       "ds4_fabric_ip": ip, "ds4_fabric_prefix": 24, "ds4_fabric_ifname": "enp1s0f1np1",
-                       "ds4_rdma_hcas": ["rocep1s0f1", "roceP2p1s0f1"]}
-    (inv / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": hosts}}))
-    return str(inv)
-
-
 def _playbook(tmp_path, name, extra):
-    env = dict(os.environ)
-    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
-               PATH=BIN + os.pathsep + env.get("PATH", ""))
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", _inventory(tmp_path),
-                           os.path.join(REPO, "playbooks", name), "-e", json.dumps(extra)],
-                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          timeout=300, check=False)
-    return proc.returncode, proc.stdout
+    return local_pair.run_playbook(tmp_path, name, extra)
 
 
 def test_bench_playbook_writes_table_json_and_plot(pair_factory, tmp_path):
