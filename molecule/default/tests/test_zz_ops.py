@@ -20,11 +20,10 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
 import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
+sys.path.insert(0, os.path.join(d.PROJECT, 'tests', 'harness'))
+import demo  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
-
-THROUGHPUT_PROFILE = os.path.join(d.PROJECT, 'inventories', 'throughput', 'group_vars', 'spark', 'profile.yml')
-
 
 def ops(name, *extra, **kwargs):
     rc, out = d.run_playbook(name, *extra, **kwargs)
@@ -98,12 +97,16 @@ def test_bench_writes_table_json_and_plot():
 
 
 def test_switch_to_throughput_then_rollback_both_pass_readiness():
+    """The switch and rollback `make demo` prints (tests/harness/demo.py next_steps), run as printed against the demo
+    inventory, plus the readiness limits (asserted to reach switch.yml's readiness) and -v."""
     assert served_max_model_len() == 131072
-    out = ops('switch.yml', dict(READY_LIMITS, ds4_profile='throughput'), var_files=[THROUGHPUT_PROFILE], args=['-v'])
+    out = d.run_printed(demo.step('switch') + ['-e', json.dumps(READY_LIMITS), '-v'])
     assert_ready_limits(out)
     assert '65536' in head_script()
     assert served_max_model_len() == 65536
-    ops('rollback.yml')
+    d.run_printed(demo.step('rollback'))
     assert '131072' in head_script()
     assert served_max_model_len() == 131072
     d.wait_serving(60)
+    took, answer = demo.chat()
+    assert answer.strip(), 'no answer through the printed endpoint after the rollback (%.2f s)' % took

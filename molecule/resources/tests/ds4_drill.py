@@ -104,6 +104,18 @@ def run_playbook(name, *extra_vars, **kwargs):
     return proc.returncode, proc.stdout
 
 
+def run_printed(argv, timeout=900):
+    """Run a command exactly as the collection prints it to users (make demo's next steps), from the repository root
+    as a user's shell would: the printed -i decides the inventory (Molecule's ANSIBLE_INVENTORY is dropped). rc 0 is
+    asserted; -> its output."""
+    env = dict(os.environ)
+    env.pop('ANSIBLE_INVENTORY', None)
+    proc = subprocess.run(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, '%s: rc %d\n%s' % (' '.join(argv), proc.returncode, proc.stdout[-4000:])
+    return proc.stdout
+
+
 def node(name, *argv, **kwargs):
     proc = subprocess.run(['docker', 'exec', node_container(name)] + list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, check=kwargs.get('check', True))
