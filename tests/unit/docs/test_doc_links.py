@@ -73,7 +73,7 @@ def broken_links(path):
         for target in LINK.findall(line):
             if target.startswith(EXTERNAL):
                 continue
-            file_part, _, fragment = target.partition('#')
+            file_part, fragment = (target.split('#', 1) + [''])[:2]
             resolved = os.path.normpath(os.path.join(os.path.dirname(path), file_part)) if file_part else path
             where = '%s:%d: %s' % (os.path.relpath(path, REPO), number, target)
             if not os.path.exists(resolved):
