@@ -23,7 +23,7 @@ import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-# Seconds each scenario took in the last fresh-clone CI run before parallel runs (README, Measured figures):
+# Seconds each scenario took in the last fresh-clone CI run before parallel runs (docs/measurements.md):
 # used to start the longest first when no timings file is there yet.
 WEIGHTS = {'default': 770, 'replicas': 600, 'drills': 600, 'security': 290, 'image': 235, 'model': 120}
 TIMINGS = os.path.join(ROOT, '.cache', 'molecule-timings.json')

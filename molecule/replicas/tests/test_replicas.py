@@ -11,7 +11,7 @@
 5. switch.yml to the throughput profile, then rollback.yml, under steady load: zero failed requests each
    (about 245 s of the scenario's ~610 s on the 2-core CI machine; DS4_REPLICAS_SWITCH=0 skips it).
 
-Measured figures are printed as `FIGURE ...` lines (pytest -s) for the README.
+Measured figures are printed as `FIGURE ...` lines (pytest -s) for docs/measurements.md.
 """
 
 from __future__ import absolute_import, division, print_function
