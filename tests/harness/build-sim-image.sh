@@ -32,7 +32,8 @@ TAR="${OUT_DIR}/ds4-vllm-sim.tar"
 SRC="${REPO_ROOT}/tests/vllm_sim"
 SCHEMA_SRC="${REPO_ROOT}/plugins/module_utils"
 SIM_VLLM_VERSION="${DS4_SIM_VLLM_VERSION:-0.27.1}"
-SIM_VLLM_VARIANTS="${DS4_SIM_VLLM_VARIANTS-$(cd "$SCHEMA_SRC/vllm_schemas" && ls vllm-*.json | sed 's/^vllm-//; s/[.]json$//' | LC_ALL=C sort -V | tr '\n' ' ')}"
+SIM_VLLM_VARIANTS="${DS4_SIM_VLLM_VARIANTS-$(find "$SCHEMA_SRC/vllm_schemas" -maxdepth 1 -name 'vllm-*.json' -printf '%f\n' \
+  | sed 's/^vllm-//; s/[.]json$//' | LC_ALL=C sort -V | tr '\n' ' ')}"
 LABEL="org.dgxspark.ds4.vllm-sim-key"
 
 start=$(date +%s.%N)
@@ -91,8 +92,11 @@ docker rmi "$SLIM" >/dev/null 2>&1 || true  # only its layer, kept by ${IMAGE}
 tags=("$IMAGE")
 for version in $SIM_VLLM_VARIANTS; do
   tag="${IMAGE%%:*}:vllm-$(echo "$version" | cut -d. -f1-2)"
-  printf 'FROM %s\nRUN python3 /opt/vllm_sim/install_dist.py %s >/dev/null && [ "$(/usr/local/bin/vllm --version)" = "%s" ]\nLABEL org.dgxspark.ds4.vllm-version=%s\n' \
-    "$IMAGE" "$version" "$version" "$version" | DOCKER_BUILDKIT=0 docker build --network none -q -t "$tag" - >/dev/null
+  DOCKER_BUILDKIT=0 docker build --network none -q -t "$tag" - >/dev/null <<VARIANT
+FROM ${IMAGE}
+RUN python3 /opt/vllm_sim/install_dist.py ${version} >/dev/null && [ "\$(/usr/local/bin/vllm --version)" = "${version}" ]
+LABEL org.dgxspark.ds4.vllm-version=${version}
+VARIANT
   tags+=("$tag")
 done
 log "built ${tags[*]} at $(elapsed) s"
