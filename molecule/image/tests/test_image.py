@@ -214,15 +214,17 @@ def test_sim_image_vllm_0_27_1_refused_for_a_profile_declaring_0_33_0(host):
     out = host.check_output("docker run --rm --network none --entrypoint python3 ds4-vllm-sim:test -c "
                             "'from importlib import metadata; import vllm; print(metadata.version(\"vllm\"), vllm.__version__)'")
     assert out == '0.27.1 0.27.1'
-    rc, out = d.run_playbook(os.path.join(d.SCENARIO_DIR, 'refuse_vllm_version.yml'), timeout=600)
-    assert rc != 0, out[-3000:]
-    flat = ' '.join(out.split())
-    assert ('ds4_site_overrides.image.vllm_version = "0.33.0": the image ds4-vllm-sim:test carries vLLM 0.27.1 '
-            '(read from the image)') in flat, out[-3000:]
-    assert 'Fix: set ds4_site_overrides.image.vllm_version: "0.27.1"' in flat, out[-3000:]
-    assert 'TASK [dgxspark.ds4.container_image : Refuse an image whose vLLM differs from the declared version' in out
-    # refused before anything was derived, transferred or recorded as deployed
-    for name in ('Share the effective image ref', 'Stream the image head -> worker', 'Write the image evidence on every node'):
-        assert 'TASK [dgxspark.ds4.container_image : %s' % name not in out, name
+    # a check-mode run says so too (the version is read by a throw-away container, also in check mode), then a real run
+    for args in (['--check'], []):
+        rc, out = d.run_playbook(os.path.join(d.SCENARIO_DIR, 'refuse_vllm_version.yml'), args=args, timeout=600)
+        assert rc != 0, out[-3000:]
+        flat = ' '.join(out.split())
+        assert ('ds4_site_overrides.image.vllm_version = "0.33.0": the image ds4-vllm-sim:test carries vLLM 0.27.1 '
+                '(read from the image)') in flat, (args, out[-3000:])
+        assert 'Fix: set ds4_site_overrides.image.vllm_version: "0.27.1"' in flat, out[-3000:]
+        assert 'TASK [dgxspark.ds4.container_image : Refuse an image whose vLLM differs from the declared version' in out
+        # refused before anything was derived, transferred or recorded as deployed
+        for name in ('Share the effective image ref', 'Stream the image head -> worker', 'Write the image evidence on every node'):
+            assert 'TASK [dgxspark.ds4.container_image : %s' % name not in out, name
     for node in ('spark1', 'spark2'):
         assert d.node(node, 'ls', '/var/lib/dgxspark-ds4/image-sim.json', check=False).endswith('No such file or directory')
