@@ -541,26 +541,24 @@ def check_merged(merged, errors, warnings):
                                        'write /host/path:/container/path[:ro]'))
 
 
-def check_vllm_schema(merged, profile, site, errors, warnings):
-    """serve_args and env against the flag schema of the image's vLLM (image.vllm_version)."""
-    image = merged['image']
-    version = image.get('vllm_version')
-    where = ('ds4_site_overrides.image.vllm_version' if isinstance(site.get('image'), dict) and 'vllm_version' in site['image']
-             else 'ds4_profile_config.image.vllm_version')
+def schema_context(merged, site):
+    """What the flag-schema check needs besides serve_args and env, kept in ds4_effective['vllm_schema'] so that
+    dgxspark.ds4.container_image can check them again against the vLLM version the image itself carries
+    (check_image_vllm): the variable that declares the version, where each flag was set, the site's env names."""
+    declared_var = ('ds4_site_overrides.image.vllm_version' if isinstance(site.get('image'), dict) and 'vllm_version' in site['image']
+                    else 'ds4_profile_config.image.vllm_version')
+    site_env = site.get('env') if isinstance(site.get('env'), dict) else {}
+    return {'declared_var': declared_var, 'sources': dict(merged.get('sources') or {}), 'site_env': sorted(site_env)}
+
+
+def _check_schema(version, where, merged, context, errors, warnings, no_schema_fix):
+    """serve_args and env of `merged` against the flag schema of vLLM `version` (`where` names where the version came from)."""
     known = ', '.join(vllm_schema.available_versions()) or 'none'
-    if version in (None, ''):
-        warnings.append('%s is not set: serve_args and env are not checked against vLLM\'s flag schema (schemas: %s). '
-                        'Set image.vllm_version to the vLLM version the image %s carries.' % (where, known, _fmt(image.get('ref'))))
-        return
     schema, used, problem = vllm_schema.schema_for(version)
-    if problem == 'invalid':
-        errors.append(_msg(where, version, 'must be a vLLM version string such as "0.27.1" (a YAML number like 0.33 loses digits)',
-                           'quote it, e.g. vllm_version: "0.33.0"'))
-        return
     if schema is None:
         warnings.append('%s = %s: no flag schema for this vLLM version (have: %s), so serve_args and env are not checked against '
-                        'vLLM\'s own parser. Generate one with tools/vllm_flag_schema.py from the vllm==%s wheel, or set the '
-                        'closest version that has one.' % (where, _fmt(version), known, version))
+                        'vLLM\'s own parser. Generate one with tools/vllm_flag_schema.py from the vllm==%s wheel, %s.'
+                        % (where, _fmt(version), known, version, no_schema_fix))
         return
     if used != version:
         warnings.append('%s = %s: no flag schema for exactly this vLLM version; serve_args are checked against vllm-%s.json '
@@ -571,20 +569,73 @@ def check_vllm_schema(merged, profile, site, errors, warnings):
         errors.append(_msg(where, version, 'vLLM %s has no %s; the renderer writes them for the two-node mp launch, so '
                            'vllm serve would exit with "unrecognized arguments"' % (version, ', '.join('--' + f for f in missing)),
                            'use an image whose vLLM supports multi-node mp (--nnodes/--node-rank/--headless) and set its version'))
-    sources = merged.get('sources') or {}
+    sources = context.get('sources') or {}
     for flag, path, value, why, fix, level in vllm_schema.check_serve_args(schema, merged['serve_args'], JSON_FLAGS):
         var = '%s[%s]%s' % (sources.get(flag, 'serve_args'), flag, path)
         if level == 'error':
             errors.append(_msg(var, value, why, fix))
         else:
             warnings.append('%s = %s: %s. Fix: %s.' % (var, _fmt(value), why, fix))
-    site_env = site.get('env') if isinstance(site.get('env'), dict) else {}
+    site_env = set(context.get('site_env') or [])
     for name, value, why, fix in vllm_schema.check_env(schema, merged['env']):
         layer = 'ds4_site_overrides' if name in site_env else 'ds4_profile_config'
         if value is None:
             warnings.append('%s.env: %s: %s. Fix: %s.' % (layer, name, why, fix))
         else:
             warnings.append('%s.env[%s] = %s: %s. Fix: %s.' % (layer, name, _fmt(value), why, fix))
+
+
+def check_vllm_schema(merged, site, errors, warnings):
+    """serve_args and env against the flag schema of the declared vLLM (image.vllm_version), on the controller before
+    any host is contacted. dgxspark.ds4.container_image checks them again against the version the image carries."""
+    image = merged['image']
+    version = image.get('vllm_version')
+    context = schema_context(merged, site)
+    where = context['declared_var']
+    if version in (None, ''):
+        warnings.append('%s is not set: serve_args and env are checked against vLLM\'s flag schema (schemas: %s) only once '
+                        'dgxspark.ds4.container_image has read the vLLM version from the image %s. Set image.vllm_version to '
+                        'the version the image carries to check them before any host is contacted.'
+                        % (where, ', '.join(vllm_schema.available_versions()) or 'none', _fmt(image.get('ref'))))
+        return
+    if vllm_schema.minor_of(version) is None:
+        errors.append(_msg(where, version, 'must be a vLLM version string such as "0.27.1" (a YAML number like 0.33 loses digits)',
+                           'quote it, e.g. vllm_version: "0.33.0"'))
+        return
+    _check_schema(version, where, merged, context, errors, warnings, 'or set the closest version that has one')
+
+
+def check_image_vllm(eff, image_version, image=None):
+    """(errors, warnings) for the vLLM version an image carries (read from the image by dgxspark.ds4.container_image).
+
+    A declared image.vllm_version of another major.minor is refused naming both (the flags were checked against the
+    wrong parser); otherwise serve_args and env are checked against the flag schema of the image's own version."""
+    errors = []
+    warnings = []
+    img = eff.get('image') or {}
+    ref = image or img.get('ref')
+    context = eff.get('vllm_schema') or {}
+    where = context.get('declared_var') or 'ds4_profile_config.image.vllm_version'
+    declared = img.get('vllm_version')
+    found = vllm_schema.minor_of(image_version)
+    if found is None:
+        errors.append(_msg('the vLLM version read from the image %s' % ref, image_version,
+                           'is not a vLLM version (the image\'s Python found no vllm distribution or package)',
+                           'set container_image_python to the Python that runs vLLM in the image (e.g. /opt/venv/bin/python3)'))
+        return errors, warnings
+    if declared not in (None, '') and vllm_schema.minor_of(declared) != found:
+        errors.append(_msg(where, declared, 'the image %s carries vLLM %s (read from the image), not %s.x; vllm serve parses '
+                           'the flags with vLLM %s\'s own parser, so the check against the %s flag schema does not hold'
+                           % (ref, image_version, vllm_schema.minor_of(declared), image_version, declared),
+                           'set %s: "%s" (the image\'s version; or remove it and let the image decide), or use an image '
+                           'that carries vLLM %s.x' % (where, image_version, vllm_schema.minor_of(declared))))
+        return errors, warnings
+    per_node = set(eff.get('per_node_env') or [])
+    merged = {'serve_args': eff.get('serve_args') or {},
+              'env': dict((k, v) for k, v in (eff.get('env') or {}).items() if k not in per_node)}
+    _check_schema(image_version, 'the vLLM version of image %s' % ref, merged, context, errors, warnings,
+                  'or use an image whose vLLM version has one')
+    return errors, warnings
 
 
 def validate_inventory(spark_hosts, hostvars, errors, tp=2, pp=1):
@@ -745,7 +796,8 @@ def validate_all(inputs):
     merged, overrides = merge_layers(base, profile, site, errors)
     if merged is not None:
         check_merged(merged, errors, warnings)
-        check_vllm_schema(merged, profile, site, errors, warnings)
+        check_vllm_schema(merged, site, errors, warnings)
+        merged['vllm_schema'] = schema_context(merged, site)
         # API exposure: vLLM binds loopback; ds4_api_allowed_networks puts a proxy in front.
         first = hostvars.get(spark[0], {}) if spark else {}
         plan, perrors, pwarnings = plan_exposure(merged['api'], first.get('ds4_api_allowed_networks'),
@@ -828,6 +880,7 @@ def compute_effective(inputs, host):
         'unit_name': 'dgxspark-ds4-%s.service' % role,
         'env_file_name': 'nccl.env',
         'overrides': overrides,
+        'vllm_schema': merged['vllm_schema'],
         'warnings': warnings,
     }
     # Every bind mount of the vLLM container in docker "host:container[:mode]" form, and the

@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The profile matrix: every shipped profile (inventories/<profile>/group_vars/spark/profile.yml, as a user
 gets it) is deployed on the converged pair with switch.yml, served by the vLLM simulator (the test
-inventory's ds4_site_overrides swap only the image ref and the model revision), passes readiness and
+inventory's ds4_site_overrides swap only the image ref, to the simulator image carrying the profile's vLLM minor,
+and the model revision), passes readiness and
 validate.yml (reasoning and tool checks as the profile implies), and serves with the profile's own
 served name and context length. Runs last; balanced and throughput are deployed by the scenario's converge
 and by test_zz_ops.py."""
@@ -37,8 +38,10 @@ def test_profile_deploys_serves_and_validates(profile):
     with open(profile_file(profile)) as handle:
         layer = yaml.safe_load(handle)['ds4_profile_config']
     serve_args = layer['serve_args']
-    # The simulator parses argv with the flag schema of the vLLM the profile's image declares.
-    overrides = dict(d.BASE_OVERRIDES, env={'VLLM_SIM_VERSION': layer['image']['vllm_version']})
+    # The simulator image carrying the vLLM minor the profile declares (tests/harness/build-sim-image.sh builds one
+    # per flag schema): container_image reads the version from it, and the simulator parses argv with its schema.
+    minor = '.'.join(layer['image']['vllm_version'].split('.')[:2])
+    overrides = dict(d.BASE_OVERRIDES, image={'ref': 'ds4-vllm-sim:vllm-%s' % minor})
     rc, out = d.run_playbook('switch.yml', {'ds4_profile': profile, 'ds4_validate_levels': [1, 2],
                                             'ds4_site_overrides': overrides},
                              var_files=[profile_file(profile)])

@@ -80,7 +80,7 @@ def container(role):
 
 
 BASE_OVERRIDES = {
-    'image': {'ref': 'ds4-vllm-sim:test'},
+    'image': {'ref': 'ds4-vllm-sim:test', 'vllm_version': '0.27.1'},
     'model': {'revision': '0123456789abcdef0123456789abcdef01234567'},
 }
 
