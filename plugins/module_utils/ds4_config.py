@@ -23,6 +23,7 @@ import json
 import re
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils.api_exposure import plan_exposure
+from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue
 from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_schema
 from ansible_collections.dgxspark.ds4.plugins.module_utils.launch_render import (
     build_argv,
@@ -30,17 +31,9 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils.launch_render import 
     render_launch_script,
 )
 
-PROFILES = (
-    'latency',
-    'throughput',
-    'balanced',
-    'long-context-1m',
-    'conservative',
-    'dspark-nvfp4-1m',
-    'dspark-c16',
-)
-
-IMAGE_FAMILIES = ('eugr-nightly', 'b12x', 'dspark')
+# The shipped recipes (roles/config/files/recipes/<name>.yml) and image families (plugins/module_utils/catalogue.py).
+PROFILES = tuple(catalogue.recipe_names())
+IMAGE_FAMILIES = tuple(sorted(catalogue.IMAGE_FAMILIES))
 
 # vLLM flags whose value is JSON.  They must be YAML mappings in the inventory, never
 # strings: seed 000 failure #6 (--compilation-config quotes stripped by nested shells,
@@ -431,9 +424,7 @@ def check_merged(merged, errors, warnings):
                            'set it to %s or %s' % (_fmt(model.get('container_dir')), _fmt(model.get('repo_id')))))
     rev = model.get('revision')
     if rev in (None, ''):
-        warnings.append('ds4_profile_config.model.revision is not pinned: a moving refs/main once resolved to a different '
-                        'checkpoint on a peer deployment (vllm-ops 6). Pin it in ds4_site_overrides.model.revision '
-                        'to the 40-hex commit you downloaded.')
+        pass  # validate_all: an error where the revision is downloaded (site.yml, switch.yml), else a warning
     elif not isinstance(rev, str) or not SHA_RE.match(rev):
         errors.append(_msg('ds4_profile_config.model.revision', rev, 'must be a pinned 40-hex commit id, not a branch or tag',
                            'set the commit sha of the downloaded snapshot (or null while you have none)'))
@@ -508,13 +499,6 @@ def check_merged(merged, errors, warnings):
         if isinstance(n, int) and not isinstance(n, bool) and n >= 3:
             warnings.append('serve_args[speculative-config] deepseek_mtp num_speculative_tokens=%d: seed 000 measured MTP=3 '
                             'slower than MTP=2 (~38 -> ~35 tok/s, acceptance 1.46 -> 1.44 tokens/step). Use 2.' % n)
-
-    kv = args.get('kv-cache-dtype')
-    if kv == 'nvfp4_ds_mla' and image.get('family') != 'dspark':
-        errors.append(_msg(fvar('kv-cache-dtype'), kv,
-                           'nvfp4_ds_mla exists only in the DSpark Stage C image (seed 003); image %s is family %s'
-                           % (_fmt(image.get('ref')), _fmt(image.get('family'))),
-                           'use kv-cache-dtype fp8, or a DSpark image (image.family: dspark)'))
 
     mml = args.get('max-model-len')
     if mml is not None:
@@ -764,38 +748,51 @@ def _plain(value):
     return value
 
 
-def validate_all(inputs):
-    """inputs: {base, spark_hosts, hostvars, ds4_profile, ds4_profile_config, ds4_site_overrides}.
+def revision_check(merged, choice, required, errors, warnings):
+    """An unpinned model revision: an error where the weights are downloaded (required), else a warning."""
+    model = merged['model']
+    if model.get('revision') not in (None, ''):
+        return
+    var, how = catalogue.revision_fix(choice, model.get('repo_id'))
+    text = ('%s is not set, so the model revision is not pinned: no source the model catalogue cites publishes a full commit of '
+            '%s, and a moving refs/main once resolved to a different checkpoint on a peer deployment (vllm-ops 6); model_cache '
+            'downloads only a pinned revision. Fix: %s.' % (var, model.get('repo_id'), how))
+    (errors if required else warnings).append(text)
 
-    Returns (errors, warnings, merged, overrides, nodes)."""
+
+def validate_all(inputs):
+    """inputs: {base, spark_hosts, hostvars, ds4_profile, ds4_profile_config, ds4_site_overrides, ds4_model,
+    ds4_model_revisions, require_model_revision}.
+
+    Returns (errors, warnings, merged, overrides, nodes); merged['choice'] is the recipe/model/family chosen."""
     errors = []
     warnings = []
     base = _plain(inputs.get('base') or {})
     spark = [str(h) for h in (inputs.get('spark_hosts') or [])]
     hostvars = dict((h, _plain(v)) for h, v in (inputs.get('hostvars') or {}).items())
-    name = inputs.get('ds4_profile')
-    if name not in PROFILES:
-        errors.append(_msg('ds4_profile', name, 'unknown profile', 'use one of: %s (inventories/<profile>/group_vars/spark/profile.yml)'
-                           % ', '.join(PROFILES)))
-    profile = _plain(inputs.get('ds4_profile_config'))
+    # The recipe layer: a shipped recipe chosen by ds4_profile, or the user's own ds4_profile_config (catalogue.py).
+    profile, choice, cerrors, cwarnings = catalogue.resolve(dict(
+        (k, _plain(inputs.get(k))) for k in ('ds4_profile', 'ds4_profile_config', 'ds4_model', 'ds4_model_revisions')))
+    errors.extend(cerrors)
+    warnings.extend(cwarnings)
     site = _plain(inputs.get('ds4_site_overrides'))
-    if profile is None:
-        errors.append(_msg('ds4_profile_config', None, 'missing: no profile layer loaded',
-                           'run with -i inventories/<profile> so group_vars/spark/profile.yml is read'))
-        profile = {}
     if site is None:
         site = {}
     # Shared settings must not differ per host (host_vars overriding group_vars on one node).
-    for var in ('ds4_profile', 'ds4_profile_config', 'ds4_site_overrides', 'ds4_api_allowed_networks', 'ds4_api_upstream_port'):
+    for var in ('ds4_profile', 'ds4_profile_config', 'ds4_site_overrides', 'ds4_api_allowed_networks', 'ds4_api_upstream_port',
+                'ds4_model', 'ds4_model_revisions'):
         seen = {}
         for h in spark:
             seen.setdefault(json.dumps(hostvars.get(h, {}).get(var), sort_keys=True, default=str), []).append(h)
         if len(seen) > 1:
             errors.append(_msg(var, sorted(seen.values()), 'differs between hosts of group spark; both nodes must run one recipe',
                                'set %s only in group_vars/spark/, not in host_vars' % var))
-    merged, overrides = merge_layers(base, profile, site, errors)
+    merged, overrides = merge_layers(base, profile, site, errors) if profile is not None else (None, [])
     if merged is not None:
+        merged['choice'] = choice
         check_merged(merged, errors, warnings)
+        revision_check(merged, choice, inputs.get('require_model_revision') is True, errors, warnings)
+        catalogue.check_choice(merged, choice, errors)
         check_vllm_schema(merged, site, errors, warnings)
         merged['vllm_schema'] = schema_context(merged, site)
         # API exposure: vLLM binds loopback; ds4_api_allowed_networks puts a proxy in front.
@@ -855,8 +852,14 @@ def compute_effective(inputs, host):
         per_node.append(('NCCL_IB_GID_INDEX', str(node['gid_index'])))
     for k, v in per_node:
         env[k] = v
+    choice = merged['choice']
+    family = merged['image'].get('family')
     eff = {
         'profile': inputs.get('ds4_profile'),
+        # the shipped recipe used (None: the user's own ds4_profile_config), the catalogue model and image family
+        'recipe': choice['recipe'],
+        'model_name': choice['model'],
+        'image_family': dict(catalogue.IMAGE_FAMILIES[family], name=family),
         'seed': merged.get('seed'),
         'host': host,
         'node_rank': rank,

@@ -36,7 +36,6 @@ MODEL = 'deepseek-v4-flash'
 # test value and no secret, since the demo endpoint is reachable from this machine only.
 TEST_VARS = os.path.join(ROOT, 'molecule', 'resources', 'inventory', 'group_vars', 'spark', 'test.yml')
 PLAYBOOK = '.venv/bin/ansible-playbook'
-THROUGHPUT = 'inventories/throughput/group_vars/spark/profile.yml'
 BANNER = ('*** dgxspark.ds4 demo: the engine is the vLLM SIMULATOR (tests/vllm_sim), not vLLM, and the two "Sparks" '
           'are containers on this machine. Nothing here ran a model or touched a GPU. ***')
 
@@ -55,7 +54,7 @@ def next_steps():
     return [
         ('state of both ranks and the endpoint', [PLAYBOOK, 'playbooks/status.yml'] + inv),
         ('switch to the throughput recipe (worker first, through readiness)',
-         [PLAYBOOK, 'playbooks/switch.yml'] + inv + ['-e', 'ds4_profile=throughput', '-e', '@' + THROUGHPUT]),
+         [PLAYBOOK, 'playbooks/switch.yml'] + inv + ['-e', 'ds4_profile=throughput']),
         ('back to the previous recipe', [PLAYBOOK, 'playbooks/rollback.yml'] + inv),
         ('the benchmark (tok/s per stream and concurrency)', [PLAYBOOK, 'playbooks/bench.yml'] + inv),
         ('read-only diagnosis of both nodes', [PLAYBOOK, 'playbooks/doctor.yml'] + inv),

@@ -26,17 +26,23 @@ pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule ve
 # The other two shipped profiles are deployed by this scenario already, the same way: balanced is the
 # test inventory's profile (converge, idempotence, site.yml runs; validate.yml after the first deploy) and
 # throughput is switched to, readied and validated by test_zz_ops.py (its real profile.yml, like here).
-PROFILES = ['latency', 'conservative', 'long-context-1m', 'dspark-nvfp4-1m', 'dspark-c16']
+# upstream-0731-dspark is switched to through its per-recipe inventory by test_zz_ops.py.
+PROFILES = ['latency', 'conservative', 'long-context-1m', 'dspark-nvfp4-1m', 'dspark-c16', 'upstream-mtp']
 
 
 def profile_file(name):
     return os.path.join(d.PROJECT, 'inventories', name, 'group_vars', 'spark', 'profile.yml')
 
 
+def recipe_file(name):
+    """The recipe itself: collection data (roles/config/files/recipes/), chosen by the inventory's ds4_profile."""
+    return os.path.join(d.PROJECT, 'roles', 'config', 'files', 'recipes', name + '.yml')
+
+
 @pytest.mark.parametrize('profile', PROFILES)
 def test_profile_deploys_serves_and_validates(profile):
-    with open(profile_file(profile)) as handle:
-        layer = yaml.safe_load(handle)['ds4_profile_config']
+    with open(recipe_file(profile)) as handle:
+        layer = yaml.safe_load(handle)
     serve_args = layer['serve_args']
     # The simulator image carrying the vLLM minor the profile declares (tests/harness/build-sim-image.sh builds one
     # per flag schema): container_image reads the version from it, and the simulator parses argv with its schema.
