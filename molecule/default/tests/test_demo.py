@@ -39,4 +39,3 @@ def test_status_as_printed():
     out = d.run_printed(demo.step('status'))
     rows = [ln.split() for ln in out.splitlines() if ln.strip().startswith(('spark1 ', 'spark2 ')) and ' ok=' not in ln]
     assert [r[:3] for r in rows] == [['spark1', 'head', 'active/running'], ['spark2', 'worker', 'active/running']], rows
-

@@ -25,6 +25,7 @@ import demo  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
 
+
 def ops(name, *extra, **kwargs):
     rc, out = d.run_playbook(name, *extra, **kwargs)
     if rc != 0:
