@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -101,6 +102,44 @@ def run_playbook(name, *extra_vars, **kwargs):
     env['ANSIBLE_NOCOLOR'] = '1'
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                           env=env, cwd=PROJECT, timeout=kwargs.get('timeout', 900), check=False)
+    return proc.returncode, proc.stdout
+
+
+_INSTALLED = {}
+
+
+def installed_collection():
+    """The collection as a user installs it: `ansible-galaxy collection build` of this checkout, then `install` of
+    that tarball into a temporary collections path (once per test session) -> (collections path, work dir)."""
+    if not _INSTALLED:
+        top = tempfile.mkdtemp(prefix='ds4-installed-')
+        galaxy = shutil.which('ansible-galaxy') or 'ansible-galaxy'
+        subprocess.run([galaxy, 'collection', 'build', PROJECT, '--output-path', top + '/dist'], check=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=top)
+        tarball = [f for f in os.listdir(top + '/dist') if f.startswith('dgxspark-ds4-') and f.endswith('.tar.gz')]
+        assert len(tarball) == 1, tarball
+        subprocess.run([galaxy, 'collection', 'install', '--no-deps', '-p', top + '/collections', top + '/dist/' + tarball[0]],
+                       check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=top)
+        os.mkdir(top + '/work')
+        _INSTALLED.update(collections=top + '/collections', work=top + '/work')
+    return _INSTALLED['collections'], _INSTALLED['work']
+
+
+def run_installed_playbook(name, *extra_vars, **kwargs):
+    """`ansible-playbook dgxspark.ds4.<name>` from the installed tarball (installed_collection()), run from a directory
+    outside the checkout with no ansible.cfg (nothing can come from the repository; -v makes ansible-playbook say
+    so), against this scenario's inventory -> (rc, output)."""
+    collections, work = installed_collection()
+    cmd = [shutil.which('ansible-playbook') or 'ansible-playbook', '-v', 'dgxspark.ds4.%s' % name, '-i', os.path.dirname(INVENTORY)]
+    for ev in extra_vars:
+        cmd += ['-e', json.dumps(ev)]
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections, ANSIBLE_NOCOLOR='1', ANSIBLE_PIPELINING='true',
+               ANSIBLE_CALLBACK_RESULT_FORMAT='yaml')
+    for var in ('ANSIBLE_CONFIG', 'ANSIBLE_ROLES_PATH', 'ANSIBLE_LIBRARY', 'ANSIBLE_FILTER_PLUGINS', 'ANSIBLE_ACTION_PLUGINS',
+                'ANSIBLE_MODULE_UTILS'):
+        env.pop(var, None)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env, cwd=work,
+                          timeout=kwargs.get('timeout', 900), check=False)
     return proc.returncode, proc.stdout
 
 
