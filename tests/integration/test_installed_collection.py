@@ -44,8 +44,11 @@ def installed(tmp_path_factory):
     assert rc == 0, out
     tarballs = glob.glob(str(top / "dist" / "dgxspark-ds4-*.tar.gz"))
     assert len(tarballs) == 1, tarballs
+    # Only the temporary path is configured (make exports ANSIBLE_COLLECTIONS_PATH=.collections, where this checkout is
+    # linked: galaxy would find the collection "already installed" there and install nothing).
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(top / "collections"))
     rc, out = _run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(top / "collections"),
-                    tarballs[0]], top)
+                    tarballs[0]], top, env)
     assert rc == 0, out
     recipes = top / "collections" / "ansible_collections" / "dgxspark" / "ds4" / "roles" / "config" / "files" / "recipes"
     assert (recipes / (RECIPE + ".yml")).is_file(), "the tarball lacks the recipes: %s" % out

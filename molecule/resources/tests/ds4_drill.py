@@ -118,8 +118,12 @@ def installed_collection():
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=top)
         tarball = [f for f in os.listdir(top + '/dist') if f.startswith('dgxspark-ds4-') and f.endswith('.tar.gz')]
         assert len(tarball) == 1, tarball
+        # only the temporary path configured: with the project's .collections (this checkout linked) galaxy would find
+        # the collection "already installed" and install nothing
         subprocess.run([galaxy, 'collection', 'install', '--no-deps', '-p', top + '/collections', top + '/dist/' + tarball[0]],
-                       check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=top)
+                       check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=top,
+                       env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=top + '/collections'))
+        assert os.path.isfile(top + '/collections/ansible_collections/dgxspark/ds4/roles/config/files/recipes/upstream-mtp.yml')
         os.mkdir(top + '/work')
         _INSTALLED.update(collections=top + '/collections', work=top + '/work')
     return _INSTALLED['collections'], _INSTALLED['work']
