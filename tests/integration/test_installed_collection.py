@@ -14,7 +14,6 @@ Run from a directory outside the checkout with no ansible.cfg: nothing can come 
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
-import glob
 import os
 import subprocess
 import sys
@@ -24,6 +23,8 @@ import pytest
 import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tests", "harness"))
+import installed_collection  # noqa: E402  pylint: disable=wrong-import-position,import-error
 BIN = os.path.dirname(sys.executable)
 GOLDEN = os.path.join(REPO, "tests", "golden")
 RECIPE = "upstream-0731-dspark"
@@ -40,17 +41,9 @@ def _run(argv, cwd, env=None, timeout=300):
 def installed(tmp_path_factory):
     """(collections path, work dir): the collection built from this checkout and installed from its tarball."""
     top = tmp_path_factory.mktemp("installed")
-    rc, out = _run([os.path.join(BIN, "ansible-galaxy"), "collection", "build", REPO, "--output-path", str(top / "dist")], top)
-    assert rc == 0, out
-    tarballs = glob.glob(str(top / "dist" / "dgxspark-ds4-*.tar.gz"))
-    assert len(tarballs) == 1, tarballs
-    # Only the temporary path is configured (make exports ANSIBLE_COLLECTIONS_PATH=.collections, where this checkout is
-    # linked: galaxy would find the collection "already installed" there and install nothing).
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(top / "collections"))
-    rc, out = _run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(top / "collections"),
-                    tarballs[0]], top, env)
-    assert rc == 0, out
+    collections, out = installed_collection.build_and_install(REPO, str(top), os.path.join(BIN, "ansible-galaxy"))
     recipes = top / "collections" / "ansible_collections" / "dgxspark" / "ds4" / "roles" / "config" / "files" / "recipes"
+    assert collections == str(top / "collections")
     assert (recipes / (RECIPE + ".yml")).is_file(), "the tarball lacks the recipes: %s" % out
     work = top / "work"
     work.mkdir()

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -113,16 +114,9 @@ def installed_collection():
     that tarball into a temporary collections path (once per test session) -> (collections path, work dir)."""
     if not _INSTALLED:
         top = tempfile.mkdtemp(prefix='ds4-installed-')
-        galaxy = shutil.which('ansible-galaxy') or 'ansible-galaxy'
-        subprocess.run([galaxy, 'collection', 'build', PROJECT, '--output-path', top + '/dist'], check=True,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=top)
-        tarball = [f for f in os.listdir(top + '/dist') if f.startswith('dgxspark-ds4-') and f.endswith('.tar.gz')]
-        assert len(tarball) == 1, tarball
-        # only the temporary path configured: with the project's .collections (this checkout linked) galaxy would find
-        # the collection "already installed" and install nothing
-        subprocess.run([galaxy, 'collection', 'install', '--no-deps', '-p', top + '/collections', top + '/dist/' + tarball[0]],
-                       check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=top,
-                       env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=top + '/collections'))
+        sys.path.insert(0, os.path.join(PROJECT, 'tests', 'harness'))
+        import installed_collection as harness  # pylint: disable=import-outside-toplevel,import-error
+        harness.build_and_install(PROJECT, top, shutil.which('ansible-galaxy') or 'ansible-galaxy')
         assert os.path.isfile(top + '/collections/ansible_collections/dgxspark/ds4/roles/config/files/recipes/upstream-mtp.yml')
         os.mkdir(top + '/work')
         _INSTALLED.update(collections=top + '/collections', work=top + '/work')

@@ -227,8 +227,8 @@ def test_a_shipped_recipe_chosen_by_name_gives_the_pairs_served_name_and_port():
         hostvars[name]['ds4_profile'] = 'dspark-c16'
     pairs, errors = pm.validate_pairs(groups, hostvars)
     assert errors == []
-    assert [(p['served_model'], p['api_port']) for p in pairs] == [('deepseek-v4-flash', 8000),
-                                                                    ('deepseek-v4-flash-dspark', 8888)]
+    expected = [('deepseek-v4-flash', 8000), ('deepseek-v4-flash-dspark', 8888)]
+    assert [(p['served_model'], p['api_port']) for p in pairs] == expected
     for name in ('spark1', 'spark2'):
         hostvars[name]['ds4_model'] = 'deepseek-v4-flash-0731'
         hostvars[name]['ds4_profile'] = 'upstream-0731-dspark'
