@@ -12,8 +12,10 @@ The file is one atomic `nft -f` transaction that touches ONLY `table <family> <n
     table inet dgxspark_ds4 { ... }  # the new one
 
 so loading it never flushes anything else (a user's tables and Docker's chains stay). The
-table carries a comment with the sha256 of its own body: the module compares it with the live
-table to decide whether a load is needed (idempotent, and a table deleted by hand is restored).
+table carries a comment with the sha256 of its own body. The module compares the LIVE table
+(`nft list table`, normalised by `normalise_listing`) with what the rendered file defines
+(`expected_listing`), rule by rule: a table deleted, a chain flushed, one rule deleted or added by
+hand all differ and reload it, whatever the comment says; after the load the two must be equal.
 
 Policy (vllm-ops 2.2, 6): the chain's policy is accept (the host's other services are not our
 business); it rejects, for new TCP connections from anywhere but loopback:
@@ -30,6 +32,7 @@ business); it rejects, for new TCP connections from anywhere but loopback:
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import difflib
 import hashlib
 import ipaddress
 import re
@@ -214,6 +217,12 @@ def ruleset_digest(spec):
     return hashlib.sha256(body.encode('utf-8')).hexdigest()
 
 
+def _table_block(spec, body, digest):
+    """The `table ... { comment; body }` block, as rendered into the file."""
+    fam = spec.get('family', 'inet')
+    return ('table %s %s {\n    comment "%s%s"\n\n' % (fam, spec['table'], COMMENT_PREFIX, digest)) + body + '}\n'
+
+
 def render_ruleset(spec):
     """spec: table, family (inet), api_port, upstream_port (or None), master_port, allowed_networks,
     fabric_addresses (both nodes), self_address (this node's fabric IP), ephemeral_ports ("lo-hi" or None),
@@ -232,14 +241,45 @@ def render_ruleset(spec):
         '# Nothing else is flushed. Loaded at boot by dgxspark-ds4-firewall.service.',
         'table %s %s' % (fam, table),
         'delete table %s %s' % (fam, table),
-        'table %s %s {' % (fam, table),
-        '    comment "%s%s"' % (COMMENT_PREFIX, digest),
-        '',
     ]
-    return '\n'.join(head) + '\n' + body + '}\n'
+    return '\n'.join(head) + '\n' + _table_block(spec, body, digest)
 
 
 def live_digest(listing):
     """The sha256 in the comment of `nft list table ...` output, or None."""
     m = re.search(r'comment\s+"%s([0-9a-f]{64})"' % re.escape(COMMENT_PREFIX), listing or '')
     return m.group(1) if m else None
+
+
+_ELEMENTS_RE = re.compile(r'elements\s*=\s*\{([^}]*)\}', re.S)
+
+
+def normalise_listing(text):
+    """Lines of an nftables table as `nft list table` prints it or as the file defines it, compared as text:
+    comments (`# ...`), blank lines and indentation dropped, runs of blanks collapsed, set elements
+    (which nft may print in hash order or wrapped over several lines) sorted on one line."""
+    def _sorted_elements(match):
+        items = sorted(item.strip() for item in match.group(1).replace('\n', ' ').split(',') if item.strip())
+        return 'elements = { %s }' % ', '.join(items)
+
+    text = '\n'.join(line for line in (text or '').splitlines() if not line.strip().startswith('#'))
+    text = _ELEMENTS_RE.sub(_sorted_elements, text)
+    return [' '.join(line.split()) for line in text.splitlines() if line.strip()]
+
+
+def expected_listing(spec):
+    """What `nft list table <family> <table>` prints once the rendered file is loaded (normalised lines)."""
+    errors = validate(spec)
+    if errors:
+        raise RulesetError(errors)
+    body, dummy = _body(spec)
+    return normalise_listing(_table_block(spec, body, hashlib.sha256(body.encode('utf-8')).hexdigest()))
+
+
+def listing_differences(expected, live):
+    """Differences between the expected and the live normalised listings, as unified-diff lines
+    (`-` rendered but not live, `+` live but not rendered); empty when they are equal."""
+    if expected == live:
+        return []
+    return [line for line in difflib.unified_diff(expected, live, 'rendered', 'live', n=0, lineterm='')
+            if line[:1] in '-+' and not line.startswith(('---', '+++'))]

@@ -14,7 +14,11 @@ version_added: 0.1.0
 description:
   - Renders the ruleset of one nftables table from structured options (logic in
     C(plugins/module_utils/nft_ruleset.py)), writes it to O(path) and loads it with C(nft -f) only when the file
-    changed or the live table differs from it (the table's comment carries the sha256 of its body).
+    changed or the live table differs from it.
+  - The live table (C(nft list table), normalised) is compared with what the rendered file defines, rule by rule
+    and set element by set element, not only the sha256 the table's comment carries: a chain flushed, one rule
+    deleted or added by hand, or the table deleted is a difference and reloads the table (RV(live_differences)).
+    After a load the live table must equal the rendered one, or the module fails naming the lines that differ.
   - The file is one atomic transaction touching only C(table <family> <table>) (create if missing, delete,
     redefine); nothing else is ever flushed, so a user's own tables and Docker's chains stay as they are.
   - The ruleset is checked with C(nft -c -f) before the file is replaced.
@@ -131,6 +135,14 @@ live_before:
   description: The digest found in the live table before this run (null when the table was absent or differs in format).
   type: str
   returned: always
+live_differences:
+  description:
+    - The lines by which the live table differed from the rendered one before this run (C(-) rendered but not live,
+      C(+) live but not rendered; normalised C(nft list table) lines). Empty when they were equal.
+  type: list
+  elements: str
+  returned: state=present
+  sample: ["-tcp dport 29501 reject with tcp reset"]
 """
 
 import os
@@ -139,7 +151,10 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.ds4.plugins.module_utils.nft_ruleset import (
     RulesetError,
+    expected_listing,
+    listing_differences,
     live_digest,
+    normalise_listing,
     render_ruleset,
     ruleset_digest,
 )
@@ -203,13 +218,16 @@ def main():
                 ephemeral_ports=p['ephemeral_ports'], service_ports=p['service_ports'])
     try:
         content = render_ruleset(spec)
+        expected = expected_listing(spec)
     except RulesetError as exc:
         module.fail_json(msg='dgxspark.ds4.nft_table: bad input:\n- ' + '\n- '.join(exc.errors), errors=exc.errors)
     digest = ruleset_digest(spec)
     file_changed = existing != content
-    need_load = file_changed or before_digest != digest
+    # The live rules themselves, not only the digest comment (a flushed chain keeps the comment).
+    live_differences = listing_differences(expected, normalise_listing(out) if live_present else [])
+    need_load = file_changed or bool(live_differences)
     result = dict(changed=file_changed or need_load, file_changed=file_changed, loaded=need_load, digest=digest,
-                  live_before=before_digest, path=p['path'],
+                  live_before=before_digest, live_differences=live_differences, path=p['path'],
                   diff={'before': existing or '', 'after': content, 'before_header': p['path'], 'after_header': p['path']})
     if module.check_mode or not result['changed']:
         module.exit_json(**result)
@@ -240,6 +258,12 @@ def main():
     if after != digest:
         module.fail_json(msg='after nft -f, table %s carries digest %s, expected %s (does this kernel keep table comments? '
                              'Linux >= 5.10 needed)' % (' '.join(ident), after, digest), **result)
+    still = listing_differences(expected, normalise_listing(out))
+    if still:
+        module.fail_json(msg='after nft -f %s, the live table %s still differs from the rendered one (- rendered, + live): %s. '
+                             'Something else rewrites this table (another tool or a service reloading its own copy); '
+                             'only the collection may manage it.' % (p['path'], ' '.join(ident), '; '.join(still)),
+                         live_after=still, **result)
     module.exit_json(**result)
 
 

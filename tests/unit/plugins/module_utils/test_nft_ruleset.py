@@ -88,3 +88,63 @@ def test_refusals(bad, needle):
     with pytest.raises(n.RulesetError) as exc:
         n.render_ruleset(spec(**bad))
     assert any(needle in e for e in exc.value.errors), exc.value.errors
+
+
+# `nft list table inet dgxspark_ds4` as nftables 1.0.6 (Debian 12) printed it after loading
+# render_ruleset(LISTED_SPEC): tabs, the file's comments gone, a long element list wrapped.
+LISTED_SPEC = dict(allowed_networks=['10.%d.0.0/16' % i for i in range(6)] + ['fd00::/64'])
+NFT_LISTING = '''table inet dgxspark_ds4 {
+\tcomment "dgxspark.ds4 sha256:7c023bc8b01e620aae76448bfe43930242f4d1ed678df635cf15feb8e17c90e8"
+\tset api_clients_v4 {
+\t\ttype ipv4_addr
+\t\tflags interval
+\t\telements = { 10.0.0.0/16, 10.1.0.0/16,
+\t\t\t     10.2.0.0/16, 10.3.0.0/16,
+\t\t\t     10.4.0.0/16, 10.5.0.0/16 }
+\t}
+
+\tset api_clients_v6 {
+\t\ttype ipv6_addr
+\t\tflags interval
+\t\telements = { fd00::/64 }
+\t}
+
+\tset fabric_v4 {
+\t\ttype ipv4_addr
+\t\telements = { 192.168.100.11, 192.168.100.10 }
+\t}
+
+\tchain input {
+\t\ttype filter hook input priority filter; policy accept;
+\t\tiif "lo" accept
+\t\tct state established,related accept
+\t\ttcp dport 8000 ip saddr @api_clients_v4 accept
+\t\ttcp dport 8000 ip6 saddr @api_clients_v6 accept
+\t\ttcp dport 8000 reject with tcp reset
+\t\ttcp dport 29501 ip saddr @fabric_v4 accept
+\t\ttcp dport 29501 reject with tcp reset
+\t\tip daddr 192.168.100.10 tcp dport 32768-60999 ip saddr @fabric_v4 accept
+\t\tip daddr 192.168.100.10 tcp dport 32768-60999 reject with tcp reset
+\t}
+}
+'''
+
+
+def test_live_listing_equals_the_rendered_table():
+    """Indentation, wrapped and reordered set elements and the file's comments are not differences."""
+    assert n.listing_differences(n.expected_listing(spec(**LISTED_SPEC)), n.normalise_listing(NFT_LISTING)) == []
+
+
+def test_flushed_chain_and_deleted_rule_are_differences_even_with_the_digest_comment():
+    expected = n.expected_listing(spec(**LISTED_SPEC))
+    flushed = re.sub(r'(policy accept;\n).*?(\n\t\})', r'\1\2', NFT_LISTING, flags=re.S)
+    assert n.live_digest(flushed) == n.ruleset_digest(spec(**LISTED_SPEC))
+    diff = n.listing_differences(expected, n.normalise_listing(flushed))
+    assert '-iif "lo" accept' in diff and '-tcp dport 29501 reject with tcp reset' in diff
+    assert len(diff) == 9
+    deleted = NFT_LISTING.replace('\t\ttcp dport 8000 reject with tcp reset\n', '')
+    assert n.listing_differences(expected, n.normalise_listing(deleted)) == ['-tcp dport 8000 reject with tcp reset']
+    other_set = NFT_LISTING.replace('192.168.100.11, ', '192.168.100.99, ')
+    assert n.listing_differences(expected, n.normalise_listing(other_set)) == [
+        '-elements = { 192.168.100.10, 192.168.100.11 }', '+elements = { 192.168.100.10, 192.168.100.99 }']
+    assert n.listing_differences(expected, []) == ['-' + line for line in expected]

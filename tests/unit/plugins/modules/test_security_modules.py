@@ -26,6 +26,9 @@ def patched(monkeypatch):
     patch_exit(monkeypatch)
 
 
+# A fake nft that keeps each table's block as loaded and lists it back as nft does (tab-indented, comment
+# lines dropped): what the module compares with the rendered table. FAKE_NFT_STICKY: a load changes nothing
+# (something else rewrites the table).
 FAKE_NFT = r'''
 import json, os, re, sys
 state = os.environ['FAKE_NFT_STATE']
@@ -38,15 +41,16 @@ if a[:2] == ['list', 'table']:
     key = ' '.join(a[2:4])
     if key not in tables:
         sys.stderr.write('Error: No such file or directory\n'); sys.exit(1)
-    print('table %s {\n\tcomment "%s"\n}' % (key, tables[key]))
+    print(tables[key])
 elif a[:2] == ['delete', 'table']:
     tables.pop(' '.join(a[2:4]), None)
 elif a[:2] == ['-c', '-f']:
     pass
-elif a[0] == '-f':
+elif a[0] == '-f' and not os.environ.get('FAKE_NFT_STICKY'):
     text = open(a[1]).read()
-    m = re.search(r'^table (\S+ \S+) \{\n\s+comment "([^"]+)"', text, re.M)
-    tables[m.group(1)] = m.group(2)
+    m = re.search(r'^table (\S+ \S+) \{\n.*?^\}\n', text, re.M | re.S)
+    lines = [ln.replace('    ', '\t') for ln in m.group(0).splitlines() if not ln.strip().startswith('#')]
+    tables[m.group(1)] = '\n'.join(lines)
 json.dump(tables, open(state, 'w'))
 '''
 
@@ -89,6 +93,62 @@ def test_nft_reloads_a_table_removed_by_hand(tmp_path, fake_nft):
     os.unlink(str(tmp_path / 'state.json'))
     again = run_nft(tmp_path, fake_nft)
     assert again['changed'] and again['loaded'] and not again['file_changed']
+
+
+def edit_live_table(tmp_path, edit):
+    state = tmp_path / 'state.json'
+    tables = json.loads(state.read_text())
+    tables['inet dgxspark_ds4'] = edit(tables['inet dgxspark_ds4'])
+    state.write_text(json.dumps(tables))
+
+
+def flush_input_chain(text):
+    """`nft flush chain inet dgxspark_ds4 input`: the chain and the table's comment stay, its rules go."""
+    out, inside = [], False
+    for line in text.splitlines():
+        if line.strip().startswith('chain input {'):
+            inside = True
+            out.append(line)
+            continue
+        if inside and line.strip() == '}':
+            inside = False
+        if inside and not line.strip().startswith('type filter hook'):
+            continue
+        out.append(line)
+    return '\n'.join(out)
+
+
+@pytest.mark.parametrize('edit, gone', [
+    (flush_input_chain, '-tcp dport 8000 reject with tcp reset'),
+    (lambda text: text.replace('\t\ttcp dport 29501 reject with tcp reset\n', ''), '-tcp dport 29501 reject with tcp reset'),
+    (lambda text: text.replace('\t\tiif "lo" accept\n', '\t\tiif "lo" accept\n\t\ttcp dport 22 accept\n'),
+     '+tcp dport 22 accept'),
+])
+def test_nft_reloads_a_flushed_chain_or_a_rule_deleted_or_added_by_hand(tmp_path, fake_nft, edit, gone):
+    """The digest comment survives `nft flush chain` and `nft delete rule`: the live rules are compared."""
+    first = run_nft(tmp_path, fake_nft)
+    edit_live_table(tmp_path, edit)
+    again = run_nft(tmp_path, fake_nft)
+    assert again['live_before'] == first['digest']
+    assert again['changed'] and again['loaded'] and not again['file_changed']
+    assert gone in again['live_differences']
+    after = run_nft(tmp_path, fake_nft)
+    assert not after['changed'] and after['live_differences'] == []
+
+
+def test_nft_fails_when_the_live_table_still_differs_after_the_load(tmp_path, fake_nft, monkeypatch):
+    run_nft(tmp_path, fake_nft)
+    edit_live_table(tmp_path, flush_input_chain)
+    monkeypatch.setenv('FAKE_NFT_STICKY', '1')
+    args = dict(path=str(tmp_path / 'nftables.conf'), api_port=8000, master_port=29501,
+                allowed_networks=['10.77.0.20/32'], fabric_addresses=['10.77.0.11', '10.77.0.12'],
+                self_address='10.77.0.11', ephemeral_ports='32768-60999', nft_bin=str(fake_nft))
+    with patch_module_args(args):
+        with pytest.raises(FailJson) as exc:
+            nft_mod.main()
+    res = exc.value.args[0]
+    assert 'still differs from the rendered one' in res['msg']
+    assert '-tcp dport 29501 reject with tcp reset' in res['live_after']
 
 
 def test_nft_check_mode_writes_and_loads_nothing(tmp_path, fake_nft):
