@@ -7,7 +7,8 @@ The digest covers the role's input values (given as ``inputs``, already template
 the bytes of the role's own directory and of the collection's ``plugins/`` (a new collection
 version or an edited template changes it). Only hashes leave the controller. ``state=record`` reuses
 the digest of the probe at the start of the role (``probe``), so facts the role sets on its way are
-never mistaken for inputs.
+never mistaken for inputs, and passes what that probe observed (``found``): the module refuses to
+record a drifted check the role left as it found it.
 
 The task runs in the internal role ``dgxspark.ds4._converge``, included by the role it probes (``role``):
 the digest covers that calling role's directory (found among the roles that include the task; a task
@@ -85,11 +86,16 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail('dgxspark.ds4.converge_state state=begin/record takes probe (the registered result of '
                                         'the state=probe task at the start of the role), not inputs')
             digest, per_input = probe['digest'], probe.get('inputs') or {}
+            found = probe.get('seen') or {}
         else:
+            found = {}
             digest, per_input = cs.inputs_digest(self._without_own_results(args['role'], args['inputs'], task_vars),
                                                  code_hash_for(role_path, getattr(role, '_role_path', None)))
         module_args = dict(role=args['role'], state=args['state'], digest=digest, inputs=per_input,
                            checks=args['checks'], published=args['published'], state_dir=args['state_dir'])
+        if args['state'] == 'record':
+            # What the probe found before the role ran: a drifted check still exactly so was not repaired.
+            module_args['found'] = found
         result.update(self._execute_module(module_name='dgxspark.ds4.converge_state', module_args=module_args,
                                            task_vars=task_vars))
         return result

@@ -13,6 +13,14 @@ pair, nothing the role would do can change anything, and its tasks are skipped. 
 (an input, the code, a file edited by hand, a unit disabled, a table flushed) is named in the
 result and the whole role runs, which repairs it.
 
+Drift is repaired, never recorded (`unrepaired`): when the role ran with the inputs of its last
+record and a check had drifted from that record, the record step refuses to take the state the
+probe found, left as it was, for the new baseline (a role that "ran and changed nothing" would
+otherwise bless the drift: every later run would say "as recorded"). The role fails instead,
+naming the check, and the last good record stays (moved aside), so the next run refuses again
+until the state is repaired. Checks a role only observes and does not render (sysfs, a file it
+shares with the user) are listed under ``observed`` and exempt.
+
 Pure Python (no Ansible imports): the controller side (digests) and the node side (observe,
 compare, record) are tested without Ansible.
 """
@@ -68,13 +76,24 @@ def inputs_digest(inputs, code_hash):
     return value_hash(per_input), per_input
 
 
+def check_name(item):
+    """The name a check is reported and recorded under (a command: its argv joined by blanks)."""
+    return ' '.join(item) if isinstance(item, list) else item
+
+
 def normalise_checks(checks):
-    """Validate the checks mapping; returns (checks, error or None)."""
+    """Validate the checks mapping; returns (checks, error or None).
+
+    ``observed`` (optional): checks of the other kinds (paths, unit names, argv lists) the role observes but does
+    not render, so that it cannot restore them (sysfs, a file shared with the user): exempt from `unrepaired`."""
     checks = dict(checks or {})
-    unknown = sorted(set(checks) - set(CHECK_KINDS))
+    unknown = sorted(set(checks) - set(CHECK_KINDS) - set(['observed']))
     if unknown:
-        return None, 'unknown check kind(s) %s; known: %s' % (', '.join(unknown), ', '.join(CHECK_KINDS))
-    out = {}
+        return None, 'unknown check kind(s) %s; known: %s, observed' % (', '.join(unknown), ', '.join(CHECK_KINDS))
+    observed = checks.get('observed') or []
+    if not isinstance(observed, list) or not all(isinstance(o, str) and o or isinstance(o, list) and o for o in observed):
+        return None, 'checks.observed must be a list of paths, unit names or argv lists, got %r' % (observed,)
+    out = {'observed': sorted(set(check_name(o) for o in observed))}
     for kind in CHECK_KINDS:
         items = checks.get(kind) or []
         if not isinstance(items, list):
@@ -173,6 +192,41 @@ def compare(record, role, digest, per_input, seen):
                 reasons.append('%s %s: recorded %s, now %s'
                                % (kind[:-1], name, was.get(name, 'not checked'), now.get(name, 'not checked')))
     return reasons
+
+
+def unrepaired(reference, digest, found, after, observed=()):
+    """Checks the role ran for and left as it found them, when that must not happen: [(kind, name, recorded, found)].
+
+    ``reference``: the record of the role's last successful run (moved aside while the role runs); ``digest``: the
+    inputs digest of this run; ``found``: what the probe observed before the role ran; ``after``: what is observed
+    now that it ran. Only with the same inputs (and code) as the reference, where the role renders what it rendered
+    then: a check that differed from the reference and is still exactly as found was not repaired, and recording it
+    would make it the baseline. ``observed`` names the checks the role does not render (exempt)."""
+    if not reference or reference.get('version') != RECORD_VERSION or reference.get('digest') != digest or not found:
+        return []
+    out = []
+    recorded_state = reference.get('state') or {}
+    for kind in CHECK_KINDS:
+        was = recorded_state.get(kind) or {}
+        before = found.get(kind) or {}
+        now = after.get(kind) or {}
+        for name in sorted(before):
+            if name in observed or name not in was or name not in now:
+                continue
+            if before[name] != was[name] and now[name] == before[name]:
+                out.append((kind, name, was[name], before[name]))
+    return out
+
+
+def describe_unrepaired(role, problems, path):
+    """The failure message for `unrepaired` problems, with the way out."""
+    items = '; '.join('%s %s: recorded %s, found and left %s' % (kind[:-1], name, was, found)
+                      for kind, name, was, found in problems)
+    return ('%s ran because what it manages differed from the record of its last run (same inputs), and left it as it '
+            'found it: %s. Recording that would make the drift the new baseline, so nothing is recorded and every run '
+            'refuses again until it is repaired. Fix: restore it by hand (or find what keeps changing it: another tool, '
+            'a service reloading its own copy), then rerun; to accept the present state as intended instead, remove %s '
+            'and rerun.' % (role, items, running_path(path)))
 
 
 def record_path(state_dir, role):

@@ -19,6 +19,11 @@ description:
     and mode, a unit with its recorded and current enablement and activity, a command whose output differs).
   - With O(state=record) observes the same checks and writes the record (atomically, mode 0600), together with
     the facts the role publishes for later roles (O(published)), which a later probe returns when current.
+  - Drift is repaired, never recorded. With O(state=record), when the inputs digest equals the one of the last
+    record and a check the probe found different from that record (O(found)) is still exactly as found, the role ran
+    and did not repair it: the module fails naming the check, writes no record and keeps the last one aside, so every
+    later run refuses again until the state is repaired (or the kept record is removed to accept it). Checks the
+    role only observes (C(observed) in O(checks)) are exempt.
   - The action plugin of the same name computes O(digest) and O(inputs) on the controller from the role's input
     variables and the collection's code; call the module through it. With O(state=record) the action plugin takes
     the registered probe result (option C(probe)) and records its digest, so that facts the role set on its way
@@ -62,6 +67,15 @@ options:
       - What the role manages on this node. C(files) (paths; checksum, mode, owner, link target), C(units) (systemd
         unit names; UnitFileState and ActiveState), C(commands) (argv lists of read-only commands; exit code and
         output hash), C(trees) (directories; names, sizes and mtimes, no file is read).
+      - C(observed) (optional) repeats the checks of the other kinds the role observes but does not render (sysfs
+        files, a file shared with the user, a request marker another role writes): their drift is recorded, not
+        refused.
+    type: dict
+    default: {}
+  found:
+    description:
+      - (O(state=record)) What the probe at the start of the role observed (its RV(seen)); the action plugin passes it
+        from the option C(probe).
     type: dict
     default: {}
   published:
@@ -118,6 +132,10 @@ record:
   description: Path of the record.
   returned: always
   type: str
+seen:
+  description: What was observed of each check (kind -> name -> observation).
+  returned: always
+  type: dict
 '''
 
 from ansible.module_utils.basic import AnsibleModule
@@ -133,6 +151,7 @@ def main():
             inputs=dict(type='dict', default={}),
             checks=dict(type='dict', default={}),
             published=dict(type='dict', default={}),
+            found=dict(type='dict', default={}),
             state_dir=dict(type='path', default='/var/lib/dgxspark-ds4/converge'),
         ),
         supports_check_mode=True,
@@ -155,14 +174,19 @@ def main():
     if p['state'] == 'probe':
         reasons = cs.compare(previous, p['role'], p['digest'], p['inputs'], seen)
         module.exit_json(changed=False, current=not reasons, reasons=reasons, record=path, digest=p['digest'], inputs=p['inputs'],
-                         published=(previous or {}).get('published', {}) if not reasons else {})
+                         published=(previous or {}).get('published', {}) if not reasons else {}, seen=seen)
 
     record = cs.build_record(p['role'], p['digest'], p['inputs'], seen, p['published'])
     previous = previous or cs.load_record(cs.running_path(path))
+    # In check mode nothing was repaired, by design: only a real run must leave no drift behind.
+    problems = [] if module.check_mode else cs.unrepaired(previous, p['digest'], p['found'], seen, checks['observed'])
+    if problems:
+        module.fail_json(msg=cs.describe_unrepaired(p['role'], problems, path), record=path, seen=seen,
+                         unrepaired=[dict(kind=k, name=n, recorded=w, found=f) for k, n, w, f in problems])
     if not module.check_mode:
         cs.finish(path, record)
     result = dict(changed=False, updated=previous != record, current=True, reasons=[], record=path, published=p['published'], digest=p['digest'],
-                  inputs=p['inputs'])
+                  inputs=p['inputs'], seen=seen)
     if module._diff:
         result['diff'] = dict(before=previous or {}, after=record, before_header=path, after_header=path)
     module.exit_json(**result)

@@ -136,7 +136,8 @@ def test_converge_check_sees_a_stopped_pair_after_a_skipped_preflight(tmp_path):
     """The record taken beside a live pair must not stand once the pair is stopped (the preflight is due)."""
     with open(os.path.join(ROLE, "vars", "main.yml")) as fh:
         raw = yaml.safe_load(fh)
-    argv = raw["__nccl_fabric_converge_checks"]["commands"][0]
+    argv = raw["__nccl_fabric_pending_check"]
+    assert raw["__nccl_fabric_converge_checks"]["commands"] == ["{{ __nccl_fabric_pending_check }}"]
     marker = tmp_path / "nccl-preflight-pending"
     script = argv[2].replace("{{ _nccl_fabric_preflight_pending_path | quote }}", str(marker)).replace(
         "{{ _nccl_fabric_vllm_unit | quote }}", "dgxspark-ds4-head.service")

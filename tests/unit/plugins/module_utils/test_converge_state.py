@@ -149,3 +149,60 @@ def test_code_hash_follows_file_bytes(tmp_path):
     assert cs.content_hash([str(tmp_path / 'r')]) == h1
     (tmp_path / 'r' / 'main.yml').write_text('b')
     assert cs.content_hash([str(tmp_path / 'r')]) != h1
+
+
+def test_drift_left_as_found_is_refused_repaired_drift_is_recorded(tmp_path):
+    """The firewall case: `nft flush chain` changes the listing; a role that ran and loaded nothing must not
+    record the flushed table as the baseline; one that reloaded it may."""
+    checks = {'commands': [['nft', 'list', 'table', 'inet', 't']]}
+    full = (0, 'table inet t { chain input { tcp dport 8000 reject } }', '')
+    flushed = (0, 'table inet t { chain input { } }', '')
+    run, dummy = _run_factory({'nft': full})
+    dummy, probe = _probe(tmp_path, checks, {'v': 1}, run)
+    _record(probe)
+    path = probe[3]
+    run_flushed, dummy = _run_factory({'nft': flushed})
+    reasons, (digest, dummy, found, dummy) = _probe(tmp_path, checks, {'v': 1}, run_flushed)
+    assert reasons and reasons[0].startswith('command nft list table inet t')
+    cs.begin(path)
+    reference = cs.load_record(cs.running_path(path))
+    left = cs.unrepaired(reference, digest, found, cs.observe(checks, run_flushed))
+    assert left == [('commands', 'nft list table inet t', reference['state']['commands']['nft list table inet t'],
+                     found['commands']['nft list table inet t'])]
+    message = cs.describe_unrepaired('firewall', left, path)
+    assert 'command nft list table inet t: recorded rc=0:' in message and cs.running_path(path) in message
+    assert cs.unrepaired(reference, digest, found, cs.observe(checks, run)) == []
+
+
+def test_unrepaired_only_with_the_same_inputs_and_not_for_observed_checks(tmp_path):
+    conf = tmp_path / 'a.conf'
+    conf.write_text('x=1\n')
+    sysfs = tmp_path / 'mtu'
+    sysfs.write_text('9000\n')
+    checks, error = cs.normalise_checks({'files': [str(conf), str(sysfs)], 'observed': [str(sysfs)]})
+    assert error is None and checks['observed'] == [str(sysfs)]
+    run, dummy = _run_factory({})
+    dummy, probe = _probe(tmp_path, checks, {'v': 1}, run)
+    _record(probe)
+    reference = cs.load_record(probe[3])
+    conf.write_text('x=2\n')
+    sysfs.write_text('1500\n')
+    dummy, (digest, dummy, found, dummy) = _probe(tmp_path, checks, {'v': 1}, run)
+    after = cs.observe(checks, run)
+    assert [p[1] for p in cs.unrepaired(reference, digest, found, after, checks['observed'])] == [str(conf)]
+    # other inputs: what the role renders now may be what it found (it ran for the inputs, not to repair)
+    other_digest = cs.inputs_digest({'v': 2}, 'code1')[0]
+    assert cs.unrepaired(reference, other_digest, found, after, checks['observed']) == []
+    # no record to compare with (first run), or no probe observation: nothing to refuse
+    assert cs.unrepaired(None, digest, found, after) == []
+    assert cs.unrepaired(reference, digest, {}, after) == []
+    # a check first probed in this run (not in the record) is new, not drift
+    conf.write_text('x=1\n')
+    assert cs.unrepaired(reference, digest, found, cs.observe(checks, run), checks['observed']) == []
+
+
+def test_observed_is_validated():
+    assert 'checks.observed' in cs.normalise_checks({'observed': 'x'})[1]
+    assert 'checks.observed' in cs.normalise_checks({'observed': ['']})[1]
+    checks, error = cs.normalise_checks({'commands': [['a', 'b']], 'observed': [['a', 'b']]})
+    assert error is None and checks['observed'] == ['a b']
