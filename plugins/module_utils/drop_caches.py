@@ -14,6 +14,7 @@ __metaclass__ = type
 import errno
 import os
 import re
+import shlex
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe
 
@@ -190,3 +191,34 @@ def _readonly(result, reason, skip_if_readonly):
         result['skipped'] = True
         return result
     raise DropCachesError('cannot drop caches: %s (set skip_if_readonly: true to treat this as ok)' % reason, **result)
+
+
+# ---------------------------------------------------------------- drop-behind
+# A download or copy beside a live pair must not leave what it wrote (up to the whole model, ~149 GB) in the page
+# cache, which on GB10 unified memory is memory the running vLLM competes with (seed 000 blames page-cache
+# pressure for launch failures). Each file written (or read for a copy) is flushed and its pages dropped
+# (`sync -d`: fdatasync; `dd iflag=nocache count=0`: POSIX_FADV_DONTNEED of the whole file): only these files'
+# pages, never the whole cache, so it is safe beside a live pair and on test hosts sharing a kernel.
+# The same shell command runs on this host and, over ssh, on the worker.
+
+def drop_behind_command(root, names):
+    """Shell command flushing and dropping the cached pages of ``names`` (relative) under ``root``."""
+    quoted = ' '.join(shlex.quote(name) for name in names)
+    return ('cd %s && sync -d -- %s && for f in %s; do dd if="$f" iflag=nocache count=0 status=none || exit 1; done'
+            % (shlex.quote(root), quoted, quoted))
+
+
+def drop_behind(run, root, names, ssh=None):
+    """Run :func:`drop_behind_command` locally (``sh -c``) or over the ssh prefix ``ssh``; ``run(argv)`` returns
+    ``(rc, out, err)``. Returns None, or a warning naming the host and the error (a copy is not failed for it)."""
+    names = sorted(set(names))
+    if not names:
+        return None
+    command = drop_behind_command(root, names)
+    argv = list(ssh) + [command] if ssh else ['sh', '-c', command]
+    rc, out, err = run(argv)
+    if rc != 0:
+        return ('dropping the page cache behind %d file(s) under %s on %s failed (rc=%d): %s; they stay cached until '
+                'the kernel reclaims them' % (len(names), root, ssh[-1] if ssh else 'this host', rc,
+                                                  (err or out).strip()[-300:]))
+    return None

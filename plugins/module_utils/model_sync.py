@@ -13,6 +13,12 @@ or is a local directory when the prefix is empty.
   ``force`` are copied whole; files shorter than the source (an interrupted copy)
   are resumed with ``--append-verify`` (rsync checks the whole file afterwards and
   resends it if the kept part differs). Identical files are skipped.
+* A file the destination already holds in full (``replace``) is never rewritten in place:
+  rsync writes a temporary copy under ``.cache/`` of the destination and renames it over the
+  old one when complete, so a copy that fails half-way leaves the destination's file as it
+  was (only missing files are written ``--inplace --partial``, to resume).
+* Drop-behind: the files copied leave the page cache on both ends once the copy is done
+  (``drop_caches.drop_behind``): a 149 GB copy beside a live pair does not fill it.
 * ``balance``: split the files across N streams, largest first, onto the stream
   with the fewest bytes (so 46 x 3.2 GB shards finish together).
 * Space: bytes still to write (source size minus what is already there, per file)
@@ -32,7 +38,11 @@ import subprocess
 import tempfile
 import time
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils.drop_caches import drop_behind
+
 DEFAULT_EXCLUDES = ['.cache/**', '*.lock', '*.incomplete']
+# Where a replacement is written before it is renamed over the destination's file (excluded like the hub's .cache).
+TEMP_DIR = '.cache/dgxspark-ds4-sync'
 _STATS_RE = re.compile(r'^Total bytes sent:\s*([0-9,.]+)', re.M)
 LIST_LIMIT = 10
 
@@ -143,7 +153,8 @@ def parse_remote_listing(text, excludes=None):
 def plan(src, dst, force=None):
     """Decide what to do per file. ``src``/``dst``: ``{rel: (size, mtime)}``.
 
-    Returns a dict: ``whole`` (copy the whole file), ``append`` (resume: destination
+    Returns a dict: ``whole`` (copy the whole file), ``replace`` (those of ``whole`` the destination holds in full:
+    written aside and renamed, never in place), ``append`` (resume: destination
     shorter than the source), ``skip`` (identical by size + mtime), ``extra``
     (only on the destination; reported, never deleted), ``bytes_needed`` (bytes
     still to write), ``bytes_total``.
@@ -166,7 +177,8 @@ def plan(src, dst, force=None):
         else:
             skip.append(rel)
     extra = sorted(set(dst) - set(src))
-    return dict(whole=whole, append=append, skip=skip, extra=extra, bytes_needed=needed,
+    replace = [rel for rel in whole if rel in dst and dst[rel][0] >= src[rel][0]]
+    return dict(whole=whole, replace=replace, append=append, skip=skip, extra=extra, bytes_needed=needed,
                 bytes_total=sum(s for s, _m in src.values()),
                 bytes_to_send=sum(src[r][0] for r in whole) + sum(src[r][0] - dst[r][0] for r in append))
 
@@ -192,18 +204,20 @@ def split_ssh(ssh):
 
 
 def rsync_argv(rsync, src, dest, files_from, mode, ssh=None):
-    """argv of one rsync stream. ``mode``: ``whole`` or ``append``.
+    """argv of one rsync stream. ``mode``: ``whole`` (a missing file: in place, resumable), ``append`` (resume a
+    shorter one) or ``replace`` (a file the destination holds: written under TEMP_DIR, renamed when complete).
 
     ``--copy-links``: the listing follows symlinks (a Hugging Face hub cache snapshot is symlinks into
     ``../../blobs/``), so the copy must too: the destination gets regular files with the bytes, never the
     links (``-a`` alone copies a link as a link, dangling on the worker).
     """
-    argv = [rsync, '-a', '--copy-links', '--inplace', '--partial', '--stats', '--from0',
-            '--files-from=%s' % files_from]
-    if mode == 'append':
-        argv.append('--append-verify')
+    argv = [rsync, '-a', '--copy-links', '--stats', '--from0', '--files-from=%s' % files_from]
+    if mode == 'replace':
+        argv += ['--whole-file', '--ignore-times', '--temp-dir=%s' % os.path.join(dest, TEMP_DIR)]
+    elif mode == 'append':
+        argv += ['--inplace', '--partial', '--append-verify']
     else:
-        argv += ['--whole-file', '--ignore-times']
+        argv += ['--inplace', '--partial', '--whole-file', '--ignore-times']
     rsh, host = split_ssh(ssh)
     target = dest.rstrip('/') + '/'
     if rsh:
@@ -258,7 +272,7 @@ def run_streams(jobs):
 
 
 def sync(src, dest, ssh=None, streams=4, force=None, excludes=None, check_mode=False, reserve=0,
-         rsync='rsync', runner=None):
+         rsync='rsync', runner=None, drop_behind_copied=True):
     """Plan and (unless ``check_mode``) copy. Returns a result dict; raises :class:`SyncError`."""
     started = time.time()
     excludes = DEFAULT_EXCLUDES if excludes is None else excludes
@@ -283,7 +297,7 @@ def sync(src, dest, ssh=None, streams=4, force=None, excludes=None, check_mode=F
         dst_list = local_listing(dest, excludes, follow=False)
     p = plan(src_list, dst_list, force)
     result = dict(src=src, dest=dest, dest_host=where, files_total=len(src_list), bytes_total=p['bytes_total'],
-                  files_copied=p['whole'], files_resumed=p['append'], files_skipped=len(p['skip']),
+                  files_copied=p['whole'], files_replaced=p['replace'], files_resumed=p['append'], files_skipped=len(p['skip']),
                   extra=p['extra'], bytes_needed=p['bytes_needed'], bytes_to_send=p['bytes_to_send'],
                   dest_free_bytes=free, dest_fs=fs_path, bytes_copied=0, bytes_sent=0, streams_used=0,
                   changed=bool(p['whole'] or p['append']))
@@ -301,17 +315,18 @@ def sync(src, dest, ssh=None, streams=4, force=None, excludes=None, check_mode=F
     tmpdir = tempfile.mkdtemp(prefix='ds4-model-sync-')
     try:
         if ssh:
-            rc, out, err = runner(list(ssh) + ['mkdir -p %s' % shlex.quote(dest)])
+            rc, out, err = runner(list(ssh) + ['mkdir -p %s' % shlex.quote(os.path.join(dest, TEMP_DIR))])
             if rc != 0:
                 raise SyncError('mkdir -p %s on %s failed: %s' % (dest, where, (err or out).strip()), **result)
-        elif not os.path.isdir(dest):
-            os.makedirs(dest)
+        elif not os.path.isdir(os.path.join(dest, TEMP_DIR)):
+            os.makedirs(os.path.join(dest, TEMP_DIR))
         todo = p['whole'] + p['append']
-        mode_of = dict([(r, 'whole') for r in p['whole']] + [(r, 'append') for r in p['append']])
+        mode_of = dict([(r, 'whole') for r in p['whole']] + [(r, 'replace') for r in p['replace']]
+                       + [(r, 'append') for r in p['append']])
         jobs = []
         for i, part in enumerate(balance(todo, sizes, streams)):
             chain = []
-            for mode in ('append', 'whole'):
+            for mode in ('append', 'whole', 'replace'):
                 names = [r for r in part if mode_of[r] == mode]
                 if not names:
                     continue
@@ -343,6 +358,10 @@ def sync(src, dest, ssh=None, streams=4, force=None, excludes=None, check_mode=F
         raise SyncError('after the copy %d file(s) on %s differ in size from the head: %s'
                         % (len(short), where, ', '.join(short[:LIST_LIMIT])), **result)
     result['bytes_copied'] = p['bytes_to_send']
+    if drop_behind_copied:
+        # the copies on the destination, and the source files rsync read, leave the page cache
+        warnings = [drop_behind(runner, dest, todo, ssh), drop_behind(runner, src, todo)]
+        result['drop_behind_warnings'] = [w for w in warnings if w]
     result['duration_s'] = round(time.time() - started, 3)
     return result
 

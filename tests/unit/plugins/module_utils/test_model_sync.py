@@ -262,3 +262,61 @@ def test_links_left_on_the_destination_are_replaced_by_files(tmp_path):
     r = ms.sync(str(snap), str(dst), ssh=fake_ssh(tmp_path))
     assert sorted(r['files_copied']) == sorted(files)
     assert_regular_copy(str(dst), files)
+
+
+# --------------------------------------------------------------------------- never in place over a held copy; drop-behind
+
+def test_plan_and_argv_replace_a_held_file_aside_never_in_place():
+    p = ms.plan({'a': (10, 1), 'b': (10, 1), 'c': (10, 1)}, {'a': (10, 2), 'c': (4, 1)}, force=[])
+    assert p['whole'] == ['a', 'b'] and p['replace'] == ['a'] and p['append'] == ['c']
+    argv = ms.rsync_argv('rsync', '/m', '/d', '/tmp/l', 'replace')
+    assert '--inplace' not in argv and '--partial' not in argv and '--temp-dir=/d/.cache/dgxspark-ds4-sync' in argv
+    assert '--inplace' in ms.rsync_argv('rsync', '/m', '/d', '/tmp/l', 'whole')
+
+
+@pytest.mark.skipif(not HAVE_RSYNC, reason='rsync not installed')
+def test_a_replaced_file_is_renamed_over_the_old_copy_never_rewritten_in_place(src, tmp_path):
+    dst = str(tmp_path / 'dst')
+    r = ms.sync(str(src), dst)
+    assert r['drop_behind_warnings'] == []
+    shard = 'model-00001-of-00003.safetensors'
+    path = os.path.join(dst, shard)
+    with open(path, 'rb') as f:
+        good = f.read()
+    inode = os.stat(path).st_ino
+    # the head's file changes (another mtime): the worker's copy is replaced by a new file, not rewritten
+    os.utime(str(src / shard), (1700009999, 1700009999))
+    r = ms.sync(str(src), dst)
+    assert r['files_copied'] == [shard] and r['files_replaced'] == [shard]
+    assert os.stat(path).st_ino != inode
+    with open(path, 'rb') as f:
+        assert f.read() == good
+    assert os.listdir(os.path.join(dst, ms.TEMP_DIR)) == []
+
+
+def test_drop_behind_runs_the_same_command_here_and_over_ssh():
+    from ansible_collections.dgxspark.ds4.plugins.module_utils import drop_caches as dc
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return (0, '', '') if len(calls) == 1 else (1, '', 'dd: failed to discard cache')
+    assert dc.drop_behind(run, "/m dir", ['b.safetensors', "it's.json", 'b.safetensors']) is None
+    assert calls[0][:2] == ['sh', '-c']
+    assert calls[0][2] == ("cd '/m dir' && sync -d -- b.safetensors 'it'\"'\"'s.json' && for f in b.safetensors "
+                           "'it'\"'\"'s.json'; do dd if=\"$f\" iflag=nocache count=0 status=none || exit 1; done")
+    warning = dc.drop_behind(run, '/d', ['a'], ssh=['ssh', '-i', 'k', 'root@w'])
+    assert calls[1][:4] == ['ssh', '-i', 'k', 'root@w'] and calls[1][4].startswith("cd /d && sync -d -- a")
+    assert 'on root@w failed (rc=1): dd: failed to discard cache' in warning
+    assert dc.drop_behind(run, '/d', []) is None and len(calls) == 2
+
+
+def test_drop_behind_command_runs_for_real(tmp_path):
+    from ansible_collections.dgxspark.ds4.plugins.module_utils import drop_caches as dc
+    write(tmp_path / 'a b.bin', os.urandom(4096))
+    proc = subprocess.run(['sh', '-c', dc.drop_behind_command(str(tmp_path), ['a b.bin'])], stderr=subprocess.PIPE,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run(['sh', '-c', dc.drop_behind_command(str(tmp_path), ['missing'])], stderr=subprocess.PIPE,
+                          check=False)
+    assert proc.returncode != 0
