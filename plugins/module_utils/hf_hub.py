@@ -24,8 +24,9 @@ import os
 import re
 import time
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils.drop_caches import drop_behind
 from ansible_collections.dgxspark.ds4.plugins.module_utils.model_sync import (
-    DEFAULT_EXCLUDES, SyncError, free_bytes, human, local_listing, nearest_existing)
+    DEFAULT_EXCLUDES, SyncError, _run, free_bytes, human, local_listing, nearest_existing)
 
 PINNED_RE = re.compile(r'^[0-9a-f]{40}$')
 
@@ -94,8 +95,10 @@ def bytes_needed(meta, have):
 
 
 def download(repo_id, revision, local_dir, allow_unpinned=False, max_workers=8, reserve=0, check_mode=False,
-             hub=None):
-    """Resolve metadata, check space, snapshot_download. Returns a result dict; raises SyncError."""
+             hub=None, runner=None):
+    """Resolve metadata, check space, snapshot_download, then drop the page cache behind the files it wrote
+    (``drop_caches.drop_behind``: a 149 GB download beside a live pair does not fill it). Returns a result dict;
+    raises SyncError."""
     started = time.time()
     warning = check_revision(revision, allow_unpinned)
     backend = prepare_backend(os.environ, importable('hf_transfer'), importable('hf_xet'))
@@ -131,7 +134,8 @@ def download(repo_id, revision, local_dir, allow_unpinned=False, max_workers=8, 
                           max_workers=max_workers)
     after = local_listing(local_dir, DEFAULT_EXCLUDES)
     changed_files = sorted(r for r in after if before.get(r, (None,))[0] != after[r][0])
-    result.update(files_downloaded=changed_files, changed=bool(changed_files),
+    warning = drop_behind(runner or _run, local_dir, changed_files)
+    result.update(files_downloaded=changed_files, changed=bool(changed_files), drop_behind_warnings=[warning] if warning else [],
                   bytes_downloaded=sum(after[r][0] - (before[r][0] if r in before else 0) for r in changed_files),
                   duration_s=round(time.time() - started, 3))
     return result

@@ -21,6 +21,8 @@ description:
   - The token (O(token), a C(no_log) option; or C(HF_TOKEN) already in the module's environment) is put into the
     module process's C(HF_TOKEN) for huggingface_hub; it is never returned. An option is used rather than the task's
     C(environment), which Ansible prints on the remote command line at C(-vvv) and shows in C(ps).
+  - Once downloaded, the files written leave the page cache (C(sync -d) then C(dd iflag=nocache count=0), only those
+    files): a 149 GB download beside a live pair does not fill the page cache a running vLLM competes with on GB10.
   - Uses C(hf_xet) when installed, else C(hf_transfer) when installed (sets C(HF_HUB_ENABLE_HF_TRANSFER=1)).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
@@ -100,6 +102,12 @@ bytes_downloaded:
   returned: always
   type: int
   sample: 0
+drop_behind_warnings:
+  description: A failure to drop the page cache behind the downloaded files (the download itself succeeded).
+  returned: when something was downloaded
+  type: list
+  elements: str
+  sample: []
 files_downloaded:
   description: Files added or changed.
   returned: always
@@ -142,9 +150,9 @@ def main():
                           max_workers=p['max_workers'], reserve=p['reserve'], check_mode=module.check_mode)
     except SyncError as e:
         module.fail_json(msg=e.msg, **e.fields)
-    warning = result.pop('warning', None)
-    if warning:
-        module.warn(warning)
+    for warning in [result.pop('warning', None)] + result.get('drop_behind_warnings', []):
+        if warning:
+            module.warn(warning)
     module.exit_json(**result)
 
 

@@ -18,6 +18,12 @@ description:
   - Files missing on the worker, of another size or modification time, or named in O(force) are copied whole;
     files shorter than the head's (an interrupted copy) are resumed with C(rsync --append-verify), which checks the
     whole file afterwards and resends it if the kept part differs. Files identical by size and mtime are skipped.
+  - A file the worker already holds in full (RV(files_replaced)) is never rewritten in place: rsync writes the new
+    copy under C(.cache/dgxspark-ds4-sync) of O(dest) and renames it over the old one when complete, so a copy that
+    fails half-way leaves the worker's file as it was. Missing files are written in place (resumable).
+  - Once copied, the files leave the page cache on both hosts (C(sync -d) then C(dd iflag=nocache count=0), only
+    those files): a copy beside a live pair does not fill the page cache a running vLLM competes with on GB10.
+    A failure there is a warning (RV(drop_behind_warnings)).
   - The files are split across O(streams) rsync processes of about equal bytes, largest first.
   - Before copying, the bytes still to write (per file, head size minus worker size) are compared with the free
     space of the worker's file system; the module fails with both numbers when it is short.
@@ -121,6 +127,18 @@ dest_free_bytes:
   returned: always
   type: int
   sample: 3500000000000
+files_replaced:
+  description: Those of RV(files_copied) the worker held in full (written aside, renamed over the old copy).
+  returned: always
+  type: list
+  elements: str
+  sample: [model-00002-of-00046.safetensors]
+drop_behind_warnings:
+  description: Hosts where dropping the page cache behind the copied files failed (the copy itself succeeded).
+  returned: when something was copied
+  type: list
+  elements: str
+  sample: []
 files_copied:
   description: Files copied whole.
   returned: always
@@ -189,6 +207,8 @@ def main():
                       check_mode=module.check_mode, reserve=p['reserve'], rsync=rsync)
     except SyncError as e:
         module.fail_json(msg=e.msg, **e.fields)
+    for warning in result.get('drop_behind_warnings', []):
+        module.warn(warning)
     if module._diff and result['changed']:
         lines = ['%s %s\n' % ('resume' if n in result['files_resumed'] else 'copy', n)
                  for n in sorted(result['files_copied'] + result['files_resumed'])]

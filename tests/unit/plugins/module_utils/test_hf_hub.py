@@ -94,8 +94,17 @@ def test_download_flow_and_rerun(tmp_path, monkeypatch):
     monkeypatch.delenv('HF_HUB_ENABLE_HF_TRANSFER', raising=False)
     hub = FakeHub({'model.safetensors': b'x' * 100, 'config.json': b'{}'})
     d = str(tmp_path / 'm')
-    r = hf_hub.download('org/m', SHA, d, hub=hub, max_workers=3)
+    calls = []
+
+    def runner(argv):
+        calls.append(argv)
+        return 0, '', ''
+    r = hf_hub.download('org/m', SHA, d, hub=hub, max_workers=3, runner=runner)
     assert r['changed'] and r['bytes_downloaded'] == 102 and r['files_downloaded'] == ['config.json', 'model.safetensors']
+    # the page cache is dropped behind the files written, only those
+    assert calls == [['sh', '-c', "cd %s && sync -d -- config.json model.safetensors && for f in config.json "
+                      "model.safetensors; do dd if=\"$f\" iflag=nocache count=0 status=none || exit 1; done" % d]]
+    assert r['drop_behind_warnings'] == []
     assert ('snapshot_download', 'org/m', SHA, d, 3) in hub.calls
     assert {'rfilename': 'model.safetensors', 'size': 100, 'lfs': {'sha256': '00' * 32}} in r['hub_metadata']
     r = hf_hub.download('org/m', SHA, d, hub=hub)
