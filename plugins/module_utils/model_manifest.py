@@ -8,6 +8,11 @@
 * ``full``: sha256 of every file, files hashed in parallel by a thread pool with
   large ``readinto`` reads; hashlib releases the GIL while hashing, so a full check
   is bounded by disk read speed, not by one core.
+* ``full`` with ``changed_since`` (a listing ``{relpath: [size, mtime_ns]}`` of the last
+  verified state, as every check returns in ``listing``): only the files new or changed
+  since (another size or mtime) are hashed; the others are compared by size. A file
+  rewritten under the same identity (same size, new mtime) is hashed before anything
+  trusts it, in seconds rather than the minutes of a whole-model hash.
 * The reference comes from the hub's metadata (``lfs.sha256`` + size per file) when
   given, else from a manifest built on the head; non-LFS files the hub gives no
   sha256 for are checked by size unless a head manifest supplies their sha256.
@@ -61,8 +66,9 @@ def _dir_excluded(reldir, patterns):
     return False
 
 
-def scan(root, excludes=None, skip=None):
-    """Return ``(sizes, unreadable)``: ``{relpath: size}`` of regular files under ``root``.
+def scan(root, excludes=None, skip=None, mtimes=None):
+    """Return ``(sizes, unreadable)``: ``{relpath: size}`` of regular files under ``root``; ``mtimes`` (a dict,
+    optional) receives ``{relpath: st_mtime_ns}``.
 
     Relative paths use ``/``.  File symlinks are followed (Hugging Face cache snapshots
     are symlinks into ``blobs/``); directory symlinks are not.  ``skip`` is a set of
@@ -96,6 +102,8 @@ def scan(root, excludes=None, skip=None):
             if os.path.isdir(full):
                 continue
             sizes[rel] = st.st_size
+            if mtimes is not None:
+                mtimes[rel] = st.st_mtime_ns
     return sizes, unreadable
 
 
@@ -323,12 +331,26 @@ def mismatch_count(diff, unreadable=None):
 
 # ---------------------------------------------------------------- entry points
 
-def check(root, reference, mode='quick', workers=None, excludes=None, skip=None, evict=True, read_size=READ_SIZE):
-    """Check ``root`` against ``reference`` (a loaded manifest). Returns a result dict."""
+def changed_names(listing, since):
+    """Names of ``listing`` (``{relpath: [size, mtime_ns]}``) new or changed (size or mtime) since ``since``."""
+    since = since or {}
+    return sorted(name for name, entry in listing.items() if list(since.get(name) or []) != list(entry))
+
+
+def check(root, reference, mode='quick', workers=None, excludes=None, skip=None, evict=True, read_size=READ_SIZE,
+          changed_since=None):
+    """Check ``root`` against ``reference`` (a loaded manifest). Returns a result dict, with ``listing``
+    (``{relpath: [size, mtime_ns]}``: the state checked) and, in full mode, ``hashed_files``. With ``changed_since``
+    (full mode), only the files changed since that listing are hashed."""
     if mode not in ('quick', 'full'):
         raise ManifestError('mode=%s is not a check mode; use quick or full' % mode)
+    if changed_since is not None and not isinstance(changed_since, dict):
+        raise ManifestError('changed_since must be a mapping relpath -> [size, mtime_ns] (a check\'s listing); got %s'
+                            % type(changed_since).__name__)
     started = time.time()
-    sizes, unreadable = scan(root, excludes, skip)
+    mtimes = {}
+    sizes, unreadable = scan(root, excludes, skip, mtimes)
+    listing = dict((name, [sizes[name], mtimes[name]]) for name in sizes)
     expected = reference['files']
     digests = None
     hashed = set()
@@ -336,11 +358,17 @@ def check(root, reference, mode='quick', workers=None, excludes=None, skip=None,
     bytes_read = 0
     if mode == 'full':
         hashed = set(n for n, e in expected.items() if e['sha256'] and sizes.get(n) == e['size'])
+        if changed_since is not None:
+            hashed &= set(changed_names(listing, changed_since))
         digests, errors, bytes_read = hash_files(root, sorted(hashed), workers, read_size, evict)
         unreadable = unreadable + errors
         hashed -= set(e['name'] for e in errors)
     diff = compare(expected, sizes, digests if mode == 'full' else None, hashed)
-    return _result(diff, unreadable, mode, reference, sizes, bytes_read, len(hashed), workers, started)
+    result = _result(diff, unreadable, mode, reference, sizes, bytes_read, len(hashed), workers, started)
+    result['listing'] = listing
+    if mode == 'full':
+        result['hashed_files'] = sorted(hashed)
+    return result
 
 
 def build(root, hub=None, workers=None, excludes=None, skip=None, evict=True, read_size=READ_SIZE):

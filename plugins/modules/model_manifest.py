@@ -64,6 +64,12 @@ options:
         serialised to a list of mappings with C(rfilename), C(size) and C(lfs.sha256) (or the hub API JSON with a
         C(siblings) key).
     type: raw
+  changed_since:
+    description:
+      - With O(mode=full), hash only the files new or changed (size or modification time) since this listing, the
+        RV(listing) of an earlier check that passed (its last verified state); the others are compared by size.
+        A file rewritten under the same identity (same size, new mtime) is hashed, in seconds.
+    type: dict
   workers:
     description:
       - Threads hashing files in parallel. Defaults to the number of CPUs of the managed host.
@@ -113,6 +119,16 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+listing:
+  description: (O(mode=quick) and O(mode=full)) Each file checked, relative path -> [size, mtime in ns].
+  returned: when mode is quick or full
+  type: dict
+  sample: {model-00001-of-00046.safetensors: [3221225472, 1732600000123456789]}
+hashed_files:
+  description: (O(mode=full)) The files hashed (with O(changed_since), those new or changed since it).
+  returned: when mode is full
+  type: list
+  elements: str
 ok:
   description: True when nothing differs.
   returned: always
@@ -270,6 +286,7 @@ def main():
             manifest=dict(type='path'),
             manifest_content=dict(type='raw'),
             hub_metadata=dict(type='raw'),
+            changed_since=dict(type='dict'),
             workers=dict(type='int'),
             exclude=dict(type='list', elements='str', default=['.cache/**', '*.lock', '*.incomplete']),
             fail_on_mismatch=dict(type='bool', default=True),
@@ -308,7 +325,7 @@ def main():
             else:
                 module.fail_json(msg='mode=%s needs a reference: give manifest, manifest_content or hub_metadata'
                                      % p['mode'])
-            result = check(p['path'], reference, mode=p['mode'], **common)
+            result = check(p['path'], reference, mode=p['mode'], changed_since=p['changed_since'], **common)
     except ManifestError as exc:
         module.fail_json(msg=exc.msg, **exc.fields)
     except (IOError, OSError) as exc:

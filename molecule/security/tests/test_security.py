@@ -241,6 +241,67 @@ def test_boot_unit_reloads_the_same_table():
     assert 'table inet ds4_user_table' in d.node('spark1', 'nft', 'list', 'tables')
 
 
+NFT_TABLE = ('nft', 'list', 'table', 'inet', 'dgxspark_ds4')
+# What the converge record keeps of `nft list table` (plugins/module_utils/converge_state.py observe), computed on the node.
+NFT_OBSERVED = ('import hashlib, subprocess\n'
+                'p = subprocess.run(["/usr/sbin/nft", "list", "table", "inet", "dgxspark_ds4"], stdout=subprocess.PIPE,'
+                ' stderr=subprocess.PIPE, universal_newlines=True)\n'
+                'print("rc=%d:%s" % (p.returncode, hashlib.sha1((p.stdout + "\\0" + p.stderr).encode()).hexdigest()))\n')
+DROPIN = '/etc/systemd/system/dgxspark-ds4-head.service.d/override.conf'
+
+
+def _rules(listing):
+    """The table's lines, indentation dropped and set elements sorted (nft may print a hash set in any order)."""
+    out = []
+    for line in listing.splitlines():
+        line = ' '.join(line.split())
+        if line.startswith('elements = {'):
+            line = 'elements = { %s }' % ', '.join(sorted(e.strip() for e in line[12:].rstrip('}').split(',')))
+        if line:
+            out.append(line)
+    return sorted(out)
+
+
+def _firewall_record(name):
+    record = json.loads(d.node(name, 'cat', '/var/lib/dgxspark-ds4/converge/firewall.json'))
+    return record['state']['commands']['/usr/sbin/nft list table inet dgxspark_ds4']
+
+
+def test_drift_repaired_never_recorded_and_a_foreign_dropin_named_before_any_restart():
+    """One site.yml run: `nft flush chain` on spark1 and one rule deleted on spark2 keep the table's digest comment;
+    the run reloads both tables and records the repaired state, not the drift. A drop-in the collection did not write
+    under dgxspark-ds4-head.service.d/ stops the run in vllm_service's preflight, named, before any restart."""
+    before = dict((name, d.node(name, *NFT_TABLE)) for name in ('spark1', 'spark2'))
+    started = d.both_started()
+    d.node('spark1', 'nft', 'flush', 'chain', 'inet', 'dgxspark_ds4', 'input')
+    handle = re.search(r'tcp dport 29501 reject with tcp reset # handle (\d+)',
+                       d.node('spark2', 'nft', '-a', 'list', 'chain', 'inet', 'dgxspark_ds4', 'input')).group(1)
+    d.node('spark2', 'nft', 'delete', 'rule', 'inet', 'dgxspark_ds4', 'input', 'handle', handle)
+    drifted = dict((name, d.node(name, 'python3', '-c', NFT_OBSERVED)) for name in ('spark1', 'spark2'))
+    assert 'tcp dport' not in d.node('spark1', *NFT_TABLE) and 'sha256:' in d.node('spark1', *NFT_TABLE)
+    assert tcp('client', HEAD, 29501) == 'open'  # the flushed chain lets the TCPStore through
+    d.node('spark1', 'mkdir', '-p', os.path.dirname(DROPIN))
+    d.node('spark1', 'sh', '-c', 'printf "[Service]\\nExecStart=\\nExecStart=/bin/true\\n" > %s' % DROPIN)
+    try:
+        rc, out = d.run_playbook('site.yml')
+    finally:
+        d.node('spark1', 'rm', '-rf', os.path.dirname(DROPIN))
+    flat = ' '.join(out.split())
+    assert rc != 0, out[-3000:]
+    assert 'firewall: runs (command /usr/sbin/nft list table inet dgxspark_ds4: recorded rc=0:' in flat, out[-3000:]
+    # the rules are back, and what is recorded is the repaired table, not the drift
+    for name in ('spark1', 'spark2'):
+        now = d.node(name, *NFT_TABLE)
+        assert _rules(now) == _rules(before[name]), (name, now)
+        recorded = _firewall_record(name)
+        assert recorded == d.node(name, 'python3', '-c', NFT_OBSERVED) and recorded != drifted[name], name
+    assert tcp('client', HEAD, 29501) == 'refused'
+    # the drop-in, named with the fix, before any restart of the pair
+    assert 'drop-in %s was not written by dgxspark.ds4' % DROPIN in flat, out[-3000:]
+    assert 'vllm_service_allowed_dropins: [%s]' % DROPIN in flat and 'Nothing was written or restarted' in flat
+    assert d.both_started() == started
+
+
 def test_secrets_only_in_0600_root_files():
     allowed = {'spark1': {'/etc/dgxspark-ds4/secrets-head.env', '/etc/dgxspark-ds4/proxy/keys.conf'},
                'spark2': {'/etc/dgxspark-ds4/secrets-worker.env'}}

@@ -3,6 +3,7 @@
 """dgxspark-ds4 verify-unit: refuse a systemd unit that references a path that does not exist.
 
 Usage: verify-unit UNIT_FILE UNIT_NAME [DOCKER_CLI]
+       verify-unit --dropins UNIT_NAME UNIT_FILE [ALLOWED_DROPIN ...]
 (DOCKER_CLI: the docker CLI the unit runs, vllm_service_docker_bin, when it is not named `docker`)
 Used by the dgxspark.ds4.vllm_service role as the `validate` command of the unit template, so
 a unit pointing at a missing file is never installed (seed 000: ExecStart pointed at a launch
@@ -15,11 +16,19 @@ status=127 for hours).  Checks, and names every missing path:
     --log-driver, journald or a json-file bounded by max-size and max-file (never Docker's
     default unbounded json-file beside the journal);
   * `systemd-analyze verify` accepts the unit (copied under its real name).
+With --dropins (the role's preflight, before anything changes or restarts), what systemd would run
+instead of the rendered unit: every drop-in of the unit (`systemctl show -p DropInPaths`, and the
+*.conf files of its `.d` directories on disk, which a daemon-reload would load) that is not listed
+as allowed (vllm_service_allowed_dropins) is refused with its path and the fix (seed 000 recovered
+with "a systemd drop-in override repoints ExecStart", which silently replaces the launch), as is
+a FragmentPath other than UNIT_FILE (a copy elsewhere on the unit search path shadowing it); the
+ExecStart systemd has loaded is named in the message.
 Python 3 standard library only.
 """
 
 from __future__ import absolute_import, division, print_function
 
+import glob
 import os
 import shlex
 import shutil
@@ -120,7 +129,94 @@ def is_docker(exe, docker_cli=None):
     return bool(docker_cli) and (exe == docker_cli or os.path.realpath(exe) == os.path.realpath(docker_cli))
 
 
+# Where systemd reads a unit's drop-ins from (unit search path, highest priority first; /lib for unmerged /usr).
+DROPIN_ROOTS = ('/etc/systemd/system.control', '/run/systemd/system.control', '/run/systemd/transient',
+                '/run/systemd/generator.early', '/etc/systemd/system', '/etc/systemd/system.attached',
+                '/run/systemd/system', '/run/systemd/system.attached', '/run/systemd/generator',
+                '/usr/local/lib/systemd/system', '/usr/lib/systemd/system', '/lib/systemd/system',
+                '/run/systemd/generator.late')
+SHOW_PROPERTIES = 'DropInPaths,FragmentPath,ExecStart,NeedDaemonReload'
+
+
+def dropin_dir_names(unit):
+    """The `.d` directories that apply to this unit by name: its own and its dash prefixes
+    (dgxspark-ds4-head.service.d, dgxspark-ds4-.service.d, dgxspark-.service.d). Type-wide `service.d`
+    directories apply to every service on the host and are not this unit's."""
+    name, _dot, suffix = unit.rpartition('.')
+    parts = name.split('-')
+    return [unit + '.d'] + ['%s-.%s.d' % ('-'.join(parts[:i]), suffix) for i in range(len(parts) - 1, 0, -1)]
+
+
+def dropins_on_disk(unit, roots=DROPIN_ROOTS):
+    """The *.conf drop-ins of the unit in the directories systemd reads, loaded or not yet (no daemon-reload)."""
+    found = []
+    for root in roots:
+        for dirname in dropin_dir_names(unit):
+            found.extend(glob.glob(os.path.join(root, dirname, '*.conf')))
+    return sorted(set(found))
+
+
+def parse_show(text):
+    """`systemctl show -p ...` output -> {property: value}."""
+    props = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition('=')
+        if sep:
+            props[key.strip()] = value.strip()
+    return props
+
+
+def exec_start_summary(value):
+    """The argv systemd has loaded for ExecStart (from `argv[]=... ;`), shortened for a message."""
+    start = value.find('argv[]=')
+    argv = value[start + 7:value.find(' ;', start)] if start >= 0 else value
+    return argv if len(argv) <= 160 else argv[:157] + '...'
+
+
+def dropin_problems(unit, unit_file, allowed, props, on_disk):
+    """Problems (one sentence each) with what systemd would run for `unit` instead of `unit_file`."""
+    own_dirs = set(dropin_dir_names(unit))
+    loaded = [p for p in props.get('DropInPaths', '').split() if os.path.basename(os.path.dirname(p)) in own_dirs]
+    allowed = set(allowed)
+    problems = []
+    exec_start = exec_start_summary(props.get('ExecStart', '')) or 'not loaded yet'
+    for path in sorted(set(loaded) | set(on_disk)):
+        if path in allowed:
+            continue
+        problems.append('drop-in %s was not written by dgxspark.ds4: it changes the unit the collection renders (a '
+                        'repointed ExecStart replaces the launch; systemd\'s ExecStart now: %s)%s. Fix: remove it '
+                        '(rm %s && systemctl daemon-reload), or adopt it explicitly: vllm_service_allowed_dropins: [%s]'
+                        % (path, exec_start, '' if path in loaded else ' and takes effect at the next daemon-reload',
+                           shlex.quote(path), path))
+    fragment = props.get('FragmentPath', '')
+    if fragment and os.path.realpath(fragment) != os.path.realpath(unit_file):
+        problems.append('systemd loads the unit from %s, not from %s which the collection writes (a copy earlier on the '
+                        'unit search path shadows it; ExecStart now: %s). Fix: remove %s and run systemctl daemon-reload, '
+                        'or set vllm_service_unit_dir to its directory' % (fragment, unit_file, exec_start, fragment))
+    return problems
+
+
+def check_dropins(argv):
+    """--dropins UNIT_NAME UNIT_FILE [ALLOWED ...]: exit 1 naming every drop-in not allowed."""
+    if len(argv) < 4:
+        print('usage: %s --dropins UNIT_NAME UNIT_FILE [ALLOWED_DROPIN ...]' % argv[0], file=sys.stderr)
+        return 2
+    unit, unit_file, allowed = argv[2], argv[3], argv[4:]
+    proc = subprocess.run(['systemctl', 'show', '-p', SHOW_PROPERTIES, unit], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    props = parse_show(proc.stdout) if proc.returncode == 0 else {}
+    problems = dropin_problems(unit, unit_file, allowed, props, dropins_on_disk(unit))
+    for problem in problems:
+        print('dgxspark-ds4 verify-unit %s: %s' % (unit, problem), file=sys.stderr)
+    if not problems:
+        print('dgxspark-ds4 verify-unit %s: no foreign drop-in (%s)' % (
+            unit, ', '.join(sorted(set(allowed))) + ' allowed' if allowed else 'none allowed'))
+    return 1 if problems else 0
+
+
 def main(argv):
+    if len(argv) > 1 and argv[1] == '--dropins':
+        return check_dropins(argv)
     if len(argv) not in (3, 4):
         print('usage: %s UNIT_FILE UNIT_NAME [DOCKER_CLI]' % argv[0], file=sys.stderr)
         return 2

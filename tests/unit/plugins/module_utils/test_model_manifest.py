@@ -323,3 +323,36 @@ def test_manifest_reads_through_hub_cache_links(tmp_path):
         os.symlink(os.readlink(str(snap / rel)), str(other / rel))
     r = mm.check(str(other), ref, 'quick')
     assert not r['ok'] and sorted(d['name'] for d in r['unreadable']) == sorted(files)
+
+
+def test_changed_since_hashes_only_the_files_rewritten_since_the_verified_state(model):
+    """The head's tree changed under the same identity: a same-size rewrite (new mtime) is hashed and named; the
+    files unchanged since the last verified check are not read again."""
+    root, content = model
+    ref = mm.build(str(root))['manifest']
+    verified = mm.check(str(root), ref, mode='quick')
+    assert verified['ok'] and sorted(verified['listing']) == sorted(content)
+    assert all(len(entry) == 2 for entry in verified['listing'].values())
+    # nothing changed: nothing hashed
+    res = mm.check(str(root), ref, mode='full', changed_since=verified['listing'])
+    assert res['ok'] and res['hashed_files'] == [] and res['files_hashed'] == 0
+    # one shard rewritten with the same size (its mtime moves), one config only touched (same bytes)
+    data = bytearray(content[SHARDS[1]])
+    data[4242] ^= 0xFF
+    (root / SHARDS[1]).write_bytes(bytes(data))
+    st = os.stat(str(root / 'config.json'))
+    os.utime(str(root / 'config.json'), ns=(st.st_atime_ns, st.st_mtime_ns + 10 ** 9))
+    os.utime(str(root / SHARDS[1]), ns=(st.st_atime_ns, st.st_mtime_ns + 2 * 10 ** 9))
+    assert mm.check(str(root), ref, mode='quick')['ok'] is True
+    res = mm.check(str(root), ref, mode='full', changed_since=verified['listing'])
+    assert res['hashed_files'] == ['config.json', SHARDS[1]]
+    assert [d['name'] for d in res['sha256_mismatch']] == [SHARDS[1]] and not res['ok']
+    # no verified state at all (evidence from before): every file is hashed once
+    assert mm.check(str(root), ref, mode='full', changed_since={})['files_hashed'] == 5
+    with pytest.raises(mm.ManifestError):
+        mm.check(str(root), ref, mode='full', changed_since=['x'])
+
+
+def test_changed_names():
+    assert mm.changed_names({'a': [1, 5], 'b': [2, 6], 'c': [3, 7]}, {'a': [1, 5], 'b': (2, 9)}) == ['b', 'c']
+    assert mm.changed_names({'a': [1, 5]}, None) == ['a']

@@ -246,3 +246,75 @@ def test_verify_unit_knows_a_docker_cli_at_another_path(tmp_path, monkeypatch, c
     link = tmp_path / 'docker-link'
     link.symlink_to(wrapper)
     assert verify_unit.is_docker(str(wrapper), str(link)) and not verify_unit.is_docker(str(tmp_path / 'prestart'), str(link))
+
+
+# ---------------------------------------------------------------- foreign drop-ins (verify-unit --dropins)
+
+DROPIN_UNIT = 'dgxspark-ds4-head.service'
+DROPIN_UNIT_FILE = '/etc/systemd/system/dgxspark-ds4-head.service'
+# `systemctl show -p DropInPaths,FragmentPath,ExecStart,NeedDaemonReload` of a unit with seed 000's override
+SHOW = ('ExecStart={ path=/usr/local/bin/launch-old.sh ; argv[]=/usr/local/bin/launch-old.sh --port 8000 ; '
+        'ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }\n'
+        'FragmentPath=/etc/systemd/system/dgxspark-ds4-head.service\n'
+        'DropInPaths=/etc/systemd/system/dgxspark-ds4-head.service.d/override.conf '
+        '/usr/lib/systemd/system/service.d/10-timeout-abort.conf\n'
+        'NeedDaemonReload=no\n')
+
+
+def test_dropin_dirs_are_the_units_own_and_its_prefixes():
+    assert verify_unit.dropin_dir_names(DROPIN_UNIT) == ['dgxspark-ds4-head.service.d', 'dgxspark-ds4-.service.d',
+                                                  'dgxspark-.service.d']
+
+
+def test_foreign_dropin_is_named_with_its_path_exec_start_and_the_fix():
+    props = verify_unit.parse_show(SHOW)
+    problems = verify_unit.dropin_problems(DROPIN_UNIT, DROPIN_UNIT_FILE, [], props, [])
+    assert len(problems) == 1  # the type-wide service.d drop-in is every service's, not refused
+    text = problems[0]
+    assert text.startswith('drop-in /etc/systemd/system/dgxspark-ds4-head.service.d/override.conf was not written by')
+    assert "ExecStart now: /usr/local/bin/launch-old.sh --port 8000" in text
+    assert 'rm /etc/systemd/system/dgxspark-ds4-head.service.d/override.conf && systemctl daemon-reload' in text
+    assert 'vllm_service_allowed_dropins: [/etc/systemd/system/dgxspark-ds4-head.service.d/override.conf]' in text
+    # adopted explicitly: no problem
+    assert verify_unit.dropin_problems(
+        DROPIN_UNIT, DROPIN_UNIT_FILE, ['/etc/systemd/system/dgxspark-ds4-head.service.d/override.conf'], props, []) == []
+
+
+def test_dropin_on_disk_before_a_daemon_reload_and_a_prefix_dropin(tmp_path):
+    roots = [str(tmp_path / 'etc'), str(tmp_path / 'run')]
+    own = tmp_path / 'etc' / 'dgxspark-ds4-head.service.d'
+    own.mkdir(parents=True)
+    (own / 'override.conf').write_text(u'[Service]\nExecStart=\nExecStart=/bin/true\n')
+    (own / 'notes.txt').write_text(u'not a drop-in')
+    prefix = tmp_path / 'run' / 'dgxspark-.service.d'
+    prefix.mkdir(parents=True)
+    (prefix / 'env.conf').write_text(u'[Service]\nEnvironment=A=1\n')
+    (tmp_path / 'etc' / 'other.service.d').mkdir()
+    (tmp_path / 'etc' / 'other.service.d' / 'x.conf').write_text(u'[Service]\n')
+    on_disk = verify_unit.dropins_on_disk(DROPIN_UNIT, roots)
+    assert on_disk == [str(own / 'override.conf'), str(prefix / 'env.conf')]
+    problems = verify_unit.dropin_problems(DROPIN_UNIT, DROPIN_UNIT_FILE, [str(prefix / 'env.conf')], {}, on_disk)
+    assert len(problems) == 1 and str(own / 'override.conf') in problems[0]
+    assert 'takes effect at the next daemon-reload' in problems[0] and 'ExecStart now: not loaded yet' in problems[0]
+
+
+def test_fragment_elsewhere_is_refused():
+    props = verify_unit.parse_show('FragmentPath=/etc/systemd/system/dgxspark-ds4-head.service\nDropInPaths=\n')
+    problems = verify_unit.dropin_problems(DROPIN_UNIT, '/usr/local/lib/systemd/system/dgxspark-ds4-head.service', [], props, [])
+    assert len(problems) == 1 and problems[0].startswith('systemd loads the unit from /etc/systemd/system/dgxspark-ds4-head')
+    assert verify_unit.dropin_problems(DROPIN_UNIT, DROPIN_UNIT_FILE, [], props, []) == []
+    # not installed yet: nothing loaded, nothing to refuse
+    assert verify_unit.dropin_problems(DROPIN_UNIT, DROPIN_UNIT_FILE, [], verify_unit.parse_show('FragmentPath=\nDropInPaths=\n'), []) == []
+
+
+def test_dropins_cli_exit_status(tmp_path, monkeypatch):
+    fake = tmp_path / 'bin'
+    fake.mkdir()
+    (fake / 'systemctl').write_text(u'#!/bin/sh\ncat <<"EOF"\n%sEOF\n' % SHOW)
+    os.chmod(str(fake / 'systemctl'), 0o755)
+    monkeypatch.setenv('PATH', '%s:%s' % (fake, os.environ['PATH']))
+    monkeypatch.setattr(verify_unit, 'DROPIN_ROOTS', (str(tmp_path / 'none'),))
+    assert verify_unit.main(['verify-unit', '--dropins', DROPIN_UNIT, DROPIN_UNIT_FILE]) == 1
+    assert verify_unit.main(['verify-unit', '--dropins', DROPIN_UNIT, DROPIN_UNIT_FILE,
+                             '/etc/systemd/system/dgxspark-ds4-head.service.d/override.conf']) == 0
+    assert verify_unit.main(['verify-unit', '--dropins', DROPIN_UNIT]) == 2
