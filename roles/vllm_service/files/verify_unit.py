@@ -177,8 +177,12 @@ def dropin_problems(unit, unit_file, allowed, props, on_disk):
     """Problems (one sentence each) with what systemd would run for `unit` instead of `unit_file`."""
     own_dirs = set(dropin_dir_names(unit))
     loaded = [p for p in props.get('DropInPaths', '').split() if os.path.basename(os.path.dirname(p)) in own_dirs]
+    problems = ['vllm_service_allowed_dropins entry %r is not the absolute path of a drop-in (*.conf) in a directory of '
+                'the unit %s (%s). Fix: list only drop-ins of this unit kept on purpose, e.g. /etc/systemd/system/%s.d/'
+                'override.conf' % (path, unit, ', '.join(dropin_dir_names(unit)), unit)
+                for path in allowed if not (os.path.isabs(path) and path.endswith('.conf')
+                                            and os.path.basename(os.path.dirname(path)) in own_dirs)]
     allowed = set(allowed)
-    problems = []
     exec_start = exec_start_summary(props.get('ExecStart', '')) or 'not loaded yet'
     for path in sorted(set(loaded) | set(on_disk)):
         if path in allowed:

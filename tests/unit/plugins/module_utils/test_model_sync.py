@@ -275,9 +275,11 @@ def test_plan_and_argv_replace_a_held_file_aside_never_in_place():
 
 
 @pytest.mark.skipif(not HAVE_RSYNC, reason='rsync not installed')
-def test_a_replaced_file_is_renamed_over_the_old_copy_never_rewritten_in_place(src, tmp_path):
+@pytest.mark.parametrize('remote', [False, True], ids=['local', 'over-ssh'])
+def test_a_replaced_file_is_renamed_over_the_old_copy_never_rewritten_in_place(src, tmp_path, remote):
     dst = str(tmp_path / 'dst')
-    r = ms.sync(str(src), dst)
+    ssh = fake_ssh(tmp_path) if remote else None
+    r = ms.sync(str(src), dst, ssh=ssh)
     assert r['drop_behind_warnings'] == []
     shard = 'model-00001-of-00003.safetensors'
     path = os.path.join(dst, shard)
@@ -286,7 +288,7 @@ def test_a_replaced_file_is_renamed_over_the_old_copy_never_rewritten_in_place(s
     inode = os.stat(path).st_ino
     # the head's file changes (another mtime): the worker's copy is replaced by a new file, not rewritten
     os.utime(str(src / shard), (1700009999, 1700009999))
-    r = ms.sync(str(src), dst)
+    r = ms.sync(str(src), dst, ssh=ssh)
     assert r['files_copied'] == [shard] and r['files_replaced'] == [shard]
     assert os.stat(path).st_ino != inode
     with open(path, 'rb') as f:

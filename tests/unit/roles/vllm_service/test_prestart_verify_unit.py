@@ -318,3 +318,15 @@ def test_dropins_cli_exit_status(tmp_path, monkeypatch):
     assert verify_unit.main(['verify-unit', '--dropins', DROPIN_UNIT, DROPIN_UNIT_FILE,
                              '/etc/systemd/system/dgxspark-ds4-head.service.d/override.conf']) == 0
     assert verify_unit.main(['verify-unit', '--dropins', DROPIN_UNIT]) == 2
+
+
+def test_allowed_dropins_that_are_not_this_units_are_refused_naming_the_variable():
+    good = '/etc/systemd/system/dgxspark-ds4-head.service.d/override.conf'
+    for bad in ('override.conf', '/etc/systemd/system/other.service.d/x.conf',
+                '/etc/systemd/system/dgxspark-ds4-head.service.d/notes.txt'):
+        problems = verify_unit.dropin_problems(DROPIN_UNIT, DROPIN_UNIT_FILE, [good, bad], {}, [])
+        assert len(problems) == 1, bad
+        assert problems[0].startswith("vllm_service_allowed_dropins entry %r is not the absolute path" % bad)
+        assert 'dgxspark-ds4-head.service.d, dgxspark-ds4-.service.d, dgxspark-.service.d' in problems[0]
+    assert verify_unit.dropin_problems(DROPIN_UNIT, DROPIN_UNIT_FILE,
+                                       [good, '/run/systemd/system/dgxspark-.service.d/a.conf'], {}, []) == []
