@@ -157,7 +157,8 @@ def plan(src, dst, force=None):
     written aside and renamed, never in place), ``append`` (resume: destination
     shorter than the source), ``skip`` (identical by size + mtime), ``extra``
     (only on the destination; reported, never deleted), ``bytes_needed`` (bytes
-    still to write), ``bytes_total``.
+    the destination's file system must hold: what is missing, plus the whole size of each file replaced,
+    written aside before the old copy goes), ``bytes_total``.
     """
     force = set(force or ())
     whole, append, skip = [], [], []
@@ -165,15 +166,16 @@ def plan(src, dst, force=None):
     for rel in sorted(src):
         size, mtime = src[rel]
         have = dst.get(rel)
-        if rel in force or have is None:
+        if have is not None and (rel in force or have[0] != size or have[1] != mtime) and have[0] >= size:
+            # held in full: the new copy is written aside before the old one goes, so it needs its whole size
+            whole.append(rel)
+            needed += size
+        elif rel in force or have is None:
             whole.append(rel)
             needed += size if have is None else max(0, size - have[0])
         elif have[0] < size:
             append.append(rel)
             needed += size - have[0]
-        elif have[0] != size or have[1] != mtime:
-            whole.append(rel)
-            needed += max(0, size - have[0])
         else:
             skip.append(rel)
     extra = sorted(set(dst) - set(src))

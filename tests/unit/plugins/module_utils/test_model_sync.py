@@ -44,14 +44,17 @@ def test_plan_classifies_missing_shorter_different_identical():
     assert p['append'] == ['b']
     assert p['skip'] == ['d']
     assert p['extra'] == ['z']
-    assert p['bytes_needed'] == 10 + 6 + 0 + 0
+    # a: missing (10); b: resumed (6 more); c, e: held in full and replaced, written aside first (10 each)
+    assert p['replace'] == ['c', 'e']
+    assert p['bytes_needed'] == 10 + 6 + 10 + 10
     assert p['bytes_to_send'] == 10 + 10 + 10 + 6
     assert p['bytes_total'] == 50
 
 
 def test_plan_force_recopies_identical_file():
     p = ms.plan({'a': (10, 1)}, {'a': (10, 1)}, force=['a'])
-    assert p['whole'] == ['a'] and p['skip'] == [] and p['bytes_needed'] == 0
+    # the new copy is written aside before the old one goes: its whole size must fit
+    assert p['whole'] == ['a'] and p['replace'] == ['a'] and p['skip'] == [] and p['bytes_needed'] == 10
 
 
 def test_balance_spreads_bytes():
