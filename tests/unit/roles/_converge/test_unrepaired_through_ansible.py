@@ -1,0 +1,95 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Drift repaired, never recorded, through Ansible: a throwaway role uses dgxspark.ds4._converge exactly as the deploy
+roles do (probe -> begin -> change -> record, with the converge_state action plugin passing the probe's observation
+to the record). A managed file edited by hand, then a run of the role that does not restore it: the record step
+fails naming the file, and the last good record is kept aside (the module-level tests cover the repair)."""
+
+from __future__ import absolute_import, division, print_function
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..'))
+PLAYBOOK = os.path.join(os.path.dirname(sys.executable), 'ansible-playbook')
+
+pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason='ansible-playbook not next to the test interpreter')
+
+ROLE_VARS = '''__cvtest_converge_inputs:
+  cvtest_content: "{{ cvtest_content }}"
+__cvtest_converge_checks:
+  files:
+    - "{{ cvtest_path }}"
+'''
+ROLE_MAIN = '''- name: Converge state | Probe and decide
+  ansible.builtin.include_role:
+    name: dgxspark.ds4._converge
+  vars:
+    _converge_role: cvtest
+- name: Preflight, change, record
+  ansible.builtin.include_tasks: converge.yml
+  when: __converge_needed['cvtest']
+'''
+ROLE_CONVERGE = '''- name: Converge state | Move the record aside
+  ansible.builtin.include_role:
+    name: dgxspark.ds4._converge
+    tasks_from: begin
+  vars:
+    _converge_role: cvtest
+- name: Render the managed file (a role that "runs and changes nothing" when cvtest_repairs is false)
+  ansible.builtin.copy:
+    dest: "{{ cvtest_path }}"
+    content: "{{ cvtest_content }}"
+    mode: "0644"
+  when: cvtest_repairs | bool
+- name: Converge state | Record
+  ansible.builtin.include_role:
+    name: dgxspark.ds4._converge
+    tasks_from: record
+  vars:
+    _converge_role: cvtest
+'''
+PLAY = '''- hosts: localhost
+  gather_facts: false
+  module_defaults:
+    dgxspark.ds4.converge_state:
+      state_dir: {state}
+  vars:
+    cvtest_path: {managed}
+    cvtest_content: "rules\\n"
+  roles:
+    - cvtest
+'''
+
+
+def _run(tmp_path, repairs):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1',
+               ANSIBLE_ROLES_PATH=str(tmp_path / 'roles'))
+    argv = [PLAYBOOK, '-i', 'localhost,', '-c', 'local', '-e', 'ansible_python_interpreter=%s' % sys.executable,
+            '-e', 'cvtest_repairs=%s' % repairs, str(tmp_path / 'play.yml')]
+    proc = subprocess.run(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300, check=False)
+    return proc.returncode, ' '.join(proc.stdout.split())
+
+
+def test_a_role_that_ran_for_drift_and_left_it_fails_and_keeps_the_last_record(tmp_path):
+    for sub, text in (('vars', ROLE_VARS), ('tasks', ROLE_MAIN)):
+        os.makedirs(str(tmp_path / 'roles' / 'cvtest' / sub))
+        (tmp_path / 'roles' / 'cvtest' / sub / 'main.yml').write_text(text)
+    (tmp_path / 'roles' / 'cvtest' / 'tasks' / 'converge.yml').write_text(ROLE_CONVERGE)
+    managed, state = tmp_path / 'managed.conf', tmp_path / 'state'
+    (tmp_path / 'play.yml').write_text(PLAY.format(state=state, managed=managed))
+    rc, out = _run(tmp_path, True)
+    assert rc == 0, out[-2000:]
+    assert os.listdir(str(state)) == ['cvtest.json']
+    managed.write_text(u'flushed\n')
+    rc, out = _run(tmp_path, False)
+    assert rc != 0, out[-2000:]
+    assert 'cvtest: runs (file %s: recorded sha1:' % managed in out
+    assert ('cvtest ran because what it manages differed from the record of its last run (same inputs), and left it as '
+            'it found it: file %s: recorded sha1:' % managed) in out, out[-2000:]
+    assert os.listdir(str(state)) == ['cvtest.json.running']
+    assert managed.read_text() == u'flushed\n'
