@@ -254,12 +254,22 @@ def live_digest(listing):
 _ELEMENTS_RE = re.compile(r'elements\s*=\s*\{([^}]*)\}', re.S)
 
 
+def _element(item):
+    """A set element as nft prints it: a host prefix (/32, /128) is printed as the bare address."""
+    try:
+        net = ipaddress.ip_network(item, strict=False)
+    except ValueError:
+        return item
+    return str(net.network_address) if net.prefixlen == net.max_prefixlen else str(net)
+
+
 def normalise_listing(text):
     """Lines of an nftables table as `nft list table` prints it or as the file defines it, compared as text:
     comments (`# ...`), blank lines and indentation dropped, runs of blanks collapsed, set elements
-    (which nft may print in hash order or wrapped over several lines) sorted on one line."""
+    (which nft may print in hash order or wrapped over several lines, a host prefix as its bare address)
+    sorted on one line."""
     def _sorted_elements(match):
-        items = sorted(item.strip() for item in match.group(1).replace('\n', ' ').split(',') if item.strip())
+        items = sorted(_element(item.strip()) for item in match.group(1).replace('\n', ' ').split(',') if item.strip())
         return 'elements = { %s }' % ', '.join(items)
 
     text = '\n'.join(line for line in (text or '').splitlines() if not line.strip().startswith('#'))

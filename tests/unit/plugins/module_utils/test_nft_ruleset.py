@@ -148,3 +148,15 @@ def test_flushed_chain_and_deleted_rule_are_differences_even_with_the_digest_com
     assert n.listing_differences(expected, n.normalise_listing(other_set)) == [
         '-elements = { 192.168.100.10, 192.168.100.11 }', '+elements = { 192.168.100.10, 192.168.100.99 }']
     assert n.listing_differences(expected, []) == ['-' + line for line in expected]
+
+
+def test_host_prefixes_are_listed_as_bare_addresses():
+    """nftables 1.0.6 lists the interval set of ['10.77.0.20/32', '10.77.0.1', 'fd00::5/128', '10.1.0.0/16'] as
+    `elements = { 10.1.0.0/16, 10.77.0.1,\\n 10.77.0.20 }` and `{ fd00::5 }` (the security scenario's /32 clients)."""
+    s = spec(allowed_networks=['10.77.0.20/32', '10.77.0.1', 'fd00::5/128', '10.1.0.0/16'])
+    live = n.normalise_listing(re.sub(r'elements = \{[^}]*\}', 'LIVE', n.render_ruleset(s), count=2)
+                               .replace('LIVE', 'elements = { 10.1.0.0/16, 10.77.0.1,\n\t\t\t     10.77.0.20 }', 1)
+                               .replace('LIVE', 'elements = { fd00::5 }', 1))
+    expected = n.expected_listing(s)
+    assert 'elements = { 10.1.0.0/16, 10.77.0.1, 10.77.0.20 }' in expected and 'elements = { fd00::5 }' in expected
+    assert n.listing_differences(expected, live[live.index('table inet dgxspark_ds4 {'):]) == []
