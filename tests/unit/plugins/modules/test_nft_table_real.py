@@ -1,0 +1,62 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""nft_table against the real nft, in a network namespace of its own (`unshare -n`: the host's ruleset is never
+touched): loaded once, then nothing; `nft flush chain` and `nft delete rule` (which keep the digest comment) are
+found and reloaded; the run after is a no-op again. Skips where nft, unshare or the privilege are missing."""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..'))
+PLAYBOOK = os.path.join(os.path.dirname(sys.executable), 'ansible-playbook')
+NFT = shutil.which('nft') or '/usr/sbin/nft'
+
+
+def _netns_ok():
+    if not (os.path.exists(NFT) and shutil.which('unshare') and os.path.exists(PLAYBOOK)):
+        return False
+    return subprocess.run(['unshare', '-n', NFT, 'list', 'ruleset'], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, check=False).returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _netns_ok(), reason='needs nft, unshare -n and the privilege to use them')
+
+
+def test_real_nft_flushed_chain_and_deleted_rule_are_reloaded(tmp_path):
+    table = {'path': str(tmp_path / 'nftables.conf'), 'api_port': 8000, 'upstream_port': 8001, 'master_port': 29501,
+             'allowed_networks': ['10.77.0.20/32', '10.77.0.1/32', '10.1.0.0/16'],
+             'fabric_addresses': ['10.77.0.11', '10.77.0.12'], 'self_address': '10.77.0.11',
+             'ephemeral_ports': '32768-60999', 'service_ports': [{'port': 9090, 'allow': 'clients', 'name': 'prometheus'}],
+             'nft_bin': NFT}
+    load = {'dgxspark.ds4.nft_table': table}
+    delete = ('%s delete rule inet dgxspark_ds4 input handle $(%s -a list chain inet dgxspark_ds4 input | '
+              "sed -n 's/.*dport 29501 reject with tcp reset # handle //p')" % (NFT, NFT))
+    tasks = [dict(load, register='first'), dict(load, register='again'),
+             {'ansible.builtin.command': {'argv': [NFT, 'flush', 'chain', 'inet', 'dgxspark_ds4', 'input']}},
+             dict(load, register='flushed'),
+             {'ansible.builtin.shell': delete},
+             dict(load, register='deleted'), dict(load, register='last'),
+             {'ansible.builtin.copy': {'dest': str(tmp_path / 'results.json'), 'mode': '0644', 'content':
+                                       '{{ [first, again, flushed, deleted, last] | to_json }}'}}]
+    (tmp_path / 'play.yml').write_text(yaml.safe_dump([{'hosts': 'localhost', 'gather_facts': False, 'tasks': tasks}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
+    proc = subprocess.run(['unshare', '-n', PLAYBOOK, '-i', 'localhost,', '-c', 'local', '-e',
+                           'ansible_python_interpreter=%s' % sys.executable, str(tmp_path / 'play.yml')],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    first, again, flushed, deleted, last = json.loads((tmp_path / 'results.json').read_text())
+    assert first['changed'] and first['loaded']
+    assert not again['changed'] and again['live_differences'] == []
+    assert flushed['loaded'] and not flushed['file_changed'] and flushed['live_before'] == first['digest']
+    assert '-tcp dport 29501 reject with tcp reset' in flushed['live_differences'] and len(flushed['live_differences']) == 11
+    assert deleted['loaded'] and deleted['live_differences'] == ['-tcp dport 29501 reject with tcp reset']
+    assert not last['changed']
