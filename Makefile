@@ -12,11 +12,14 @@ export NO_COLOR := 1
 export PY_COLORS := 0
 export ANSIBLE_FORCE_COLOR := false
 
-# Steps of `make test`, in order (each one is also a target of its own).
-TEST_STEPS := bootstrap unit integration lint sanity changelog-lint build node-image molecule
+# Steps of `make test`, in order (each one is also a target of its own). `checks` runs unit, integration, lint and
+# sanity side by side, CHECK_JOBS at once (default 2: each is mostly one process, this CI machine has two cores).
+TEST_STEPS := bootstrap checks changelog-lint build node-image molecule
+CHECK_STEPS := unit integration lint sanity
+CHECK_JOBS ?= 2
 SCENARIOS ?=
 
-.PHONY: venv collection-link install test converge-bench demo demo-down $(TEST_STEPS)
+.PHONY: venv collection-link install test converge-bench demo demo-down $(TEST_STEPS) $(CHECK_STEPS)
 
 venv: $(BIN)/ansible-playbook
 $(BIN)/ansible-playbook: requirements.txt
@@ -49,6 +52,11 @@ test:
 	awk -v s="$$t0" -v e="$$(date +%s.%N)" -v f="$$failed" \
 	  'BEGIN { printf "TIMING %-15s %7.1f s  %s\n", "total", e - s, (f ? "FAILED" : "ok") }'; \
 	exit "$$failed"
+
+# Each check's output in .cache/check-logs/<step>.log, a failed one's printed whole; one TIMING line per check
+# (tests/harness/lanes.py). The venv first, so two lanes never build it at once (only integration needs the benchy venv).
+checks: venv collection-link
+	$(BIN)/python tests/harness/lanes.py --jobs $(CHECK_JOBS) $(CHECK_STEPS)
 
 # Packages, dockerd, venv, collection link (idempotent; root only when something is missing).
 bootstrap:
