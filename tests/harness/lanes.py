@@ -6,7 +6,7 @@ molecule_parallel.py).
 Up to --jobs jobs run at once, in the order given (callers sort longest first). Each job's output goes to
 <log dir>/<name>.log; a failed job's log is printed whole after it ends, so CI output shows every failure in full.
 One `TIMING <name> <seconds> s ok|FAILED` line per job, one for all of them. As a command:
-`python tests/harness/lanes.py --jobs 2 unit integration lint sanity` runs `make --no-print-directory <name>`
+`python tests/harness/lanes.py --jobs 2 unit integration-sim integration-rest lint sanity` runs `make --no-print-directory <name>`
 for each name, the longest first (seconds from the last green run in .cache/check-timings.json, else WEIGHTS).
 Exit status: 0 when every job passed.
 """
@@ -24,7 +24,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 # Seconds each `make` check took in the last quiet fresh-clone CI run (docs/measurements.md), for the longest-first
 # order before a timings file exists.
-WEIGHTS = {'integration': 330, 'unit': 115, 'sanity': 70, 'lint': 42}
+WEIGHTS = {'integration-sim': 200, 'integration-rest': 160, 'integration': 360, 'unit': 120, 'sanity': 80, 'lint': 50}
 TIMINGS = os.path.join(ROOT, '.cache', 'check-timings.json')
 
 
