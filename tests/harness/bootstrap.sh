@@ -3,7 +3,8 @@
 # skipped when already done.
 # Runs as root on CI; a developer with everything installed can run it as any user.
 #   1. apt packages: docker.io debootstrap zstd shellcheck git make prometheus (promtool)
-#      prometheus-node-exporter (the monitoring role's rule and render tests)
+#      prometheus-node-exporter (the monitoring role's rule and render tests), nftables and
+#      util-linux's unshare (nft_table against a real ruleset in a private netns), rsync (model_sync)
 #   2. a running dockerd (started in the background when `docker info` fails: no systemd as
 #      PID 1 on the CI VM), waited for
 #   3. the controller venv (.venv, Python 3.12) and the .collections symlink (make venv collection-link)
@@ -21,7 +22,8 @@ need_root() {
 
 # 1. apt packages (binary -> package)
 declare -A want=([dockerd]=docker.io [debootstrap]=debootstrap [zstd]=zstd [shellcheck]=shellcheck
-                 [git]=git [make]=make [promtool]=prometheus [prometheus-node-exporter]=prometheus-node-exporter)
+                 [git]=git [make]=make [promtool]=prometheus [prometheus-node-exporter]=prometheus-node-exporter
+                 [nft]=nftables [rsync]=rsync [unshare]=util-linux)
 missing=()
 for bin in "${!want[@]}"; do
   command -v "$bin" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin" command -v "$bin" >/dev/null 2>&1 || missing+=("${want[$bin]}")

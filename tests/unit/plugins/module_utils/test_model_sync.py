@@ -14,7 +14,8 @@ import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import model_sync as ms
 
-HAVE_RSYNC = shutil.which('rsync') is not None
+# Under CI=true a missing rsync fails these tests (tests/harness/bootstrap.sh installs it) instead of skipping them.
+HAVE_RSYNC = shutil.which('rsync') is not None or bool(os.environ.get('CI'))
 
 
 def write(path, data, mtime=None):
