@@ -45,7 +45,9 @@ def _play(tmp_path, *extra, **kwargs):
     play.write_text(PLAY)
     evars = {"router_pairs": kwargs.get("pairs", PAIRS), "router_venv": str(tmp_path / "opt" / "router-venv"),
              "router_python": sys.executable, "router_unit_dir": str(tmp_path / "units"),
-             "router_manage_service": False, "ansible_python_interpreter": sys.executable}
+             "router_manage_service": False, "ansible_python_interpreter": sys.executable,
+             "router_libexec_dir": str(tmp_path / "opt" / "libexec"),
+             "router_pool_config_path": str(tmp_path / "opt" / "etc" / "router-pool.json")}
     evars.update(kwargs.get("evars", {}))
     (tmp_path / "units").mkdir(exist_ok=True)
     env = dict(os.environ)
@@ -99,8 +101,26 @@ def test_install_writes_the_unit_and_second_run_changes_nothing(tmp_path):
     unit = (tmp_path / "units" / "dgxspark-ds4-router.service").read_text()
     exec_line = [ln for ln in unit.splitlines() if ln.startswith("ExecStart=")][0]
     argv = shlex.split(exec_line[len("ExecStart="):])
-    assert argv == router_config.router_argv(PAIRS, {}, str(binary))
-    assert "--worker-urls http://192.0.2.10:8000 http://192.0.2.12:8000" in exec_line
+    assert argv == router_config.router_argv({}, str(binary))
+    # no worker on the command line (the router would wait for every one): the pool keeper's file has them
+    assert "--worker-urls" not in exec_line and "192.0.2" not in exec_line
+    pool = json.loads((tmp_path / "opt" / "etc" / "router-pool.json").read_text())
+    assert pool["workers"] == ["http://192.0.2.10:8000", "http://192.0.2.12:8000"]
+    assert pool["router_url"] == "http://127.0.0.1:30000" and pool["hold_dir"] == "/run/dgxspark-ds4/router-hold"
+    pool_unit = (tmp_path / "units" / "dgxspark-ds4-router-pool.service").read_text()
+    keeper = str(tmp_path / "opt" / "libexec" / "routerpool.py")
+    assert "ExecStart=%s %s %s" % (sys.executable, keeper, pool["router_url"] and
+                                   str(tmp_path / "opt" / "etc" / "router-pool.json")) in pool_unit
+    # the installed keeper imports the installed router_admin (no collection on a router host) and says why it waits
+    with open(str(tmp_path / "pool.json"), "w") as handle:
+        json.dump(dict(pool, router_url="http://127.0.0.1:9", poll_s=0.2), handle)
+    try:
+        ran = subprocess.run([sys.executable, "-S", keeper, str(tmp_path / "pool.json")], capture_output=True, text=True,
+                             timeout=3, check=False, env={"PATH": os.environ["PATH"], "PYTHONUNBUFFERED": "1"})
+        out = ran.stdout + ran.stderr
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode() + (exc.stderr or b"").decode()
+    assert "pool keeper: 2 pair(s)" in out and "the router does not answer yet" in out, out
     assert "Restart=always" in unit and "DynamicUser=yes" in unit and "StartLimitIntervalSec=0" in unit
     # the rendered command line parses with the installed router's own argument parser
     parsed = subprocess.run([str(tmp_path / "opt" / "router-venv" / "bin" / "python"), "-c",
@@ -109,7 +129,7 @@ def test_install_writes_the_unit_and_second_run_changes_nothing(tmp_path):
                              "a.cb_timeout_duration_secs]))"] + argv[1:],
                             capture_output=True, text=True, check=False)
     assert parsed.returncode == 0, parsed.stderr
-    assert json.loads(parsed.stdout) == [["http://192.0.2.10:8000", "http://192.0.2.12:8000"], "cache_aware", 1, 5]
+    assert json.loads(parsed.stdout) == [[], "cache_aware", 1, 5]
     # systemd's own check of the unit file (unknown keys, bad ExecStart path) where systemd-analyze exists
     analyze = shutil.which("systemd-analyze")
     if analyze:
