@@ -35,7 +35,7 @@ import time
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The test deployment's own overrides (molecule/resources/tests/ds4_drill.py BASE_OVERRIDES), plus one flag.
 BASE_OVERRIDES = {
-    'image': {'ref': 'ds4-vllm-sim:test'},
+    'image': {'ref': 'ds4-vllm-sim:test', 'vllm_version': '0.27.1'},
     'model': {'revision': '0123456789abcdef0123456789abcdef01234567'},
 }
 RECAP = re.compile(r'^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)', re.M)

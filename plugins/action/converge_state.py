@@ -8,6 +8,10 @@ the bytes of the role's own directory and of the collection's ``plugins/`` (a ne
 version or an edited template changes it). Only hashes leave the controller. ``state=record`` reuses
 the digest of the probe at the start of the role (``probe``), so facts the role sets on its way are
 never mistaken for inputs.
+
+The task runs in the internal role ``dgxspark.ds4._converge``, included by the role it probes (``role``):
+the digest covers that calling role's directory (found among the roles that include the task; a task
+whose chain holds no role of that name is refused) and ``_converge``'s own.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -33,13 +37,29 @@ _ARG_SPEC = dict(
 _CODE_HASHES = {}
 
 
-def code_hash_for(role_path):
-    """Hash of the role's directory and the collection's plugins/ next to it."""
+def code_hash_for(role_path, task_role_path=None):
+    """Hash of the role's directory, the directory of the role running the task (``_converge``) when it is another
+    one, and the collection's plugins/ next to them."""
     role_path = os.path.realpath(role_path)
-    if role_path not in _CODE_HASHES:
+    paths = [role_path]
+    if task_role_path and os.path.realpath(task_role_path) != role_path:
+        paths.append(os.path.realpath(task_role_path))
+    key = tuple(paths)
+    if key not in _CODE_HASHES:
         collection_root = os.path.dirname(os.path.dirname(role_path))
-        _CODE_HASHES[role_path] = cs.content_hash([role_path, os.path.join(collection_root, 'plugins')])
-    return _CODE_HASHES[role_path]
+        _CODE_HASHES[key] = cs.content_hash(paths + [os.path.join(collection_root, 'plugins')])
+    return _CODE_HASHES[key]
+
+
+def calling_role_path(task_role, name):
+    """The directory of the role called `name`: the task's own role or one that includes it (its parents, nearest
+    first), or None."""
+    chain = [task_role] + list(reversed(task_role.get_dep_chain())) if task_role is not None else []
+    for role in chain:
+        path = getattr(role, '_role_path', None)
+        if path and os.path.basename(os.path.normpath(path)) == name:
+            return path
+    return None
 
 
 class ActionModule(ActionBase):
@@ -51,10 +71,12 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         dummy, args = self.validate_argument_spec(argument_spec=_ARG_SPEC)
         role = getattr(self._task, '_role', None)
-        role_path = getattr(role, '_role_path', None)
+        role_path = calling_role_path(role, args['role'])
         if not role_path:
-            raise AnsibleActionFail('dgxspark.ds4.converge_state runs inside a role (it hashes the role\'s own files); '
-                                    'task %r has none' % self._task.get_name())
+            raise AnsibleActionFail('dgxspark.ds4.converge_state role=%s runs inside that role or in dgxspark.ds4._converge '
+                                    'included by it (it hashes the role\'s own files); task %r is in %s' % (
+                                        args['role'], self._task.get_name(),
+                                        getattr(role, '_role_name', None) or 'no role'))
         if args['state'] in ('begin', 'record'):
             # The record keeps the digest of the inputs as the probe at the start of the role saw them:
             # facts the role sets on its way (some under its own prefix) are not inputs.
@@ -65,7 +87,7 @@ class ActionModule(ActionBase):
             digest, per_input = probe['digest'], probe.get('inputs') or {}
         else:
             digest, per_input = cs.inputs_digest(self._without_own_results(args['role'], args['inputs'], task_vars),
-                                                 code_hash_for(role_path))
+                                                 code_hash_for(role_path, getattr(role, '_role_path', None)))
         module_args = dict(role=args['role'], state=args['state'], digest=digest, inputs=per_input,
                            checks=args['checks'], published=args['published'], state_dir=args['state_dir'])
         result.update(self._execute_module(module_name='dgxspark.ds4.converge_state', module_args=module_args,

@@ -60,12 +60,15 @@ ARGUMENT_SPEC = dict(
     group=dict(type='str', default='spark'),
     # render.yml (a preview that contacts no host) renders the shipped inventories as they are
     allow_placeholders=dict(type='bool', default=False),
+    # site.yml / switch.yml: the model revision must be pinned (model_cache downloads it), refused here before any host
+    require_model_revision=dict(type='bool', default=False),
 )
 
 HOST_KEYS = (
     'ds4_node_rank', 'ds4_fabric_ip', 'ds4_fabric_prefix', 'ds4_fabric_ifname', 'ds4_rdma_hcas',
     'ds4_nccl_ib_gid_index', 'ds4_node_memory_gib', 'ds4_ack_unsafe_gpu_memory_utilization',
     'ds4_profile', 'ds4_profile_config', 'ds4_site_overrides', 'ds4_api_allowed_networks', 'ds4_api_upstream_port',
+    'ds4_model', 'ds4_model_revisions',
 )
 # Read from the first host of group spark: one router per inventory (group_vars/spark; roles/config/meta/argument_specs.yml).
 ROUTER_KEYS = ('ds4_router_enabled', 'ds4_router_host', 'ds4_router_address', 'ds4_router_port')
@@ -176,6 +179,9 @@ class ActionModule(ActionBase):
             'ds4_profile': task_vars.get('ds4_profile'),
             'ds4_profile_config': task_vars.get('ds4_profile_config'),
             'ds4_site_overrides': task_vars.get('ds4_site_overrides'),
+            'ds4_model': task_vars.get('ds4_model'),
+            'ds4_model_revisions': task_vars.get('ds4_model_revisions'),
+            'require_model_revision': args['require_model_revision'],
         }
         # One or more TP=2 pairs (plugins/module_utils/pairs.py): each host is configured within its own pair.
         pairs, pair_errors = validate_pairs(dict(groups, spark=spark), hostvars)

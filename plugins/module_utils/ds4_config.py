@@ -23,6 +23,7 @@ import json
 import re
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils.api_exposure import plan_exposure
+from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue
 from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_schema
 from ansible_collections.dgxspark.ds4.plugins.module_utils.launch_render import (
     build_argv,
@@ -30,17 +31,9 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils.launch_render import 
     render_launch_script,
 )
 
-PROFILES = (
-    'latency',
-    'throughput',
-    'balanced',
-    'long-context-1m',
-    'conservative',
-    'dspark-nvfp4-1m',
-    'dspark-c16',
-)
-
-IMAGE_FAMILIES = ('eugr-nightly', 'b12x', 'dspark')
+# The shipped recipes (roles/config/files/recipes/<name>.yml) and image families (plugins/module_utils/catalogue.py).
+PROFILES = tuple(catalogue.recipe_names())
+IMAGE_FAMILIES = tuple(sorted(catalogue.IMAGE_FAMILIES))
 
 # vLLM flags whose value is JSON.  They must be YAML mappings in the inventory, never
 # strings: seed 000 failure #6 (--compilation-config quotes stripped by nested shells,
@@ -431,9 +424,7 @@ def check_merged(merged, errors, warnings):
                            'set it to %s or %s' % (_fmt(model.get('container_dir')), _fmt(model.get('repo_id')))))
     rev = model.get('revision')
     if rev in (None, ''):
-        warnings.append('ds4_profile_config.model.revision is not pinned: a moving refs/main once resolved to a different '
-                        'checkpoint on a peer deployment (vllm-ops 6). Pin it in ds4_site_overrides.model.revision '
-                        'to the 40-hex commit you downloaded.')
+        pass  # validate_all: an error where the revision is downloaded (site.yml, switch.yml), else a warning
     elif not isinstance(rev, str) or not SHA_RE.match(rev):
         errors.append(_msg('ds4_profile_config.model.revision', rev, 'must be a pinned 40-hex commit id, not a branch or tag',
                            'set the commit sha of the downloaded snapshot (or null while you have none)'))
@@ -509,13 +500,6 @@ def check_merged(merged, errors, warnings):
             warnings.append('serve_args[speculative-config] deepseek_mtp num_speculative_tokens=%d: seed 000 measured MTP=3 '
                             'slower than MTP=2 (~38 -> ~35 tok/s, acceptance 1.46 -> 1.44 tokens/step). Use 2.' % n)
 
-    kv = args.get('kv-cache-dtype')
-    if kv == 'nvfp4_ds_mla' and image.get('family') != 'dspark':
-        errors.append(_msg(fvar('kv-cache-dtype'), kv,
-                           'nvfp4_ds_mla exists only in the DSpark Stage C image (seed 003); image %s is family %s'
-                           % (_fmt(image.get('ref')), _fmt(image.get('family'))),
-                           'use kv-cache-dtype fp8, or a DSpark image (image.family: dspark)'))
-
     mml = args.get('max-model-len')
     if mml is not None:
         if not isinstance(mml, int) or isinstance(mml, bool) or mml <= 0:
@@ -541,26 +525,24 @@ def check_merged(merged, errors, warnings):
                                        'write /host/path:/container/path[:ro]'))
 
 
-def check_vllm_schema(merged, profile, site, errors, warnings):
-    """serve_args and env against the flag schema of the image's vLLM (image.vllm_version)."""
-    image = merged['image']
-    version = image.get('vllm_version')
-    where = ('ds4_site_overrides.image.vllm_version' if isinstance(site.get('image'), dict) and 'vllm_version' in site['image']
-             else 'ds4_profile_config.image.vllm_version')
+def schema_context(merged, site):
+    """What the flag-schema check needs besides serve_args and env, kept in ds4_effective['vllm_schema'] so that
+    dgxspark.ds4.container_image can check them again against the vLLM version the image itself carries
+    (check_image_vllm): the variable that declares the version, where each flag was set, the site's env names."""
+    declared_var = ('ds4_site_overrides.image.vllm_version' if isinstance(site.get('image'), dict) and 'vllm_version' in site['image']
+                    else 'ds4_profile_config.image.vllm_version')
+    site_env = site.get('env') if isinstance(site.get('env'), dict) else {}
+    return {'declared_var': declared_var, 'sources': dict(merged.get('sources') or {}), 'site_env': sorted(site_env)}
+
+
+def _check_schema(version, where, merged, context, errors, warnings, no_schema_fix):
+    """serve_args and env of `merged` against the flag schema of vLLM `version` (`where` names where the version came from)."""
     known = ', '.join(vllm_schema.available_versions()) or 'none'
-    if version in (None, ''):
-        warnings.append('%s is not set: serve_args and env are not checked against vLLM\'s flag schema (schemas: %s). '
-                        'Set image.vllm_version to the vLLM version the image %s carries.' % (where, known, _fmt(image.get('ref'))))
-        return
     schema, used, problem = vllm_schema.schema_for(version)
-    if problem == 'invalid':
-        errors.append(_msg(where, version, 'must be a vLLM version string such as "0.27.1" (a YAML number like 0.33 loses digits)',
-                           'quote it, e.g. vllm_version: "0.33.0"'))
-        return
     if schema is None:
         warnings.append('%s = %s: no flag schema for this vLLM version (have: %s), so serve_args and env are not checked against '
-                        'vLLM\'s own parser. Generate one with tools/vllm_flag_schema.py from the vllm==%s wheel, or set the '
-                        'closest version that has one.' % (where, _fmt(version), known, version))
+                        'vLLM\'s own parser. Generate one with tools/vllm_flag_schema.py from the vllm==%s wheel, %s.'
+                        % (where, _fmt(version), known, version, no_schema_fix))
         return
     if used != version:
         warnings.append('%s = %s: no flag schema for exactly this vLLM version; serve_args are checked against vllm-%s.json '
@@ -571,20 +553,73 @@ def check_vllm_schema(merged, profile, site, errors, warnings):
         errors.append(_msg(where, version, 'vLLM %s has no %s; the renderer writes them for the two-node mp launch, so '
                            'vllm serve would exit with "unrecognized arguments"' % (version, ', '.join('--' + f for f in missing)),
                            'use an image whose vLLM supports multi-node mp (--nnodes/--node-rank/--headless) and set its version'))
-    sources = merged.get('sources') or {}
+    sources = context.get('sources') or {}
     for flag, path, value, why, fix, level in vllm_schema.check_serve_args(schema, merged['serve_args'], JSON_FLAGS):
         var = '%s[%s]%s' % (sources.get(flag, 'serve_args'), flag, path)
         if level == 'error':
             errors.append(_msg(var, value, why, fix))
         else:
             warnings.append('%s = %s: %s. Fix: %s.' % (var, _fmt(value), why, fix))
-    site_env = site.get('env') if isinstance(site.get('env'), dict) else {}
+    site_env = set(context.get('site_env') or [])
     for name, value, why, fix in vllm_schema.check_env(schema, merged['env']):
         layer = 'ds4_site_overrides' if name in site_env else 'ds4_profile_config'
         if value is None:
             warnings.append('%s.env: %s: %s. Fix: %s.' % (layer, name, why, fix))
         else:
             warnings.append('%s.env[%s] = %s: %s. Fix: %s.' % (layer, name, _fmt(value), why, fix))
+
+
+def check_vllm_schema(merged, site, errors, warnings):
+    """serve_args and env against the flag schema of the declared vLLM (image.vllm_version), on the controller before
+    any host is contacted. dgxspark.ds4.container_image checks them again against the version the image carries."""
+    image = merged['image']
+    version = image.get('vllm_version')
+    context = schema_context(merged, site)
+    where = context['declared_var']
+    if version in (None, ''):
+        warnings.append('%s is not set: serve_args and env are checked against vLLM\'s flag schema (schemas: %s) only once '
+                        'dgxspark.ds4.container_image has read the vLLM version from the image %s. Set image.vllm_version to '
+                        'the version the image carries to check them before any host is contacted.'
+                        % (where, ', '.join(vllm_schema.available_versions()) or 'none', _fmt(image.get('ref'))))
+        return
+    if vllm_schema.minor_of(version) is None:
+        errors.append(_msg(where, version, 'must be a vLLM version string such as "0.27.1" (a YAML number like 0.33 loses digits)',
+                           'quote it, e.g. vllm_version: "0.33.0"'))
+        return
+    _check_schema(version, where, merged, context, errors, warnings, 'or set the closest version that has one')
+
+
+def check_image_vllm(eff, image_version, image=None):
+    """(errors, warnings) for the vLLM version an image carries (read from the image by dgxspark.ds4.container_image).
+
+    A declared image.vllm_version of another major.minor is refused naming both (the flags were checked against the
+    wrong parser); otherwise serve_args and env are checked against the flag schema of the image's own version."""
+    errors = []
+    warnings = []
+    img = eff.get('image') or {}
+    ref = image or img.get('ref')
+    context = eff.get('vllm_schema') or {}
+    where = context.get('declared_var') or 'ds4_profile_config.image.vllm_version'
+    declared = img.get('vllm_version')
+    found = vllm_schema.minor_of(image_version)
+    if found is None:
+        errors.append(_msg('the vLLM version read from the image %s' % ref, image_version,
+                           'is not a vLLM version (the image\'s Python found no vllm distribution or package)',
+                           'set container_image_python to the Python that runs vLLM in the image (e.g. /opt/venv/bin/python3)'))
+        return errors, warnings
+    if declared not in (None, '') and vllm_schema.minor_of(declared) != found:
+        errors.append(_msg(where, declared, 'the image %s carries vLLM %s (read from the image), not %s.x; vllm serve parses '
+                           'the flags with vLLM %s\'s own parser, so the check against the %s flag schema does not hold'
+                           % (ref, image_version, vllm_schema.minor_of(declared), image_version, declared),
+                           'set %s: "%s" (the image\'s version; or remove it and let the image decide), or use an image '
+                           'that carries vLLM %s.x' % (where, image_version, vllm_schema.minor_of(declared))))
+        return errors, warnings
+    per_node = set(eff.get('per_node_env') or [])
+    merged = {'serve_args': eff.get('serve_args') or {},
+              'env': dict((k, v) for k, v in (eff.get('env') or {}).items() if k not in per_node)}
+    _check_schema(image_version, 'the vLLM version of image %s' % ref, merged, context, errors, warnings,
+                  'or use an image whose vLLM version has one')
+    return errors, warnings
 
 
 def validate_inventory(spark_hosts, hostvars, errors, tp=2, pp=1):
@@ -713,39 +748,53 @@ def _plain(value):
     return value
 
 
-def validate_all(inputs):
-    """inputs: {base, spark_hosts, hostvars, ds4_profile, ds4_profile_config, ds4_site_overrides}.
+def revision_check(merged, choice, required, errors, warnings):
+    """An unpinned model revision: an error where the weights are downloaded (required), else a warning."""
+    model = merged['model']
+    if model.get('revision') not in (None, ''):
+        return
+    var, how = catalogue.revision_fix(choice, model.get('repo_id'))
+    text = ('%s is not set, so the model revision is not pinned: no source the model catalogue cites publishes a full commit of '
+            '%s, and a moving refs/main once resolved to a different checkpoint on a peer deployment (vllm-ops 6); model_cache '
+            'downloads only a pinned revision. Fix: %s.' % (var, model.get('repo_id'), how))
+    (errors if required else warnings).append(text)
 
-    Returns (errors, warnings, merged, overrides, nodes)."""
+
+def validate_all(inputs):
+    """inputs: {base, spark_hosts, hostvars, ds4_profile, ds4_profile_config, ds4_site_overrides, ds4_model,
+    ds4_model_revisions, require_model_revision}.
+
+    Returns (errors, warnings, merged, overrides, nodes); merged['choice'] is the recipe/model/family chosen."""
     errors = []
     warnings = []
     base = _plain(inputs.get('base') or {})
     spark = [str(h) for h in (inputs.get('spark_hosts') or [])]
     hostvars = dict((h, _plain(v)) for h, v in (inputs.get('hostvars') or {}).items())
-    name = inputs.get('ds4_profile')
-    if name not in PROFILES:
-        errors.append(_msg('ds4_profile', name, 'unknown profile', 'use one of: %s (inventories/<profile>/group_vars/spark/profile.yml)'
-                           % ', '.join(PROFILES)))
-    profile = _plain(inputs.get('ds4_profile_config'))
+    # The recipe layer: a shipped recipe chosen by ds4_profile, or the user's own ds4_profile_config (catalogue.py).
+    profile, choice, cerrors, cwarnings = catalogue.resolve(dict(
+        (k, _plain(inputs.get(k))) for k in ('ds4_profile', 'ds4_profile_config', 'ds4_model', 'ds4_model_revisions')))
+    errors.extend(cerrors)
+    warnings.extend(cwarnings)
     site = _plain(inputs.get('ds4_site_overrides'))
-    if profile is None:
-        errors.append(_msg('ds4_profile_config', None, 'missing: no profile layer loaded',
-                           'run with -i inventories/<profile> so group_vars/spark/profile.yml is read'))
-        profile = {}
     if site is None:
         site = {}
     # Shared settings must not differ per host (host_vars overriding group_vars on one node).
-    for var in ('ds4_profile', 'ds4_profile_config', 'ds4_site_overrides', 'ds4_api_allowed_networks', 'ds4_api_upstream_port'):
+    for var in ('ds4_profile', 'ds4_profile_config', 'ds4_site_overrides', 'ds4_api_allowed_networks', 'ds4_api_upstream_port',
+                'ds4_model', 'ds4_model_revisions'):
         seen = {}
         for h in spark:
             seen.setdefault(json.dumps(hostvars.get(h, {}).get(var), sort_keys=True, default=str), []).append(h)
         if len(seen) > 1:
             errors.append(_msg(var, sorted(seen.values()), 'differs between hosts of group spark; both nodes must run one recipe',
                                'set %s only in group_vars/spark/, not in host_vars' % var))
-    merged, overrides = merge_layers(base, profile, site, errors)
+    merged, overrides = merge_layers(base, profile, site, errors) if profile is not None else (None, [])
     if merged is not None:
+        merged['choice'] = choice
         check_merged(merged, errors, warnings)
-        check_vllm_schema(merged, profile, site, errors, warnings)
+        revision_check(merged, choice, inputs.get('require_model_revision') is True, errors, warnings)
+        catalogue.check_choice(merged, choice, errors)
+        check_vllm_schema(merged, site, errors, warnings)
+        merged['vllm_schema'] = schema_context(merged, site)
         # API exposure: vLLM binds loopback; ds4_api_allowed_networks puts a proxy in front.
         first = hostvars.get(spark[0], {}) if spark else {}
         plan, perrors, pwarnings = plan_exposure(merged['api'], first.get('ds4_api_allowed_networks'),
@@ -803,8 +852,14 @@ def compute_effective(inputs, host):
         per_node.append(('NCCL_IB_GID_INDEX', str(node['gid_index'])))
     for k, v in per_node:
         env[k] = v
+    choice = merged['choice']
+    family = merged['image'].get('family')
     eff = {
         'profile': inputs.get('ds4_profile'),
+        # the shipped recipe used (None: the user's own ds4_profile_config), the catalogue model and image family
+        'recipe': choice['recipe'],
+        'model_name': choice['model'],
+        'image_family': dict(catalogue.IMAGE_FAMILIES[family], name=family),
         'seed': merged.get('seed'),
         'host': host,
         'node_rank': rank,
@@ -828,6 +883,7 @@ def compute_effective(inputs, host):
         'unit_name': 'dgxspark-ds4-%s.service' % role,
         'env_file_name': 'nccl.env',
         'overrides': overrides,
+        'vllm_schema': merged['vllm_schema'],
         'warnings': warnings,
     }
     # Every bind mount of the vLLM container in docker "host:container[:mode]" form, and the

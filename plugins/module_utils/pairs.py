@@ -29,6 +29,8 @@ __metaclass__ = type
 import ipaddress
 import re
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue
+
 PAIR_GROUP_RE = re.compile(r'^spark_pair(\d+|_[A-Za-z0-9_]+)$')
 DEFAULT_MASTER_PORT = 29501
 DEFAULT_API_PORT = 8000
@@ -36,10 +38,18 @@ DEFAULT_API_PORT = 8000
 DEFAULT_ROUTER_PORT = 8080
 
 
-def _layered(hv, *path):
-    """A profile-layer value: ds4_site_overrides wins over ds4_profile_config (None when neither has it)."""
-    for layer in ('ds4_site_overrides', 'ds4_profile_config'):
-        node = hv.get(layer)
+def _recipe_layer(hv):
+    """The host's recipe layer as the config role resolves it (catalogue.resolve: the user's own ds4_profile_config,
+    else the shipped recipe ds4_profile names, with ds4_model's checkpoint); None when it cannot be resolved (the
+    config check names why)."""
+    layer, _choice, _errors, _warnings = catalogue.resolve({key: hv.get(key) for key in (
+        'ds4_profile', 'ds4_profile_config', 'ds4_model', 'ds4_model_revisions')})
+    return layer if isinstance(layer, dict) else None
+
+
+def _layered(layers, *path):
+    """A profile-layer value: ds4_site_overrides wins over the recipe layer (None when neither has it)."""
+    for node in layers:
         for key in path:
             node = node.get(key) if isinstance(node, dict) else None
         if node is not None:
@@ -49,13 +59,14 @@ def _layered(hv, *path):
 
 def host_facts(name, hv):
     """What pair validation reads of one host."""
-    served = _layered(hv, 'serve_args', 'served-model-name')
+    layers = (hv.get('ds4_site_overrides'), _recipe_layer(hv))
+    served = _layered(layers, 'serve_args', 'served-model-name')
     if isinstance(served, list):
         served = served[0] if served else None
     if served is None:
-        served = _layered(hv, 'model', 'serve_arg') or _layered(hv, 'model', 'name')
-    master = _layered(hv, 'master_port')
-    api_port = _layered(hv, 'api', 'port')
+        served = _layered(layers, 'model', 'serve_arg') or _layered(layers, 'model', 'name')
+    master = _layered(layers, 'master_port')
+    api_port = _layered(layers, 'api', 'port')
     return {
         'host': name,
         'rank': hv.get('ds4_node_rank'),

@@ -115,11 +115,18 @@ def schema_for(version, directory=SCHEMA_DIR):
         return None, None, 'invalid'
     if os.path.exists(schema_path(version, directory)):
         return load_schema(version, directory), version, None
-    minor = '.'.join(re.match(r'^(\d+)\.(\d+)', version).groups())
+    minor = minor_of(version)
     same = [v for v in available_versions(directory) if v == minor or v.startswith(minor + '.')]
     if same:
         return load_schema(same[-1], directory), same[-1], None
     return None, None, 'missing'
+
+
+def minor_of(version):
+    """'0.27.1' -> '0.27'; '0.11.1rc2.dev5+g48cebd4' -> '0.11'; None for anything that is not a vLLM version."""
+    if not isinstance(version, str) or not VERSION_RE.match(version):
+        return None
+    return '.'.join(re.match(r'^(\d+)\.(\d+)', version).groups())
 
 
 def flag_index(schema):

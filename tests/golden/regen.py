@@ -30,7 +30,7 @@ if not os.path.exists(LINK):
     os.makedirs(os.path.dirname(LINK), exist_ok=True)
     os.symlink(REPO, LINK)
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import ds4_config  # noqa: E402
+from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue, ds4_config  # noqa: E402
 
 HOSTS = ('spark1', 'spark2')
 
@@ -43,15 +43,17 @@ def load_base():
 def load_inventory(profile):
     """-> (group_vars dict, {host: merged vars}) for inventories/<profile>."""
     inv = os.path.join(REPO, 'inventories', profile)
-    group = {}
+    with open(os.path.join(inv, 'hosts.yml')) as f:
+        spark = yaml.safe_load(f)['spark']
+    hosts = list(spark['hosts'])
+    # the site's group vars (hosts.yml spark.vars), then the inventory's group_vars/spark/ (they win)
+    group = dict(spark.get('vars') or {})
     for path in sorted(glob.glob(os.path.join(inv, 'group_vars', 'spark', '*.yml'))):
         with open(path) as f:
             group.update(yaml.safe_load(f) or {})
-    with open(os.path.join(inv, 'hosts.yml')) as f:
-        hosts = list(yaml.safe_load(f)['spark']['hosts'])
     hostvars = {}
     for host in hosts:
-        merged = dict(group)
+        merged = dict(group, **(spark['hosts'][host] or {}))
         path = os.path.join(inv, 'host_vars', '%s.yml' % host)
         if os.path.exists(path):
             with open(path) as f:
@@ -60,7 +62,8 @@ def load_inventory(profile):
     return group, hostvars
 
 
-def inputs_for(profile):
+def inventory_inputs(profile):
+    """What `-i inventories/<profile>` gives the config action: the recipe by name, the site, the hosts."""
     group, hostvars = load_inventory(profile)
     return {
         'base': load_base(),
@@ -69,7 +72,22 @@ def inputs_for(profile):
         'ds4_profile': group.get('ds4_profile'),
         'ds4_profile_config': group.get('ds4_profile_config'),
         'ds4_site_overrides': group.get('ds4_site_overrides'),
+        'ds4_model': group.get('ds4_model'),
+        'ds4_model_revisions': group.get('ds4_model_revisions'),
     }
+
+
+def recipe_layer(profile):
+    """The shipped recipe as a dict (roles/config/files/recipes/<profile>.yml)."""
+    return catalogue.load_recipe(profile)
+
+
+def inputs_for(profile):
+    """inventory_inputs with the recipe given in full as ds4_profile_config (a user's own recipe): the unit tests
+    edit that layer; they and the goldens (written from inventory_inputs) prove both paths render the same."""
+    inputs = inventory_inputs(profile)
+    inputs['ds4_profile_config'] = recipe_layer(inputs['ds4_profile'])
+    return inputs
 
 
 def golden_dir(profile, host):
@@ -78,7 +96,7 @@ def golden_dir(profile, host):
 
 def main():
     for profile in ds4_config.PROFILES:
-        inputs = inputs_for(profile)
+        inputs = inventory_inputs(profile)
         for host in inputs['spark_hosts']:
             eff = ds4_config.compute_effective(inputs, host)
             out = golden_dir(profile, host)

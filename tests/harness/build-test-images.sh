@@ -3,11 +3,13 @@
 # No registry, no network: a root filesystem is cut out of the node image `ds4-node:bookworm` (busybox-static
 # for /bin/sh, Debian's python3.11 with its stdlib and libraries, about 30 MB) and `docker import`ed, then
 # variants are built FROM it with the legacy builder (COPY only):
-#   ds4-test/vllm:unpatched  mxfp4.py = tests/fixtures/mxfp4/unpatched.py.txt, no DeepGEMM, build-metadata.yaml
-#   ds4-test/vllm:double     mxfp4.py = double_patched.py.txt, a deep_gemm package (fixture), build-metadata.yaml
+#   ds4-test/vllm:unpatched  mxfp4.py = tests/fixtures/mxfp4/unpatched.py.txt, no DeepGEMM, build-metadata.yaml,
+#                            vllm-0.22.0.dist-info in python3's dist-packages (the version container_image reads)
+#   ds4-test/vllm:double     mxfp4.py = double_patched.py.txt, a deep_gemm package (fixture), build-metadata.yaml, the same dist-info
 #   ds4-test/vllm:impostor   different content (planted on the worker under the effective tag by the scenario)
 #   ds4-test/vllm:venv       vLLM in a venv (/opt/venv first in PATH; vllm/__init__.py + mxfp4.py unpatched, no DeepGEMM),
-#                            built twice: v1 and a newer v2 under the same tag (digest pinning: the tag moves)
+#                            built twice: v1 and a newer v2 under the same tag (digest pinning: the tag moves); no
+#                            dist-info: its version is the package's __version__ (0.22.0+venv.v1, 0.22.0+venv.v2)
 # Output (not in .cache/images/inner itself, so the shared prepare does not load them on every node):
 #   .cache/images/inner/image-test/ds4-test-vllm.tar   (unpatched + double; the head loads it: source=load)
 #   .cache/images/inner/image-test/ds4-test-impostor.tar
@@ -30,7 +32,10 @@ log() { echo "build-test-images: $*" >&2; }
 
 docker image inspect "$BASE" >/dev/null 2>&1 || { log "base image ${BASE} missing: run tests/harness/build-node-image.sh first"; exit 1; }
 base_id=$(docker image inspect -f '{{.Id}}' "$BASE")
-key=$( { sha256sum "$FIX"/unpatched.py.txt "$FIX"/double_patched.py.txt "$SELF" "${REPO_ROOT}/tests/harness/slim-rootfs.sh" | cut -d' ' -f1; echo "$base_id"; } | sha256sum | cut -c1-16)
+INSTALL_DIST="${REPO_ROOT}/tests/vllm_sim/install_dist.py"
+TEST_VLLM_VERSION=0.22.0  # the balanced profile's declared version (the scenario's config plays keep it)
+key=$( { sha256sum "$FIX"/unpatched.py.txt "$FIX"/double_patched.py.txt "$SELF" "${REPO_ROOT}/tests/harness/slim-rootfs.sh" "$INSTALL_DIST" \
+         | cut -d' ' -f1; echo "$base_id"; } | sha256sum | cut -c1-16)
 if [[ "${DS4_FORCE_BUILD:-0}" != 1 && -s "$OUT_DIR/ds4-test-vllm.tar" && -s "$OUT_DIR/ds4-test-impostor.tar" && -s "$OUT_DIR/ds4-test-venv-v2.tar" \
       && "$(cat "$OUT_DIR/key" 2>/dev/null)" == "$key" ]]; then
   log "test images (key ${key}) up to date, nothing to do ($(elapsed) s)"
@@ -59,9 +64,11 @@ build_args:
   vllm_prs: "41834"
 variant: ${name}
 META
+  python3 "$INSTALL_DIST" "$TEST_VLLM_VERSION" "$ctx/site" >/dev/null
   {
     echo "FROM ds4-test/rootfs:base"
     echo "COPY mxfp4.py ${MXFP4}"
+    echo "COPY site/vllm-${TEST_VLLM_VERSION}.dist-info /usr/local/lib/python3.11/dist-packages/vllm-${TEST_VLLM_VERSION}.dist-info"
     echo "COPY build-metadata.yaml /workspace/build-metadata.yaml"
     if [[ "$deepgemm" == yes ]]; then
       mkdir -p "$ctx/deep_gemm"; echo "__version__ = 'fixture'" >"$ctx/deep_gemm/__init__.py"
@@ -83,7 +90,7 @@ tar -C "$work/impostor" --numeric-owner -c . | docker import -c 'CMD ["/bin/sh"]
 venv_variant() {  # version
   local ctx="$work/ctx-venv-$1" site=/opt/venv/lib/python3.11/site-packages
   mkdir -p "$ctx/vllm/model_executor/layers/quantization"
-  echo "__version__ = '0.0.0+venv.$1'" >"$ctx/vllm/__init__.py"
+  echo "__version__ = '${TEST_VLLM_VERSION}+venv.$1'" >"$ctx/vllm/__init__.py"
   cp "$FIX/unpatched.py.txt" "$ctx/vllm/model_executor/layers/quantization/mxfp4.py"
   cat >"$ctx/Dockerfile" <<DOCKERFILE
 FROM ds4-test/rootfs:base

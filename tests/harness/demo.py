@@ -3,14 +3,15 @@
 """`make demo` / `make demo-down`: two SIMULATED Sparks on this machine, deployed by the real site.yml.
 
   check  Docker (and debootstrap, which builds the node image) present and answering; else what to install.
-  up     the Molecule scenario `demo` up to converge (node containers ds4-demo-spark1/2 with systemd and their own
+  up     the Molecule scenario `default` up to converge (node containers ds4-demo-spark1/2 with systemd and their own
          Docker engine, the vLLM simulator image, then playbooks/site.yml with molecule/demo/inventory), a chat
          completion through the endpoint, and the commands to try next.
   down   the demo's containers and network removed (molecule destroy).
 
 The engine is tests/vllm_sim, a stand-in that speaks vLLM's CLI, logs, HTTP API and metrics and runs no model: the
 demo shows the collection at work (deploy, status, switch, rollback, bench, doctor), not DeepSeek-V4-Flash. Stdlib
-only (`check` runs before the venv exists). molecule/demo/tests/test_demo.py runs next_steps() as printed.
+only (`check` runs before the venv exists). molecule/default/tests/test_demo.py and test_zz_ops.py run next_steps()
+as printed.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,6 +27,8 @@ import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 INVENTORY = 'molecule/demo/inventory'
+# The Molecule scenario `make demo` brings up: CI's main scenario runs on the demo inventory, so the demo is what CI tests.
+SCENARIO = 'default'
 HEAD = '10.77.100.11'
 ENDPOINT = 'http://%s:8000' % HEAD
 MODEL = 'deepseek-v4-flash'
@@ -33,7 +36,6 @@ MODEL = 'deepseek-v4-flash'
 # test value and no secret, since the demo endpoint is reachable from this machine only.
 TEST_VARS = os.path.join(ROOT, 'molecule', 'resources', 'inventory', 'group_vars', 'spark', 'test.yml')
 PLAYBOOK = '.venv/bin/ansible-playbook'
-THROUGHPUT = 'inventories/throughput/group_vars/spark/profile.yml'
 BANNER = ('*** dgxspark.ds4 demo: the engine is the vLLM SIMULATOR (tests/vllm_sim), not vLLM, and the two "Sparks" '
           'are containers on this machine. Nothing here ran a model or touched a GPU. ***')
 
@@ -52,11 +54,16 @@ def next_steps():
     return [
         ('state of both ranks and the endpoint', [PLAYBOOK, 'playbooks/status.yml'] + inv),
         ('switch to the throughput recipe (worker first, through readiness)',
-         [PLAYBOOK, 'playbooks/switch.yml'] + inv + ['-e', 'ds4_profile=throughput', '-e', '@' + THROUGHPUT]),
+         [PLAYBOOK, 'playbooks/switch.yml'] + inv + ['-e', 'ds4_profile=throughput']),
         ('back to the previous recipe', [PLAYBOOK, 'playbooks/rollback.yml'] + inv),
         ('the benchmark (tok/s per stream and concurrency)', [PLAYBOOK, 'playbooks/bench.yml'] + inv),
         ('read-only diagnosis of both nodes', [PLAYBOOK, 'playbooks/doctor.yml'] + inv),
     ]
+
+
+def step(name):
+    """argv of the printed next step whose playbook is playbooks/<name>.yml."""
+    return [argv for _what, argv in next_steps() if 'playbooks/%s.yml' % name in argv][0]
 
 
 def chat(prompt='Say hello to a new dgxspark.ds4 user.', timeout=60):
@@ -90,7 +97,7 @@ def check():
 
 def _molecule(action):
     return subprocess.call([sys.executable, os.path.join(ROOT, 'tests', 'harness', 'molecule_parallel.py'),
-                            '--jobs', '1', '--stream', '--action', action, 'demo'], cwd=ROOT)
+                            '--jobs', '1', '--stream', '--action', action, SCENARIO], cwd=ROOT)
 
 
 def _started_at():
@@ -105,7 +112,7 @@ def up():
     print(BANNER, flush=True)
     t0 = _started_at()
     if _molecule('converge') != 0:
-        print('make demo: the deploy failed (log above, also .cache/molecule-logs/demo.log); `make demo-down` cleans up.')
+        print('make demo: the deploy failed (log above, also .cache/molecule-logs/default.log); `make demo-down` cleans up.')
         return 1
     took, answer = chat()
     first = time.time() - t0

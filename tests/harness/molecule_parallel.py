@@ -23,9 +23,9 @@ import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-# Seconds each scenario took in the last fresh-clone CI run before parallel runs (README, Measured figures):
+# Seconds each scenario took in the last fresh-clone CI run before parallel runs (docs/measurements.md):
 # used to start the longest first when no timings file is there yet.
-WEIGHTS = {'default': 770, 'replicas': 600, 'drills': 600, 'demo': 330, 'security': 290, 'image': 235, 'model': 120}
+WEIGHTS = {'default': 770, 'replicas': 600, 'drills': 600, 'security': 290, 'image': 235, 'model': 120}
 TIMINGS = os.path.join(ROOT, '.cache', 'molecule-timings.json')
 LOG_DIR = os.path.join(ROOT, '.cache', 'molecule-logs')
 
@@ -35,14 +35,16 @@ def all_scenarios():
     return sorted(d for d in os.listdir(base) if os.path.isfile(os.path.join(base, d, 'molecule.yml')))
 
 
-# Scenarios whose inventory names its addresses (users read them): `demo` (make demo prints its endpoint).
-FIXED_NETS = {'demo': '10.77.100'}
+# Scenarios whose inventory names its containers and addresses (users read them): `default` runs on the demo's
+# inventory (molecule/demo/inventory: `make demo` brings it up and prints its endpoint, 10.77.100.11).
+FIXED_NETS = {'default': '10.77.100'}
+FIXED_PREFIXES = {'default': 'ds4-demo-'}
 
 
 def scenario_env(name, scenarios):
     """The environment that gives scenario `name` its own containers and subnet."""
     env = dict(os.environ)
-    env['DS4_MOLECULE_PREFIX'] = 'ds4-%s-' % name
+    env['DS4_MOLECULE_PREFIX'] = FIXED_PREFIXES.get(name) or 'ds4-%s-' % name
     env['DS4_MOLECULE_NET'] = FIXED_NETS.get(name) or '10.77.%d' % (scenarios.index(name) + 1)
     return env
 

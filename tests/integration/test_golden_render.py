@@ -20,6 +20,8 @@ import sys
 import pytest
 import yaml
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils import ds4_config
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GOLDEN = os.path.join(REPO, "tests", "golden")
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
@@ -39,7 +41,7 @@ def profiles():
 def test_golden_tree_has_every_profile_and_only_rendered_files():
     names = sorted(d for d in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, d)) and d != "__pycache__")
     assert names == profiles(), "tests/golden/ and inventories/ disagree: regenerate with tests/golden/regen.py"
-    assert len(names) == 7, names
+    assert len(names) == len(ds4_config.PROFILES) and names == list(ds4_config.PROFILES), names
     for profile in names:
         for host, script in SCRIPTS.items():
             assert sorted(os.listdir(os.path.join(GOLDEN, profile, host))) == sorted([script, "nccl.env"]), (profile, host)

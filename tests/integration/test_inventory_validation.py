@@ -45,22 +45,27 @@ def _valid_hosts():
     return {"spark1": _host(0, "192.168.100.10"), "spark2": _host(1, "192.168.100.11")}
 
 
-def _run_site(tmp_path, hosts, serve_args=None):
-    """Write an inventory (hosts + the balanced profile) and run site.yml against it.
+PIN = {"deepseek-v4-flash": "0123456789abcdef0123456789abcdef01234567"}
+RECIPE = os.path.join(REPO, "roles", "config", "files", "recipes", "balanced.yml")
 
-    serve_args: entries written over the copied profile's ds4_profile_config.serve_args."""
+
+def _run_site(tmp_path, hosts, serve_args=None, pins=None):
+    """Write an inventory (hosts, the site's revision pins, the balanced profile) and run site.yml against it.
+
+    serve_args: entries written over the balanced recipe, given in full as the user's own ds4_profile_config."""
     assert os.path.isfile(PROFILE), "profile layer %s is missing: the balanced inventory is needed by these tests" % PROFILE
     inv = tmp_path / "inventory"
     (inv / "group_vars" / "spark").mkdir(parents=True)
     profile = str(inv / "group_vars" / "spark" / "profile.yml")
     shutil.copy(PROFILE, profile)
     if serve_args:
-        with open(profile) as f:
+        with open(RECIPE) as f:
             layer = yaml.safe_load(f)
-        layer["ds4_profile_config"]["serve_args"].update(serve_args)
-        with open(profile, "w") as f:
-            yaml.safe_dump(layer, f, default_flow_style=False, sort_keys=False)
-    (inv / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": hosts}}))
+        layer["serve_args"].update(serve_args)
+        with open(profile, "a") as f:
+            yaml.safe_dump({"ds4_profile_config": layer}, f, default_flow_style=False, sort_keys=False)
+    site = {"ds4_model_revisions": PIN if pins is None else pins}
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": hosts, "vars": site}}))
     env = dict(os.environ)
     env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0")
@@ -137,3 +142,14 @@ def test_control_valid_inventory_passes_validation_then_touches_hosts(tmp_path):
     assert "configuration refused" not in out, out
     assert out.count("PLAY [") >= 2, "no play after the validation play ran:\n%s" % out
     assert any(err in out for err in CONNECTION_ERRORS), out
+
+
+def test_unpinned_revision_is_refused_before_any_host_naming_the_variable_and_the_way_to_the_hash(tmp_path):
+    """site.yml downloads the model (model_cache_source hub): a recipe whose model the site has not pinned is refused by
+    the config play, naming ds4_model_revisions[<model>] and how to read the commit, and no host is contacted."""
+    rc, out = _run_site(tmp_path, _valid_hosts(), pins={})
+    _assert_refused_untouched(rc, out)
+    flat = " ".join(out.split())
+    assert "ds4_model_revisions[deepseek-v4-flash] is not set" in flat, out
+    assert "set ds4_model_revisions: {deepseek-v4-flash: <40-hex commit>}" in flat, out
+    assert "git ls-remote https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash refs/heads/main" in flat, out

@@ -86,11 +86,14 @@ def test_every_shipped_profile_is_refused(fake_ssh, profile, playbook):
 
 
 def _copy_inventory(tmp_path, ansible_hosts):
-    """inventories/balanced with its symlinks resolved and hosts.yml's addresses replaced."""
+    """inventories/balanced with its symlinks resolved, hosts.yml's addresses replaced and the site's model revision
+    pinned (site.yml refuses an unpinned one before any connection)."""
     inv = tmp_path / "inv"
     shutil.copytree(os.path.join(REPO, "inventories", "balanced"), str(inv), symlinks=False)
     (inv / "hosts.yml").unlink()
-    (inv / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": dict((h, {"ansible_host": a}) for h, a in ansible_hosts.items())}}))
+    site = {"ds4_model_revisions": {"deepseek-v4-flash": "0123456789abcdef0123456789abcdef01234567"}}
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": dict((h, {"ansible_host": a}) for h, a in ansible_hosts.items()),
+                                                             "vars": site}}))
     return inv
 
 

@@ -142,7 +142,8 @@ def resolve_model(model, revision=None):
 
 def weight_files(model_dir, model, load_format=None):
     """The safetensors files vLLM's default loader reads from model_dir (container paths), or raise StartupError."""
-    if load_format not in (None, 'auto', 'safetensors'):
+    # fastsafetensors and instanttensor (vLLM 0.33, field notes 2026-11) read the same *.safetensors shards, only faster
+    if load_format not in (None, 'auto', 'safetensors', 'fastsafetensors', 'instanttensor'):
         return []
     real = container_path(model_dir)
     index = os.path.join(real, INDEX_NAME)

@@ -4,11 +4,11 @@
 """`vllm` command line of the simulator (a STAND-IN for vLLM, test code, never deployed).
 
 The `vllm serve` flags come from vLLM's own parser, as data: the collection's flag schema for the
-vLLM version the image declares (VLLM_SIM_VERSION, see schema.py and README.md). Every flag of that
-version is accepted with vLLM's type, choices and nargs; anything else is refused the way argparse
-refuses it in vLLM (`vllm serve: error: unrecognized arguments: --foo`, `argument --max-num-seqs:
-invalid int value: 'lots'`, exit 2). A version without a schema falls back to the simulator's own
-short flag list (with a note on stderr).
+vLLM version the image carries (its installed vllm distribution, or VLLM_SIM_VERSION; image_version,
+README.md). Every flag of that version is accepted with vLLM's type, choices and nargs; anything else
+is refused the way argparse refuses it in vLLM (`vllm serve: error: unrecognized arguments: --foo`,
+`argument --max-num-seqs: invalid int value: 'lots'`, exit 2). A version without a schema falls back
+to the simulator's own short flag list (with a note on stderr).
 
 FlexibleArgumentParser behaviour the collection depends on: `--flag_name` == `--flag-name`,
 `--flag=value`, JSON flags parsed with json.loads, `--json-flag.key=value` dotted updates, no
@@ -120,8 +120,17 @@ def _optional(func):
 
 
 def image_version():
-    """The vLLM version the (simulated) image declares: VLLM_SIM_VERSION, baked into the test image."""
-    return os.environ.get('VLLM_SIM_VERSION', DEFAULT_VERSION)
+    """The vLLM version the (simulated) image carries, where a real image has it: the installed `vllm` distribution
+    (dist-info METADATA; tests/harness/build-sim-image.sh installs one, with a `vllm` package whose __version__ says
+    the same), which is also what dgxspark.ds4.container_image reads from the image. VLLM_SIM_VERSION, when set,
+    overrides it (the simulator run from a checkout, where no vllm is installed); DEFAULT_VERSION otherwise."""
+    if os.environ.get('VLLM_SIM_VERSION'):
+        return os.environ['VLLM_SIM_VERSION']
+    from importlib import metadata  # Python >= 3.8 (the simulator needs 3.9)
+    try:
+        return metadata.version('vllm')
+    except metadata.PackageNotFoundError:
+        return DEFAULT_VERSION
 
 
 def _add_schema_flags(serve, schema):

@@ -20,10 +20,10 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
 import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
+sys.path.insert(0, os.path.join(d.PROJECT, 'tests', 'harness'))
+import demo  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
-
-THROUGHPUT_PROFILE = os.path.join(d.PROJECT, 'inventories', 'throughput', 'group_vars', 'spark', 'profile.yml')
 
 
 def ops(name, *extra, **kwargs):
@@ -98,12 +98,70 @@ def test_bench_writes_table_json_and_plot():
 
 
 def test_switch_to_throughput_then_rollback_both_pass_readiness():
+    """The switch and rollback `make demo` prints (tests/harness/demo.py next_steps), run as printed against the demo
+    inventory, plus the readiness limits (asserted to reach switch.yml's readiness) and -v."""
     assert served_max_model_len() == 131072
-    out = ops('switch.yml', dict(READY_LIMITS, ds4_profile='throughput'), var_files=[THROUGHPUT_PROFILE], args=['-v'])
+    out = d.run_printed(demo.step('switch') + ['-e', json.dumps(READY_LIMITS), '-v'])
     assert_ready_limits(out)
     assert '65536' in head_script()
     assert served_max_model_len() == 65536
-    ops('rollback.yml')
+    d.run_printed(demo.step('rollback'))
     assert '131072' in head_script()
     assert served_max_model_len() == 131072
     d.wait_serving(60)
+    took, answer = demo.chat()
+    assert answer.strip(), 'no answer through the printed endpoint after the rollback (%.2f s)' % took
+
+
+# The per-recipe inventory (issue 25): the recipe is collection data chosen by name; the site is written once. Here the
+# site is this scenario's inventory (API keys, allowed networks, the simulator image) plus a site part written below
+# (monitoring on, the 0731 revision pin); the per-recipe part is the shipped inventories/upstream-0731-dspark/group_vars
+# plus what this site does differently for that recipe (the simulator image that carries vLLM 0.33). Runs
+# last in this file: the pair is left on the upstream 0731 recipe (test_zz_profiles.py switches on from there).
+UPSTREAM_0731 = 'upstream-0731-dspark'
+
+
+def test_switch_through_a_per_recipe_inventory_keeps_every_site_setting(tmp_path):
+    import shutil
+    import urllib.error
+    import urllib.request
+    import yaml
+    site = tmp_path / 'site' / 'group_vars' / 'spark'
+    site.mkdir(parents=True)
+    (site / 'site.yml').write_text(yaml.safe_dump({
+        'monitoring_enabled': True,
+        'ds4_model_revisions': {'deepseek-v4-flash-0731': d.BASE_OVERRIDES['model']['revision']}}))
+    recipe = tmp_path / UPSTREAM_0731 / 'group_vars' / 'spark'
+    recipe.mkdir(parents=True)
+    shutil.copy(os.path.join(d.PROJECT, 'inventories', UPSTREAM_0731, 'group_vars', 'spark', 'profile.yml'), str(recipe / 'profile.yml'))
+    # the simulator image variant that carries the recipe's vLLM minor (0.33: the recipe declares 0.33.0)
+    (recipe / 'sim.yml').write_text(yaml.safe_dump({'ds4_site_overrides': {'image': {'ref': 'ds4-vllm-sim:vllm-0.33'}}}))
+    # three inventory sources, later ones win: this scenario's (the site), the site part, the per-recipe part; no -e
+    out = ops('switch.yml', args=['-i', str(tmp_path / 'site'), '-i', str(tmp_path / UPSTREAM_0731)])
+    assert '-> %s' % UPSTREAM_0731 in out, out[-3000:]
+    # served: the new recipe through readiness (switch.yml gates on it), its own model and context length
+    _status, body = d.request('/v1/models')
+    served = json.loads(body)['data'][0]
+    assert (served['id'], served['max_model_len']) == ('deepseek-v4-flash-0731', 1048576), served
+    script = head_script()
+    assert "'--load-format' 'instanttensor'" in script or '--load-format instanttensor' in script, script[-1500:]
+    # API keys still required: no key -> 401 from the proxy on the public port
+    try:
+        d.request('/v1/models', key=None)
+        raise AssertionError('the API answered without a key after the switch')
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 401, exc.code
+    # allowed networks unchanged: the collection's nft table admits the controller's address (and only it) on the API
+    # port and on Prometheus's
+    table = d.node('spark1', 'nft', 'list', 'table', 'inet', 'dgxspark_ds4')
+    clients = re.search(r'set api_clients_v4 \{.*?elements = \{ ([^}]*) \}', table, re.S)
+    assert clients, table
+    assert [e.strip() for e in clients.group(1).split(',')] in ([d.ip(1)], ['%s/32' % d.ip(1)]), table
+    assert 'tcp dport 8000 ip saddr @api_clients_v4 accept' in table, table
+    assert 'tcp dport 9090 ip saddr @api_clients_v4 accept' in table, table
+    # monitoring on: Prometheus on the head answers the controller and scrapes vLLM
+    with urllib.request.urlopen('http://%s:9090/-/ready' % d.ip(11), timeout=10) as resp:
+        assert resp.status == 200
+    with urllib.request.urlopen('http://%s:9090/api/v1/targets' % d.ip(11), timeout=10) as resp:
+        jobs = set(t['labels']['job'] for t in json.loads(resp.read().decode())['data']['activeTargets'])
+    assert 'vllm' in jobs, jobs

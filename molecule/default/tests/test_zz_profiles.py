@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The profile matrix: every shipped profile (inventories/<profile>/group_vars/spark/profile.yml, as a user
 gets it) is deployed on the converged pair with switch.yml, served by the vLLM simulator (the test
-inventory's ds4_site_overrides swap only the image ref and the model revision), passes readiness and
+inventory's ds4_site_overrides swap only the image ref, to the simulator image carrying the profile's vLLM minor,
+and the model revision), passes readiness and
 validate.yml (reasoning and tool checks as the profile implies), and serves with the profile's own
 served name and context length. Runs last; balanced and throughput are deployed by the scenario's converge
 and by test_zz_ops.py."""
@@ -25,25 +26,42 @@ pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule ve
 # The other two shipped profiles are deployed by this scenario already, the same way: balanced is the
 # test inventory's profile (converge, idempotence, site.yml runs; validate.yml after the first deploy) and
 # throughput is switched to, readied and validated by test_zz_ops.py (its real profile.yml, like here).
-PROFILES = ['latency', 'conservative', 'long-context-1m', 'dspark-nvfp4-1m', 'dspark-c16']
+# upstream-0731-dspark is switched to through its per-recipe inventory by test_zz_ops.py.
+PROFILES = ['latency', 'conservative', 'long-context-1m', 'dspark-nvfp4-1m', 'dspark-c16', 'upstream-mtp']
+# Deployed from the collection as a user installs it (ds4_drill.installed_collection: built, installed from its
+# tarball, run as `ansible-playbook dgxspark.ds4.site -i <inventory> -e ds4_profile=<recipe>` from a directory outside
+# the checkout): no recipe in the inventory, nothing from the repository. The others switch from the working tree.
+FROM_TARBALL = 'upstream-mtp'
 
 
 def profile_file(name):
     return os.path.join(d.PROJECT, 'inventories', name, 'group_vars', 'spark', 'profile.yml')
 
 
+def recipe_file(name):
+    """The recipe itself: collection data (roles/config/files/recipes/), chosen by the inventory's ds4_profile."""
+    return os.path.join(d.PROJECT, 'roles', 'config', 'files', 'recipes', name + '.yml')
+
+
 @pytest.mark.parametrize('profile', PROFILES)
 def test_profile_deploys_serves_and_validates(profile):
-    with open(profile_file(profile)) as handle:
-        layer = yaml.safe_load(handle)['ds4_profile_config']
+    with open(recipe_file(profile)) as handle:
+        layer = yaml.safe_load(handle)
     serve_args = layer['serve_args']
-    # The simulator parses argv with the flag schema of the vLLM the profile's image declares.
-    overrides = dict(d.BASE_OVERRIDES, env={'VLLM_SIM_VERSION': layer['image']['vllm_version']})
-    rc, out = d.run_playbook('switch.yml', {'ds4_profile': profile, 'ds4_validate_levels': [1, 2],
-                                            'ds4_site_overrides': overrides},
-                             var_files=[profile_file(profile)])
-    assert rc == 0, out[-4000:]
-    # rc 0: readiness passed inside switch.yml's block (a failure there fails the run, no auto rollback here).
+    # The simulator image carrying the vLLM minor the profile declares (tests/harness/build-sim-image.sh builds one
+    # per flag schema): container_image reads the version from it, and the simulator parses argv with its schema.
+    minor = '.'.join(layer['image']['vllm_version'].split('.')[:2])
+    overrides = dict(d.BASE_OVERRIDES, image={'ref': 'ds4-vllm-sim:vllm-%s' % minor})
+    extra = {'ds4_profile': profile, 'ds4_validate_levels': [1, 2], 'ds4_site_overrides': overrides}
+    if profile == FROM_TARBALL:
+        rc, out = d.run_installed_playbook('site', extra)
+        assert rc == 0, out[-4000:]
+        assert 'No config file found' in out, 'ran with a config file (the repository\'s?): ' + out[:1500]
+        assert 'vllm_service: runs' in out, 'the installed site.yml did not deploy the recipe: ' + out[-3000:]
+    else:
+        rc, out = d.run_playbook('switch.yml', extra, var_files=[profile_file(profile)])
+        assert rc == 0, out[-4000:]
+    # rc 0: readiness passed inside the deploy (a failure there fails the run, no auto rollback here).
     assert re.search(r'msg: [1-9][0-9]* request\(s\), 0 failure\(s\)', out), 'validate.yml did not pass: ' + out[-2000:]
     # Through the API proxy on the profile's own public port (seed 003 serves on 8888).
     port = (layer.get('api') or {}).get('port', 8000)

@@ -9,7 +9,7 @@
 5. a hang (port open, no tokens) -> the readiness check's real completion catches it;
 6. a config that fails every start -> start limits stop it after a few tries, doctor names the cause;
 7. both nodes "rebooted" (containers stopped and started) -> serving again with no manual step.
-Durations are printed (pytest -s / -v shows them) for the README figures.
+Durations are printed (pytest -s / -v shows them) for docs/measurements.md.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -13,7 +13,7 @@ The hang drills redeploy with a short watchdog (hang_after_s 15 s, poll 1 s) and
 3. a long prefill (no counter moving until the first token, as on real vLLM; only the KV-cache usage gauge rises,
    for longer than hang_after_s) is not restarted;
 4. repeated hangs stop at the storm limit with the cause named, the worker stopped too; restart.yml recovers.
-Durations are printed (pytest -s) for the README.
+Durations are printed (pytest -s) for docs/measurements.md.
 """
 
 from __future__ import absolute_import, division, print_function

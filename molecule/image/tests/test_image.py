@@ -2,14 +2,20 @@
 # Copyright (c) 2026, dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Scenario `image`: peer access, transfer, ID gate, derived images, mxfp4 count, evidence; digest pinning (record,
-kept when the tag moves, update), DeepGEMM default branch resolved and recorded, mxfp4.py in a venv, pruning."""
+kept when the tag moves, update), DeepGEMM default branch resolved and recorded, mxfp4.py in a venv, pruning; the
+vLLM version read from each image (dist-info, or the package's __version__ in the venv image), and the simulator image
+(vLLM 0.27.1) refused for a site declaring 0.33.0."""
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import json
 import os
+import sys
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
+import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
 
 testinfra_hosts = ['spark1', 'spark2']
 
@@ -192,3 +198,33 @@ def test_older_derived_images_pruned_kept_and_user_images_untouched(host):
     if host.backend.get_hostname() == 'spark2':
         planted = host.file('/var/lib/ds4-test/impostor-planted').content_string.strip()
         assert host.run('docker image inspect %s' % planted).rc == 0
+
+
+@pytest.mark.parametrize('name, version', [('unpatched', '0.22.0'), ('double', '0.22.0'), ('venv', '0.22.0+venv.v1'),
+                                           ('kept', '0.22.0+venv.v1'), ('updated', '0.22.0+venv.v2')])
+def test_vllm_version_read_from_the_image_and_recorded(host, name, version):
+    """dist-info in the unpatched/double images, the package's own __version__ in the venv ones (no dist-info)."""
+    assert _evidence(host, name)['vllm_version'] == version
+
+
+def test_sim_image_vllm_0_27_1_refused_for_a_profile_declaring_0_33_0(host):
+    if host.backend.get_hostname() != 'spark1':
+        pytest.skip('one playbook run, from the controller')
+    # the image really carries 0.27.1 where a real vLLM image has it
+    out = host.check_output("docker run --rm --network none --entrypoint python3 ds4-vllm-sim:test -c "
+                            "'from importlib import metadata; import vllm; print(metadata.version(\"vllm\"), vllm.__version__)'")
+    assert out == '0.27.1 0.27.1'
+    # a check-mode run says so too (the version is read by a throw-away container, also in check mode), then a real run
+    for args in (['--check'], []):
+        rc, out = d.run_playbook(os.path.join(d.SCENARIO_DIR, 'refuse_vllm_version.yml'), args=args, timeout=600)
+        assert rc != 0, out[-3000:]
+        flat = ' '.join(out.split())
+        assert ('ds4_site_overrides.image.vllm_version = "0.33.0": the image ds4-vllm-sim:test carries vLLM 0.27.1 '
+                '(read from the image)') in flat, (args, out[-3000:])
+        assert 'Fix: set ds4_site_overrides.image.vllm_version: "0.27.1"' in flat, out[-3000:]
+        assert 'TASK [dgxspark.ds4.container_image : Refuse an image whose vLLM differs from the declared version' in out
+        # refused before anything was derived, transferred or recorded as deployed
+        for name in ('Share the effective image ref', 'Stream the image head -> worker', 'Write the image evidence on every node'):
+            assert 'TASK [dgxspark.ds4.container_image : %s' % name not in out, name
+    for node in ('spark1', 'spark2'):
+        assert d.node(node, 'ls', '/var/lib/dgxspark-ds4/image-sim.json', check=False).endswith('No such file or directory')

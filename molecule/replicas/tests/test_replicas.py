@@ -17,7 +17,7 @@
    request timeout is 90 s here) is drained only once it finished, the router's configuration lists only the live
    URLs afterwards and a router restart serves at once (DS4_REPLICAS_SWITCH=0 skips it).
 
-Measured figures are printed as `FIGURE ...` lines (pytest -s) for the README.
+Measured figures are printed as `FIGURE ...` lines (pytest -s) for docs/measurements.md.
 """
 
 from __future__ import absolute_import, division, print_function

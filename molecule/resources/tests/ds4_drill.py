@@ -12,6 +12,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -80,7 +82,7 @@ def container(role):
 
 
 BASE_OVERRIDES = {
-    'image': {'ref': 'ds4-vllm-sim:test'},
+    'image': {'ref': 'ds4-vllm-sim:test', 'vllm_version': '0.27.1'},
     'model': {'revision': '0123456789abcdef0123456789abcdef01234567'},
 }
 
@@ -102,6 +104,53 @@ def run_playbook(name, *extra_vars, **kwargs):
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                           env=env, cwd=PROJECT, timeout=kwargs.get('timeout', 900), check=False)
     return proc.returncode, proc.stdout
+
+
+_INSTALLED = {}
+
+
+def installed_collection():
+    """The collection as a user installs it: `ansible-galaxy collection build` of this checkout, then `install` of
+    that tarball into a temporary collections path (once per test session) -> (collections path, work dir)."""
+    if not _INSTALLED:
+        top = tempfile.mkdtemp(prefix='ds4-installed-')
+        sys.path.insert(0, os.path.join(PROJECT, 'tests', 'harness'))
+        import installed_collection as harness  # pylint: disable=import-outside-toplevel,import-error
+        harness.build_and_install(PROJECT, top, shutil.which('ansible-galaxy') or 'ansible-galaxy')
+        assert os.path.isfile(top + '/collections/ansible_collections/dgxspark/ds4/roles/config/files/recipes/upstream-mtp.yml')
+        os.mkdir(top + '/work')
+        _INSTALLED.update(collections=top + '/collections', work=top + '/work')
+    return _INSTALLED['collections'], _INSTALLED['work']
+
+
+def run_installed_playbook(name, *extra_vars, **kwargs):
+    """`ansible-playbook dgxspark.ds4.<name>` from the installed tarball (installed_collection()), run from a directory
+    outside the checkout with no ansible.cfg (nothing can come from the repository; -v makes ansible-playbook say
+    so), against this scenario's inventory -> (rc, output)."""
+    collections, work = installed_collection()
+    cmd = [shutil.which('ansible-playbook') or 'ansible-playbook', '-v', 'dgxspark.ds4.%s' % name, '-i', os.path.dirname(INVENTORY)]
+    for ev in extra_vars:
+        cmd += ['-e', json.dumps(ev)]
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections, ANSIBLE_NOCOLOR='1', ANSIBLE_PIPELINING='true',
+               ANSIBLE_CALLBACK_RESULT_FORMAT='yaml')
+    for var in ('ANSIBLE_CONFIG', 'ANSIBLE_ROLES_PATH', 'ANSIBLE_LIBRARY', 'ANSIBLE_FILTER_PLUGINS', 'ANSIBLE_ACTION_PLUGINS',
+                'ANSIBLE_MODULE_UTILS'):
+        env.pop(var, None)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env, cwd=work,
+                          timeout=kwargs.get('timeout', 900), check=False)
+    return proc.returncode, proc.stdout
+
+
+def run_printed(argv, timeout=900):
+    """Run a command exactly as the collection prints it to users (make demo's next steps), from the repository root
+    as a user's shell would: the printed -i decides the inventory (Molecule's ANSIBLE_INVENTORY is dropped). rc 0 is
+    asserted; -> its output."""
+    env = dict(os.environ)
+    env.pop('ANSIBLE_INVENTORY', None)
+    proc = subprocess.run(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, '%s: rc %d\n%s' % (' '.join(argv), proc.returncode, proc.stdout[-4000:])
+    return proc.stdout
 
 
 def node(name, *argv, **kwargs):

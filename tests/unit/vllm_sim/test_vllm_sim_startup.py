@@ -23,6 +23,7 @@ import pytest
 
 from conftest import DEFAULT_MODEL, FAST_ENV, VLLM, Sim, free_port  # pylint: disable=import-error
 from vllm_sim import standin  # pylint: disable=import-error
+from ansible_collections.dgxspark.ds4.plugins.module_utils import ds4_config  # noqa: E402  pylint: disable=wrong-import-order
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'golden')
 COMMIT = '0123456789abcdef0123456789abcdef01234567'
@@ -306,13 +307,11 @@ def _profile_inputs(profile):
         import regen  # pylint: disable=import-error,import-outside-toplevel
     finally:
         sys.path.pop(0)
-    return regen.inputs_for(profile)['ds4_profile_config']
+    # the effective config of -i inventories/<profile> (model paths from the catalogue where the recipe gives none)
+    return ds4_config.compute_effective(regen.inventory_inputs(profile), 'spark1')
 
 
-@pytest.mark.parametrize('profile', [
-    'balanced', 'conservative', 'dspark-c16', 'dspark-nvfp4-1m', 'latency', 'throughput',
-    'long-context-1m',
-])
+@pytest.mark.parametrize('profile', ds4_config.PROFILES)
 def test_every_profile_starts_on_its_container_layout(tmp_path, profile):
     """Each profile's launch scripts on the container filesystem the roles give it: the model files where
     model_cache puts them (flat in model.host_dir, like molecule/default/prepare_model.yml's stand-in: config.json

@@ -8,6 +8,7 @@ set -euo pipefail
 # Environment common to both nodes (base + profile + site overrides).
 export HF_HUB_OFFLINE=1
 export TRANSFORMERS_OFFLINE=1
+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 export TORCH_CUDA_ARCH_LIST=12.1a
 export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
 export VLLM_TRITON_MLA_SPARSE=1

@@ -8,6 +8,7 @@ set -euo pipefail
 # Environment common to both nodes (base + profile + site overrides).
 export HF_HUB_OFFLINE=1
 export TRANSFORMERS_OFFLINE=1
+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 export VLLM_USE_B12X_MOE=1
 export VLLM_USE_B12X_WO_PROJECTION=1
 export VLLM_DSPARK_GPU_REJECTED_CONTEXT_MASK=1

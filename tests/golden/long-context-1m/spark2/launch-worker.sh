@@ -8,6 +8,7 @@ set -euo pipefail
 # Environment common to both nodes (base + profile + site overrides).
 export HF_HUB_OFFLINE=1
 export TRANSFORMERS_OFFLINE=1
+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 export HF_HOME=/cache/huggingface
 export VLLM_CACHE_ROOT=/cache/vllm
 export TRITON_CACHE_DIR=/cache/triton

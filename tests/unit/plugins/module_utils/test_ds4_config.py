@@ -7,6 +7,7 @@ __metaclass__ = type
 
 import copy
 import importlib.util
+import json
 import os
 
 import pytest
@@ -57,15 +58,14 @@ def test_all_seven_profiles_valid():
         assert inp['ds4_profile'] == name
 
 
-def test_unknown_profile(inputs):
-    set_everywhere(inputs, 'ds4_profile', 'fastest')
-    msg = refused(inputs, 'ds4_profile = "fastest"', 'unknown profile')
-    assert 'balanced' in msg and 'dspark-c16' in msg
-
-
-def test_missing_profile_layer(inputs):
-    set_everywhere(inputs, 'ds4_profile_config', None)
-    refused(inputs, 'ds4_profile_config', 'no profile layer loaded')
+@pytest.mark.parametrize('name', ['fastest', None])
+def test_unknown_recipe_refused_with_the_list(name):
+    """No recipe of that name ships (and no ds4_profile_config of the user's own): refused, every recipe listed."""
+    inputs = regen.inventory_inputs('balanced')
+    set_everywhere(inputs, 'ds4_profile', name)
+    msg = refused(inputs, 'ds4_profile = %s' % json.dumps(name), 'unknown recipe')
+    assert 'use one of: %s ' % ', '.join(c.PROFILES) in msg
+    assert 'upstream-0731-dspark' in msg and 'balanced' in msg
 
 
 @pytest.mark.parametrize('hosts', [['spark1'], ['spark1', 'spark2', 'spark3']])
@@ -220,7 +220,11 @@ def test_mtp2_does_not_warn(inputs):
 
 def test_nvfp4_needs_dspark_image(inputs):
     site(inputs, {'serve_args': {'kv-cache-dtype': 'nvfp4_ds_mla'}})
-    refused(inputs, 'serve_args[kv-cache-dtype] = "nvfp4_ds_mla"', 'DSpark', 'eugr-nightly')
+    # the image family and the model each refuse it, naming both sides and where the dtype exists
+    refused(inputs, 'serve_args[kv-cache-dtype] = "nvfp4_ds_mla"', 'image family eugr-nightly', 'has no KV-cache dtype nvfp4_ds_mla',
+            'an image family that has nvfp4_ds_mla (dspark, vllm-openai)')
+    refused(inputs, 'serve_args[kv-cache-dtype] = "nvfp4_ds_mla"', 'model deepseek-v4-flash (deepseek-ai/DeepSeek-V4-Flash)',
+            'it fits auto, fp8')
 
 
 def test_nvfp4_with_dspark_image_ok():
@@ -439,12 +443,13 @@ def test_exposure_must_match_on_both_nodes(inputs):
 
 def test_custom_ops_all_cache_root_on_the_read_only_model_mount_refused(inputs):
     """The model is mounted read-only: a VLLM_CACHE_ROOT under it is no persistent compile cache."""
+    model_dir = c.compute_effective(inputs, 'spark1')['model']['container_dir']
     cfg = inputs['ds4_profile_config']
     cfg['container'].pop('cache_volumes')
-    cfg['env']['VLLM_CACHE_ROOT'] = cfg['model']['container_dir'] + '/.cache/vllm'
+    cfg['env']['VLLM_CACHE_ROOT'] = model_dir + '/.cache/vllm'
     set_everywhere(inputs, 'ds4_profile_config', cfg)
     msg = refused(inputs, 'custom_ops = ["all"]', 'persistent compile-cache volume')
-    assert cfg['model']['container_dir'] + '/.cache/vllm' in msg
+    assert model_dir + '/.cache/vllm' in msg
 
 
 @pytest.mark.parametrize('name', c.PROFILES)
@@ -492,6 +497,6 @@ def test_conservative_runs_with_the_eugr_image_env_of_seed_000():
     assert 'VLLM_USE_V1' not in cons['env']
     for k in want:
         assert 'export %s=' % k in cons['launch_script']
-    with open(os.path.join(REPO, 'inventories', 'conservative', 'group_vars', 'spark', 'profile.yml')) as f:
-        env_block = f.read().split('  serve_args:', 1)[0].rsplit('  # seed 002 also sets', 1)[1]
+    with open(os.path.join(REPO, 'roles', 'config', 'files', 'recipes', 'conservative.yml')) as f:
+        env_block = f.read().split('\nserve_args:', 1)[0].rsplit('# seed 002 also sets', 1)[1]
     assert "seed 000's container env" in env_block  # the source is cited, as the other eugr profiles do

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import ds4_config, launch_render
+from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue, ds4_config, launch_render
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))
@@ -34,16 +34,19 @@ def _expected_argv(profile, host):
     """argv built straight from the YAML (base + profile + site + host_vars), not from ds4_effective."""
     group, hostvars = regen.load_inventory(profile)
     base = regen.load_base()
-    layer = group['ds4_profile_config']
+    layer = regen.recipe_layer(group['ds4_profile'])
     site = group.get('ds4_site_overrides') or {}
+    model = catalogue.MODELS[layer['model']['name']]
+    # the recipe's own path, else the catalogue's /models/<dir>; the recipe's port, else its image family's
+    serve_arg = layer['model'].get('serve_arg') or '/models/' + model['dir_name']
+    port = layer['api'].get('port') or catalogue.IMAGE_FAMILIES[layer['image']['family']]['api_port']
     hv = hostvars[host]
     head_ip = [v['ds4_fabric_ip'] for v in hostvars.values() if v['ds4_node_rank'] == 0][0]
     flags = {}
     for source in (base['serve_args'], layer['serve_args'], site.get('serve_args') or {}):
         for k, v in source.items():
             flags[k.lstrip('-').replace('_', '-')] = v
-    argv = list(layer['entrypoint']) + [layer['model']['serve_arg'], '--host', str(layer['api']['host']),
-                                        '--port', str(layer['api']['port'])]
+    argv = list(layer['entrypoint']) + [serve_arg, '--host', str(layer['api']['host']), '--port', str(port)]
     for k, v in flags.items():
         argv.append('--' + k)
         if v is True:
@@ -60,7 +63,7 @@ def _expected_env(profile, host):
     group, hostvars = regen.load_inventory(profile)
     hv = hostvars[host]
     env = dict(regen.load_base()['env'])
-    env.update(group['ds4_profile_config'].get('env') or {})
+    env.update(regen.recipe_layer(group['ds4_profile']).get('env') or {})
     env.update({
         'VLLM_HOST_IP': hv['ds4_fabric_ip'],
         'NCCL_SOCKET_IFNAME': hv['ds4_fabric_ifname'],

@@ -214,3 +214,23 @@ def test_more_than_two_sparks_without_pair_groups_are_refused_with_the_shape_to_
     hostvars = {'spark1': _host(10, 0), 'spark2': _host(11, 1), 'spark3': _host(12, 0)}
     errors = _errors(groups, hostvars)
     assert 'group spark holds 3 hosts' in errors[0] and 'spark_pair<N>' in errors[0]
+
+
+def test_a_shipped_recipe_chosen_by_name_gives_the_pairs_served_name_and_port():
+    """Recipes are collection data: a host with only ds4_profile (no ds4_profile_config in its vars, as every shipped
+    inventory now) gets its served name and API port from the recipe the config role resolves (the router's pair
+    list needs both), and ds4_model's checkpoint changes the served name the same way."""
+    groups, hostvars = _inventory()
+    for hv in hostvars.values():
+        del hv['ds4_profile_config']
+    for name in ('spark3', 'spark4'):
+        hostvars[name]['ds4_profile'] = 'dspark-c16'
+    pairs, errors = pm.validate_pairs(groups, hostvars)
+    assert errors == []
+    expected = [('deepseek-v4-flash', 8000), ('deepseek-v4-flash-dspark', 8888)]
+    assert [(p['served_model'], p['api_port']) for p in pairs] == expected
+    for name in ('spark1', 'spark2'):
+        hostvars[name]['ds4_model'] = 'deepseek-v4-flash-0731'
+        hostvars[name]['ds4_profile'] = 'upstream-0731-dspark'
+    pairs, errors = pm.validate_pairs(groups, hostvars)
+    assert errors == [] and pairs[0]['served_model'] == 'deepseek-v4-flash-0731', (pairs, errors)
