@@ -203,7 +203,8 @@ class ActionModule(ActionBase):
                 errors.extend(pair_errors)
         elif not pair_errors:
             rhv = all_hostvars[spark[0]]
-            router, router_errors = router_plan(pairs, hostvars, **dict((k[len('ds4_router_'):], rhv.get(k)) for k in ROUTER_KEYS))
+            router, router_errors = router_plan(pairs, hostvars, vrrp_auth_pass=rhv.get('router_vrrp_auth_pass'),
+                                                **dict((k[len('ds4_router_'):], rhv.get(k)) for k in ROUTER_KEYS))
             errors.extend(router_errors)
             pair = pair_of(pairs, host)
             members = [h for h in spark if h in pair['hosts']] if pair else spark

@@ -60,6 +60,14 @@ def parse_vip(value):
     return iface, None
 
 
+def auth_pass_error(value):
+    """Why `value` cannot be the VRRP PASS secret (None when it can); never repeats the value."""
+    if not AUTH_PASS_RE.match(str(value or '')):
+        return ('1-8 characters of letters, digits and _.:+=@%/- (VRRP PASS authentication uses 8 characters), the '
+                'same on every router host')
+    return None
+
+
 def priority(index):
     """The VRRP priority of the router host at `index` in the router host list (the first one highest)."""
     return max(TOP_PRIORITY - PRIORITY_STEP * index, 1)
@@ -125,9 +133,9 @@ def validate(spec):
         value = spec.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             errors.append('%s = %r: an integer >= %d' % (key, value, low))
-    if not AUTH_PASS_RE.match(str(spec.get('auth_pass') or '')):
-        errors.append('auth_pass: 1-8 characters of letters, digits and _.:+=@%/- (VRRP PASS authentication '
-                      'uses 8 characters)')
+    why = auth_pass_error(spec.get('auth_pass'))
+    if why:
+        errors.append('auth_pass: %s' % why)
     check = spec.get('check_command') or []
     if not check or not all(isinstance(w, str) and w and '"' not in w and '\n' not in w for w in check) \
             or not str(check[0]).startswith('/'):
@@ -204,24 +212,37 @@ def interface_of(address, addr_json):
 
 
 def host_config(spec, addr_json=None):
-    """What the router role writes on one router host: {'errors', 'interface', 'text'}.
+    """What the router role writes on one router host: {'errors', 'interface', 'priority', 'text'}.
 
-    spec as for render; an empty ``interface`` is discovered as the one carrying ``unicast_src_ip`` (the host's
-    router address) in ``addr_json`` (``ip -j -4 addr show``, parsed). Errors name the role variable and the fix."""
+    spec as for render, with ``hosts`` ([{host, address}] of every router host, in priority order) in place of
+    unicast_src_ip, unicast_peers and priority: this host (``router_id``) sends from its own address to the others,
+    with the priority of its place in the list. An empty ``interface`` is discovered as the one carrying this host's
+    address in ``addr_json`` (``ip -j -4 addr show``, parsed). Errors name the role variable and the fix."""
     spec = dict(spec)
-    errors = []
+    hosts = spec.pop('hosts', None) or []
+    names = [str(h.get('host')) for h in hosts]
+    me = str(spec.get('router_id'))
+    out = {'errors': [], 'interface': None, 'priority': None, 'text': None}
+    if me not in names:
+        out['errors'].append('router_vrrp_hosts = %r does not list %s, where keepalived is configured. Fix: run the '
+                             'router role with VRRP on the router hosts only (ds4_router_hosts)' % (names, me))
+        return out
+    index = names.index(me)
+    spec['unicast_src_ip'] = hosts[index].get('address')
+    spec['unicast_peers'] = [h.get('address') for i, h in enumerate(hosts) if i != index]
+    spec['priority'] = out['priority'] = priority(index)
     if not spec.get('interface'):
-        found = interface_of(spec.get('unicast_src_ip'), addr_json)
+        found = interface_of(spec['unicast_src_ip'], addr_json)
         if found is None:
-            errors.append('router_vrrp_interface is empty and no interface of %s carries its router address %s '
-                          '(ds4_router_address, else ansible_host). Fix: set router_vrrp_interface to the interface '
-                          'on the client network, or ds4_router_address to an address of this host'
-                          % (spec.get('router_id'), spec.get('unicast_src_ip')))
-            return {'errors': errors, 'interface': None, 'text': None}
+            out['errors'].append('router_vrrp_interface is empty and no interface of %s carries its router address %s '
+                                 '(ds4_router_address, else ansible_host). Fix: set router_vrrp_interface to the '
+                                 'interface on the client network, or ds4_router_address to an address of this host'
+                                 % (me, spec['unicast_src_ip']))
+            return out
         spec['interface'] = found
+    out['interface'] = spec['interface']
     try:
-        text = render(spec)
+        out['text'] = render(spec)
     except KeepalivedError as exc:
-        return {'errors': ['router_vrrp (keepalived): %s' % e for e in exc.errors], 'interface': spec['interface'],
-                'text': None}
-    return {'errors': [], 'interface': spec['interface'], 'text': text}
+        out['errors'] = ['router_vrrp (keepalived on %s): %s' % (me, e) for e in exc.errors]
+    return out

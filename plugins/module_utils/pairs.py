@@ -254,16 +254,19 @@ def _router_hosts(pairs, host, hosts, vip):
     return chosen, []
 
 
-def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None, vip=None):
+def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None, vip=None, vrrp_auth_pass=None):
     """(plan, errors): where the routers run and how the heads let them in.
 
     enabled: ds4_router_enabled (None/'auto' = more than one pair); host: ds4_router_host (one router, default the
     first pair's head); hosts: ds4_router_hosts (with vip: the router hosts, default the heads of the first two
     pairs); vip: ds4_router_vip (address/prefix the router hosts hold by VRRP: the clients' one address); port:
-    ds4_router_port (the router front on each router host; default DEFAULT_ROUTER_PORT). Each router host's address
+    ds4_router_port (the router front on each router host; default DEFAULT_ROUTER_PORT); vrrp_auth_pass: role
+    dgxspark.ds4.router's router_vrrp_auth_pass, required with a VIP (checked here, before any host changes; never
+    repeated in a message). Each router host's address
     is its ds4_router_address (host or group variable), else its ansible_host, which must then be an IP.
     plan: enabled, host (the first router host), hosts, address (the first's), addresses (one per router host),
-    vip (address/prefix or None), port, endpoint (what clients use), workers (one URL per pair, in pair order)."""
+    vip (address/prefix or None), vrrp_hosts ([{host, address}] with a VIP: role dgxspark.ds4.router's
+    router_vrrp_hosts), port, endpoint (what clients use), workers (one URL per pair, in pair order)."""
     errors = []
     if enabled is not None and not isinstance(enabled, bool) and str(enabled).lower() != 'auto':
         errors.append('ds4_router_enabled = %r: must be true, false or auto (a router when there is more than one '
@@ -273,7 +276,7 @@ def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None,
     heads = [p['head'] for p in pairs]
     chosen, host_errors = _router_hosts(pairs, host, hosts, vip) if on else ([host or (heads[0] if heads else None)], [])
     plan = {'enabled': on, 'host': chosen[0] if chosen else None, 'hosts': chosen, 'address': None, 'addresses': [],
-            'vip': None, 'port': DEFAULT_ROUTER_PORT if port is None else port, 'endpoint': None,
+            'vip': None, 'vrrp_hosts': [], 'port': DEFAULT_ROUTER_PORT if port is None else port, 'endpoint': None,
             'workers': ['http://%s:%s' % (p['api_host'], p['api_port']) for p in pairs]}
     if not on:
         return plan, errors
@@ -319,8 +322,14 @@ def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None,
                 if _is_ip(hv.get(key)):
                     taken.setdefault(str(hv.get(key)), '%s (%s)' % (name, key))
         errors.extend(keepalived_render.vip_errors(vip, list(zip(chosen, addresses)), taken))
+        why = keepalived_render.auth_pass_error(vrrp_auth_pass)
+        if why:
+            errors.append('router_vrrp_auth_pass (%s): with ds4_router_vip the router hosts authenticate their VRRP '
+                          'adverts with it; %s. Fix: set router_vrrp_auth_pass in group_vars/spark (vault it)'
+                          % ('not set' if vrrp_auth_pass in (None, '') else 'value not shown', why))
         if not errors:
             plan['vip'] = keepalived_render.parse_vip(vip)[0].with_prefixlen
+            plan['vrrp_hosts'] = [{'host': h, 'address': a} for h, a in zip(chosen, addresses)]
     plan['addresses'] = addresses
     plan['address'] = addresses[0] if addresses else None
     front = str(plan['vip']).split('/', 1)[0] if plan['vip'] else plan['address']

@@ -84,18 +84,37 @@ def test_parse_vip():
     assert kr.parse_vip(None)[1].startswith('must be address/prefix')
 
 
-def test_host_config_discovers_the_interface_carrying_the_router_address():
-    out = kr.host_config(dict(SPEC, interface=''), ADDR_JSON)
-    assert out['errors'] == [] and out['interface'] == 'eth0' and 'interface eth0' in out['text']
+HOSTS = [{'host': 'spark1', 'address': '10.77.0.11'}, {'host': 'spark3', 'address': '10.77.0.13'}]
+
+
+def _host_spec(**kw):
+    spec = dict((k, v) for k, v in SPEC.items() if k not in ('unicast_src_ip', 'unicast_peers', 'priority'))
+    spec.update(hosts=HOSTS, interface='')
+    spec.update(kw)
+    return spec
+
+
+def test_host_config_each_router_host_sends_to_the_others_with_the_priority_of_its_place():
+    one = kr.host_config(_host_spec(), ADDR_JSON)
+    assert one['errors'] == [] and one['interface'] == 'eth0' and one['priority'] == 150
+    assert 'unicast_src_ip 10.77.0.11' in one['text'] and 'interface eth0' in one['text']
+    assert _block(one['text'], 'unicast_peer') == ['unicast_peer {', '10.77.0.13', '}']
+    addr3 = [{'ifname': 'ens1', 'addr_info': [{'local': '10.77.0.13', 'prefixlen': 24}]}]
+    three = kr.host_config(_host_spec(router_id='spark3'), addr3)
+    assert three['errors'] == [] and three['priority'] == 140 and three['interface'] == 'ens1'
+    assert 'unicast_src_ip 10.77.0.13' in three['text'] and '10.77.0.100/24 dev ens1' in three['text']
+    assert _block(three['text'], 'unicast_peer') == ['unicast_peer {', '10.77.0.11', '}']
     # an override wins over discovery
-    out = kr.host_config(dict(SPEC, interface='bond0'), ADDR_JSON)
+    out = kr.host_config(_host_spec(interface='bond0'), ADDR_JSON)
     assert out['interface'] == 'bond0' and '10.77.0.100/24 dev bond0' in out['text']
 
 
 def test_host_config_names_the_variable_and_the_fix():
-    out = kr.host_config(dict(SPEC, interface='', unicast_src_ip='10.77.0.99'), ADDR_JSON)
+    out = kr.host_config(_host_spec(), [{'ifname': 'eth0', 'addr_info': [{'local': '10.77.0.99'}]}])
     assert out['text'] is None and len(out['errors']) == 1
     assert out['errors'][0].startswith('router_vrrp_interface is empty and no interface of spark1 carries')
     assert 'Fix: set router_vrrp_interface' in out['errors'][0]
-    out = kr.host_config(dict(SPEC, auth_pass=''), ADDR_JSON)
-    assert out['text'] is None and out['errors'][0].startswith('router_vrrp (keepalived): auth_pass')
+    out = kr.host_config(_host_spec(auth_pass=''), ADDR_JSON)
+    assert out['text'] is None and out['errors'][0].startswith('router_vrrp (keepalived on spark1): auth_pass')
+    out = kr.host_config(_host_spec(router_id='spark2'), ADDR_JSON)
+    assert out['text'] is None and "does not list spark2" in out['errors'][0]
