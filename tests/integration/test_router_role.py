@@ -84,6 +84,52 @@ def test_bad_input_refused_before_any_change(tmp_path, kwargs, expected):
     assert not (tmp_path / "opt").exists() and os.listdir(str(tmp_path / "units")) == []
 
 
+def _local_vrrp():
+    """router_vrrp_* for this machine as the first of two router hosts: its first non-loopback IPv4 address (the
+    interface the role must find), a peer and a VIP in that network; None when it has none."""
+    import ipaddress
+    ran = subprocess.run(["ip", "-j", "-4", "addr", "show"], capture_output=True, text=True, check=False)
+    for link in json.loads(ran.stdout or "[]"):
+        for info in link.get("addr_info") or []:
+            iface = ipaddress.ip_interface("%s/%s" % (info["local"], info["prefixlen"]))
+            if iface.ip.is_loopback or iface.network.num_addresses < 8:
+                continue
+            free = [str(a) for a in iface.network.hosts() if a != iface.ip][-2:]
+            return link["ifname"], {"router_vrrp_vip": "%s/%d" % (free[1], iface.network.prefixlen),
+                                    "router_vrrp_hosts": [{"host": "localhost", "address": str(iface.ip)},
+                                                          {"host": "peer", "address": free[0]}],
+                                    "router_vrrp_auth_pass": "s3cret"}
+    return None
+
+
+def test_check_mode_with_a_vip_finds_the_interface_and_shows_the_keepalived_unit(tmp_path):
+    local = _local_vrrp()
+    if local is None:
+        pytest.skip("no non-loopback IPv4 network here")
+    ifname, evars = local
+    evars["router_vrrp_config_path"] = str(tmp_path / "opt" / "etc" / "keepalived.conf")
+    proc = _play(tmp_path, "--check", "--diff", "-v", evars=evars)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "%s on %s (VRRP priority 150, peers %s)" % (evars["router_vrrp_vip"], ifname,
+                                                      evars["router_vrrp_hosts"][1]["address"]) in proc.stdout
+    assert "+ExecStart=/usr/sbin/keepalived --dont-fork --vrrp --use-file=%s" % evars["router_vrrp_config_path"] \
+        in proc.stdout, proc.stdout[-3000:]
+    # the configuration holds the VRRP secret: its task shows nothing
+    assert "s3cret" not in proc.stdout and "auth_pass" not in proc.stdout
+    assert not (tmp_path / "opt").exists() and os.listdir(str(tmp_path / "units")) == []
+
+
+def test_a_vip_without_its_secret_is_refused_before_any_change(tmp_path):
+    local = _local_vrrp()
+    if local is None:
+        pytest.skip("no non-loopback IPv4 network here")
+    evars = dict(local[1], router_vrrp_auth_pass="")
+    proc = _play(tmp_path, evars=evars)
+    assert proc.returncode != 0
+    assert "router_vrrp (keepalived on localhost): auth_pass: 1-8 characters" in proc.stdout, proc.stdout[-3000:]
+    assert not (tmp_path / "opt").exists() and os.listdir(str(tmp_path / "units")) == []
+
+
 def test_install_writes_the_unit_and_second_run_changes_nothing(tmp_path):
     proc = _play(tmp_path)
     if proc.returncode != 0 and "vllm-router" in proc.stdout and "pip" in proc.stdout.lower():
