@@ -344,12 +344,13 @@ def test_rolling_switch_to_another_port_then_rollback_under_load_no_failed_reque
     slow.thread.join(120)
     after = dict((p, started(p)) for p in (P1, P2))
     # the YAML callback folds long lines: read the run's words
-    drained = re.findall(r'(spark_pair\d): took (\S+) out of rotation; waited up to (\d+) s \(([^)]*)\) for its in-flight '
-                         r'requests: (\d+) finished in ([0-9.]+) s', ' '.join(out.split()))
+    # one drain per pair at each router (spark1's, spark3's: the two router hosts behind the VIP), in that order
+    drained = re.findall(r'(spark_pair\d) at the router on (spark\d): took (\S+) out of rotation; waited up to (\d+) s '
+                         r'\(([^)]*)\) for its in-flight requests: (\d+) finished in ([0-9.]+) s', ' '.join(out.split()))
     figure('switch.yml balanced -> throughput on port %d (rolling) took %.1f s; drains (pair, URL, bound s, in flight, '
            'waited s) %s; the slow request (%s s, HTTP %s) ended %.1f s after the switch started, pair1 stopped '
            'answering %.1f s after it ended'
-           % (ALT_PORT, took, [(p, u, w, n, s_) for p, u, w, _why, n, s_ in drained], slow.seconds, slow.result[0],
+           % (ALT_PORT, took, [(p, r, u, w, n, s_) for p, r, u, w, _why, n, s_ in drained], slow.seconds, slow.result[0],
               slow.t1 - t_switch, health.windows()[P1][0][0] - slow.t1))
     assert_no_failed('switch.yml', steady)
     assert_one_pair_at_a_time('switch.yml', health.windows(), before, after)
@@ -357,13 +358,16 @@ def test_rolling_switch_to_another_port_then_rollback_under_load_no_failed_reque
     assert slow.result == (200, None), slow.result
     first_down = health.windows()[P1][0][0]
     assert slow.t1 > t_switch and first_down >= slow.t1 - 0.5, (slow.t1 - t_switch, first_down - slow.t1)
-    # each pair drained under the URL the router listed (:8000), for the router's request timeout + 10 s, said so
+    # each pair drained at both routers under the URL they listed (:8000), for the router's request timeout + 10 s,
+    # said so; the slow request (sent through spark1's front) was in flight at spark1's router
     around = [m.start() for m in re.finditer('out of rotation', out)]
-    assert [(p, u) for p, u, _w, _why, _n, _s in drained] == [(P1, load.worker_url(P1)), (P2, load.worker_url(P2))], (
+    assert [(p, r, u) for p, r, u, _w, _why, _n, _s in drained] == [
+        (P1, 'spark1', load.worker_url(P1)), (P1, 'spark3', load.worker_url(P1)),
+        (P2, 'spark1', load.worker_url(P2)), (P2, 'spark3', load.worker_url(P2))], (
         [out[max(0, i - 300):i + 400] for i in around[:3]] or out[-3000:])
     assert all(int(w) == REQUEST_TIMEOUT_S + 10 and 'router_request_timeout_s %d s' % REQUEST_TIMEOUT_S in why
-               for _p, _u, w, why, _n, _s in drained), drained
-    assert int(drained[0][4]) >= 1, drained[0]
+               for _p, _r, _u, w, why, _n, _s in drained), drained
+    assert int(drained[0][5]) >= 1, drained[0]
     assert set(served_max_model_len() for dummy in range(6)) == {65536}, 'a pair still serves the old profile'
     # the router's configuration lists only the live URLs, its unit none; a restart serves at once, both pairs back
     live = [load.worker_url(P1, ALT_PORT), load.worker_url(P2, ALT_PORT)]

@@ -76,26 +76,26 @@ def running_count(pair):
     return int(total)
 
 
-def router_health():
-    """{worker url: healthy} from vllm-router's GET /workers (its health checker's view)."""
-    status, body = _get_in(ROUTER_HOST, ROUTER_ADMIN + '/workers')
+def router_health(host=ROUTER_HOST):
+    """{worker url: healthy} from vllm-router's GET /workers (its health checker's view) on router host `host`."""
+    status, body = _get_in(host, ROUTER_ADMIN + '/workers')
     if status != 200:
         raise AssertionError('router /workers answered %s: %s' % (status, body[:300]))
     return dict((w['url'].rstrip('/'), w.get('is_healthy') is True) for w in json.loads(body).get('workers', []))
 
 
-def router_workers():
-    """The worker URLs in rotation (GET /list_workers)."""
-    status, body = _get_in(ROUTER_HOST, ROUTER_ADMIN + '/list_workers')
+def router_workers(host=ROUTER_HOST):
+    """The worker URLs in rotation (GET /list_workers) of the router on `host`."""
+    status, body = _get_in(host, ROUTER_ADMIN + '/list_workers')
     if status != 200:
         raise AssertionError('router /list_workers answered %s: %s' % (status, body[:300]))
     return sorted(u.rstrip('/') for u in json.loads(body).get('urls', []))
 
 
-def in_rotation(pair, port=8000):
-    """The pair's head is listed by the router and healthy in its view."""
+def in_rotation(pair, port=8000, host=ROUTER_HOST):
+    """The pair's head is listed by the router on `host` and healthy in its view."""
     url = worker_url(pair, port)
-    return url in router_workers() and router_health().get(url) is True
+    return url in router_workers(host) and router_health(host).get(url) is True
 
 
 def router_admin(method, path):
