@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Scenario `replicas`, LAST (test_zz_*: it kills a node): the clients' one address survives the loss of the router
-host that holds it (issue 26, "Done when", first item).
+host that holds it (issue 26, "Done when", first item). First the steady state: the VIP on one router host, both
+routers with both pairs, VRRP let in from the other router host only, status.yml naming each router and the holder.
 
 Two routers (spark1 and spark3, the heads of both pairs), each with its own pool keeper and front, and keepalived
 holding the VIP <net>.100 on one of them (ds4_router_vip <net>.100/24, molecule/replicas/inventory). Under steady client
@@ -105,6 +106,15 @@ def test_vip_on_one_router_host_both_routers_serve_vrrp_between_them_only():
         assert 'ip protocol vrrp ip saddr %s accept' % other in table and 'ip protocol vrrp drop' in table, table
         assert d.node(node, 'stat', '-c', '%a %U', '/etc/dgxspark-ds4/keepalived.conf') == '600 root'
     assert load.chat_once(VIP_URL) == (200, None)
+    # status.yml shows each router's view and which router host holds the VIP (no chat: /health and /metrics only)
+    rc, out = d.run_playbook('status.yml', {'ds4_status_chat': False})
+    words = ' '.join(out.split())
+    assert rc == 0, out[-3000:]
+    assert 'clients: http://%s:8080 (VIP %s/24 held by %s)' % (VIP, VIP, holders[0]) in words, out[-3000:]
+    for node in ROUTER_HOSTS:
+        assert ('router on %s (http://127.0.0.1:30000; front: port 8080%s)'
+                % (node, ', holds the VIP' if node == holders[0] else '')) in words, out[-3000:]
+    assert words.count(': in rotation') == 4, out[-3000:]
     figure('vip_holder_before', holders[0], 'VIP %s held by %s; both routers list both pairs' % (VIP, holders[0]))
 
 
