@@ -23,7 +23,7 @@ author:
 options:
   _input:
     description:
-      - router_id, interface, vip, virtual_router_id, priority, advert_int, unicast_src_ip, unicast_peers, auth_pass,
+      - name (the host), hosts, interface, vip, virtual_router_id, advert_int, auth_pass,
         check_command, check_interval, check_timeout, check_fall, check_rise, script_user.
     type: dict
     required: true

@@ -140,16 +140,16 @@ def validate(spec):
     if not check or not all(isinstance(w, str) and w and '"' not in w and '\n' not in w for w in check) \
             or not str(check[0]).startswith('/'):
         errors.append('check_command = %r: an absolute path and its arguments, no quotes' % (check,))
-    if not NAME_RE.match(str(spec.get('router_id') or '')):
-        errors.append('router_id = %r: letters, digits, _ . - (the host name)' % (spec.get('router_id'),))
+    if not NAME_RE.match(str(spec.get('name') or '')):
+        errors.append('name = %r: letters, digits, _ . - (the host name, keepalived\'s router_id)' % (spec.get('name'),))
     if not NAME_RE.match(str(spec.get('script_user') or '')):
         errors.append('script_user = %r: a user name' % (spec.get('script_user'),))
     return errors
 
 
 def render(spec):
-    """spec: router_id (host name), interface, vip (address/prefix), virtual_router_id, priority, advert_int,
-    unicast_src_ip, unicast_peers (list), auth_pass, check_command (argv list), check_interval, check_timeout,
+    """spec: name (this host: keepalived's router_id), interface, vip (address/prefix), virtual_router_id, priority,
+    advert_int, unicast_src_ip, unicast_peers (list), auth_pass, check_command (argv list), check_interval, check_timeout,
     check_fall, check_rise, script_user. Returns the text of keepalived.conf; raises KeepalivedError."""
     errors = validate(spec)
     if errors:
@@ -159,7 +159,7 @@ def render(spec):
         '# dgxspark.ds4 (role dgxspark.ds4.router): the clients\' one address %s on the router hosts (VRRP).' % vip,
         '# Rendered by Ansible from plugins/module_utils/keepalived_render.py; do not edit.',
         'global_defs {',
-        '    router_id %s' % spec['router_id'],
+        '    router_id %s' % spec['name'],
         '    script_user %s' % spec['script_user'],
         '    enable_script_security',
         '}',
@@ -215,13 +215,13 @@ def host_config(spec, addr_json=None):
     """What the router role writes on one router host: {'errors', 'interface', 'priority', 'text'}.
 
     spec as for render, with ``hosts`` ([{host, address}] of every router host, in priority order) in place of
-    unicast_src_ip, unicast_peers and priority: this host (``router_id``) sends from its own address to the others,
+    unicast_src_ip, unicast_peers and priority: this host (``name``) sends from its own address to the others,
     with the priority of its place in the list. An empty ``interface`` is discovered as the one carrying this host's
     address in ``addr_json`` (``ip -j -4 addr show``, parsed). Errors name the role variable and the fix."""
     spec = dict(spec)
     hosts = spec.pop('hosts', None) or []
     names = [str(h.get('host')) for h in hosts]
-    me = str(spec.get('router_id'))
+    me = str(spec.get('name'))
     out = {'errors': [], 'interface': None, 'priority': None, 'text': None}
     if me not in names:
         out['errors'].append('router_vrrp_hosts = %r does not list %s, where keepalived is configured. Fix: run the '

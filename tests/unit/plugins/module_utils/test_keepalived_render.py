@@ -12,7 +12,7 @@ import pytest
 from ansible_collections.dgxspark.ds4.plugins.module_utils import keepalived_render as kr
 
 SPEC = {
-    'router_id': 'spark1', 'interface': 'eth0', 'vip': '10.77.0.100/24', 'virtual_router_id': 51,
+    'name': 'spark1', 'interface': 'eth0', 'vip': '10.77.0.100/24', 'virtual_router_id': 51,
     'priority': kr.priority(0), 'advert_int': 1, 'unicast_src_ip': '10.77.0.11', 'unicast_peers': ['10.77.0.13'],
     'auth_pass': 's3cret', 'check_command': ['/usr/local/libexec/dgxspark-ds4/router/vrrp-check', '8080'],
     'check_interval': 1, 'check_timeout': 1, 'check_fall': 2, 'check_rise': 2, 'script_user': 'nobody',
@@ -60,12 +60,12 @@ def test_priorities_by_order_of_the_router_hosts():
 def test_every_bad_input_at_once():
     bad = dict(SPEC, vip='10.77.0.100', unicast_src_ip='10.78.0.11', unicast_peers=[], interface='eth 0',
                virtual_router_id=0, priority=255, advert_int=0, auth_pass='longer-than-8', check_command=['vrrp-check'],
-               router_id='', script_user='a b')
+               name='', script_user='a b')
     with pytest.raises(kr.KeepalivedError) as exc:
         kr.render(bad)
     text = '\n'.join(exc.value.errors)
     for part in ('vip = ', 'unicast_peers is empty', 'interface = ', 'virtual_router_id = 0', 'priority = 255',
-                 'advert_int = 0', 'auth_pass', 'check_command', 'router_id', 'script_user'):
+                 'advert_int = 0', 'auth_pass', 'check_command', 'name = ', 'script_user'):
         assert part in text, part
 
 
@@ -100,7 +100,7 @@ def test_host_config_each_router_host_sends_to_the_others_with_the_priority_of_i
     assert 'unicast_src_ip 10.77.0.11' in one['text'] and 'interface eth0' in one['text']
     assert _block(one['text'], 'unicast_peer') == ['unicast_peer {', '10.77.0.13', '}']
     addr3 = [{'ifname': 'ens1', 'addr_info': [{'local': '10.77.0.13', 'prefixlen': 24}]}]
-    three = kr.host_config(_host_spec(router_id='spark3'), addr3)
+    three = kr.host_config(_host_spec(name='spark3'), addr3)
     assert three['errors'] == [] and three['priority'] == 140 and three['interface'] == 'ens1'
     assert 'unicast_src_ip 10.77.0.13' in three['text'] and '10.77.0.100/24 dev ens1' in three['text']
     assert _block(three['text'], 'unicast_peer') == ['unicast_peer {', '10.77.0.11', '}']
@@ -116,5 +116,5 @@ def test_host_config_names_the_variable_and_the_fix():
     assert 'Fix: set router_vrrp_interface' in out['errors'][0]
     out = kr.host_config(_host_spec(auth_pass=''), ADDR_JSON)
     assert out['text'] is None and out['errors'][0].startswith('router_vrrp (keepalived on spark1): auth_pass')
-    out = kr.host_config(_host_spec(router_id='spark2'), ADDR_JSON)
+    out = kr.host_config(_host_spec(name='spark2'), ADDR_JSON)
     assert out['text'] is None and "does not list spark2" in out['errors'][0]
