@@ -114,7 +114,7 @@ def test_check_mode_with_a_vip_finds_the_interface_and_shows_the_keepalived_unit
                                                       evars["router_vrrp_hosts"][1]["address"]) in proc.stdout
     assert "+ExecStart=/usr/sbin/keepalived --dont-fork --vrrp --use-file=%s" % evars["router_vrrp_config_path"] \
         in proc.stdout, proc.stdout[-3000:]
-    # the configuration holds the VRRP secret: its task shows nothing
+    # the configuration holds the VRRP secret: no diff of it, and nothing else shows it (-v)
     assert "s3cret" not in proc.stdout and "auth_pass" not in proc.stdout
     assert not (tmp_path / "opt").exists() and os.listdir(str(tmp_path / "units")) == []
 
