@@ -12,11 +12,14 @@ export NO_COLOR := 1
 export PY_COLORS := 0
 export ANSIBLE_FORCE_COLOR := false
 
-# Steps of `make test`, in order (each one is also a target of its own).
-TEST_STEPS := bootstrap unit integration lint sanity changelog-lint build node-image molecule
+# Steps of `make test`, in order (each one is also a target of its own). `checks` runs unit, integration (in two
+# halves), lint and sanity side by side, CHECK_JOBS at once (default 2: each is mostly one process, this CI machine has two cores).
+TEST_STEPS := bootstrap checks changelog-lint build node-image molecule
+CHECK_STEPS := unit integration-sim integration-rest lint sanity
+CHECK_JOBS ?= 2
 SCENARIOS ?=
 
-.PHONY: venv collection-link install test converge-bench demo demo-down $(TEST_STEPS)
+.PHONY: venv collection-link install test converge-bench demo demo-down integration $(TEST_STEPS) $(CHECK_STEPS)
 
 venv: $(BIN)/ansible-playbook
 $(BIN)/ansible-playbook: requirements.txt
@@ -50,6 +53,11 @@ test:
 	  'BEGIN { printf "TIMING %-15s %7.1f s  %s\n", "total", e - s, (f ? "FAILED" : "ok") }'; \
 	exit "$$failed"
 
+# Each check's output in .cache/check-logs/<step>.log, a failed one's printed whole; one TIMING line per check
+# (tests/harness/lanes.py). The venv first, so two lanes never build it at once (only integration needs the benchy venv).
+checks: venv collection-link
+	$(BIN)/python tests/harness/lanes.py --jobs $(CHECK_JOBS) $(CHECK_STEPS)
+
 # Packages, dockerd, venv, collection link (idempotent; root only when something is missing).
 bootstrap:
 	bash tests/harness/bootstrap.sh
@@ -60,6 +68,16 @@ unit: venv collection-link
 
 integration: venv collection-link benchy-venv
 	$(BIN)/pytest -q -p no:cacheprovider tests/integration
+
+# The same suite in two halves for `make checks`: the tests that run simulators and the router in real time (mostly
+# waiting) and the rest (mostly ansible-playbook runs, CPU-bound), so the two lanes stay balanced. Every file is in
+# exactly one half.
+INTEGRATION_SIM := $(sort $(wildcard tests/integration/test_*_sim.py) tests/integration/test_router_drain.py)
+INTEGRATION_REST := $(filter-out $(INTEGRATION_SIM),$(sort $(wildcard tests/integration/test_*.py)))
+integration-sim: venv collection-link benchy-venv
+	$(BIN)/pytest -q -p no:cacheprovider $(INTEGRATION_SIM)
+integration-rest: venv collection-link
+	$(BIN)/pytest -q -p no:cacheprovider $(INTEGRATION_REST)
 
 # llama-benchy's own venv for tests/integration/test_benchy_sim.py (bench.yml's pip task would install it anyway,
 # ~35 s inside the test); the version is bench.yml's pin.

@@ -9,20 +9,19 @@ container or network name. Up to --jobs scenarios run at once, the longest first
 recorded run, .cache/molecule-timings.json, else WEIGHTS). Each scenario's output goes to
 .cache/molecule-logs/<scenario>.log; a failed scenario's log is printed whole. One TIMING line per scenario.
 A lock per scenario (/tmp/ds4-molecule-<scenario>.lock) keeps two checkouts from running the same scenario at
-once. Exit status: 0 when every scenario passed.
+once. The lanes themselves are tests/harness/lanes.py. Exit status: 0 when every scenario passed.
 """
 
 from __future__ import absolute_import, division, print_function
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import threading
-import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lanes as lanes_mod  # noqa: E402  pylint: disable=wrong-import-position
+
+ROOT = lanes_mod.ROOT
 # Seconds each scenario took in the last fresh-clone CI run before parallel runs (docs/measurements.md):
 # used to start the longest first when no timings file is there yet.
 WEIGHTS = {'default': 770, 'replicas': 600, 'drills': 600, 'security': 290, 'image': 235, 'model': 120}
@@ -51,80 +50,24 @@ def scenario_env(name, scenarios):
 
 def plan(names, weights):
     """Longest first (unknown scenarios first of all: they may be long)."""
-    return sorted(names, key=lambda n: (-weights.get(n, 10 ** 6), n))
+    return lanes_mod.longest_first(names, weights)
 
 
-def _load_weights():
-    weights = dict(WEIGHTS)
-    try:
-        with open(TIMINGS) as fh:
-            weights.update(json.load(fh))
-    except (OSError, ValueError):
-        pass
-    return weights
+def runner(names, jobs, molecule, action, stream=False):
+    """The lanes that run `molecule <action> -s <name>` for each scenario, each under its scenario lock."""
+    scenarios = all_scenarios()
 
+    def command(name):
+        return ['flock', '/tmp/ds4-molecule-%s.lock' % name, molecule, '--base-config',
+                '.config/molecule/config.yml', action, '-s', name]
 
-class Runner(object):
-    def __init__(self, names, jobs, molecule, action, stream=False):
-        self.stream = stream
-        self.queue = list(names)
-        self.jobs = max(1, jobs)
-        self.molecule = molecule
-        self.action = action
-        self.scenarios = all_scenarios()
-        self.lock = threading.Lock()
-        self.results = {}
+    def describe(name):
+        env = scenario_env(name, scenarios)
+        return '--- molecule %s -s %s (containers %s*, subnet %s.0/24)' % (
+            action, name, env['DS4_MOLECULE_PREFIX'], env['DS4_MOLECULE_NET'])
 
-    def _next(self):
-        with self.lock:
-            return self.queue.pop(0) if self.queue else None
-
-    def _run_one(self, name):
-        os.makedirs(LOG_DIR, exist_ok=True)
-        log = os.path.join(LOG_DIR, '%s.log' % name)
-        cmd = ['flock', '/tmp/ds4-molecule-%s.lock' % name, self.molecule, '--base-config',
-               '.config/molecule/config.yml', self.action, '-s', name]
-        env = scenario_env(name, self.scenarios)
-        with self.lock:
-            print('--- molecule %s -s %s (containers %s*, subnet %s.0/24, log %s)'
-                  % (self.action, name, env['DS4_MOLECULE_PREFIX'], env['DS4_MOLECULE_NET'],
-                     os.path.relpath(log, ROOT)), flush=True)
-        t0 = time.monotonic()
-        with open(log, 'w') as out:
-            if self.stream:
-                proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        universal_newlines=True)
-                for line in proc.stdout:
-                    out.write(line)
-                    sys.stdout.write(line)
-                rc = proc.wait()
-            else:
-                rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-        took = time.monotonic() - t0
-        with self.lock:
-            self.results[name] = (rc, took)
-            print('TIMING molecule:%-9s %7.1f s  %s' % (name, took, 'ok' if rc == 0 else 'FAILED (rc %d)' % rc),
-                  flush=True)
-            if rc != 0 and not self.stream:
-                print('=== log of the failed scenario %s (%s)' % (name, os.path.relpath(log, ROOT)), flush=True)
-                with open(log) as fh:
-                    sys.stdout.write(fh.read())
-                print('=== end of the log of %s' % name, flush=True)
-
-    def _lane(self):
-        while True:
-            name = self._next()
-            if name is None:
-                return
-            self._run_one(name)
-
-    def run(self):
-        lanes = [threading.Thread(target=self._lane) for _lane_no in range(min(self.jobs, len(self.queue)))]
-        for lane in lanes:
-            lane.start()
-        for lane in lanes:
-            lane.join()
-        return self.results
+    return lanes_mod.Lanes(names, jobs, command, LOG_DIR, env=lambda name: scenario_env(name, scenarios),
+                           describe=describe, stream=stream, label='molecule:')
 
 
 def main(argv=None):
@@ -143,20 +86,16 @@ def main(argv=None):
         ap.error('unknown scenario(s) %s; known: %s' % (', '.join(unknown), ', '.join(known)))
     if args.jobs < 1:
         ap.error('--jobs / MOLECULE_JOBS must be 1 or more, got %d' % args.jobs)
-    t0 = time.monotonic()
     if args.stream and args.jobs != 1:
         ap.error('--stream runs one scenario at a time: give --jobs 1')
-    results = Runner(plan(names, _load_weights()), args.jobs, args.molecule, args.action, args.stream).run()
-    failed = sorted(n for n, (rc, _took) in results.items() if rc != 0)
-    print('TIMING molecule:%-9s %7.1f s  %d scenarios, %d at once%s' % (
-        'all', time.monotonic() - t0, len(results), args.jobs, ', FAILED: ' + ' '.join(failed) if failed else ''))
-    if args.action == 'test' and not failed:
-        weights = _load_weights()
-        weights.update(dict((n, round(took, 1)) for n, (_rc, took) in results.items()))
-        os.makedirs(os.path.dirname(TIMINGS), exist_ok=True)
-        with open(TIMINGS, 'w') as fh:
-            json.dump(weights, fh, indent=1, sort_keys=True)
-    return 1 if failed else 0
+    lanes = runner(plan(names, lanes_mod.load_weights(TIMINGS, WEIGHTS)), args.jobs, args.molecule, args.action,
+                   args.stream)
+    lanes.run()
+    if lanes.failed():
+        return 1
+    if args.action == 'test':
+        lanes_mod.save_weights(TIMINGS, WEIGHTS, lanes.results)
+    return 0
 
 
 if __name__ == '__main__':

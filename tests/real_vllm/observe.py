@@ -14,7 +14,8 @@ are compared, never seconds:
   each metric per window: 'still' (no change), 'step' (one), 'moving' (two or more); class_differs() says
   which mismatches are differences (still <-> moving always; step <-> moving in long windows only).
 * progressed: which progress counters changed between the trace's first and last poll.
-* probes, per phase and path: the HTTP statuses in order, repeats collapsed (None = connection refused); a
+* probes, per phase and path: the HTTP statuses in order, repeats collapsed (None = connection refused); refusals
+  that end a phase ending at a rank's exit count in the phase after it (_refusals_to_the_exit); a
   phase the real trace probed fewer than MIN_SAMPLES times is compared only where the simulator probed it.
 * logs, per rank: the LOG_PATTERNS names in the order of their first occurrence.
 * exits: each rank's exit status; whether the head exited after an engine death; whether processes of the
@@ -93,6 +94,24 @@ def _phases(events):
     return out
 
 
+def _refusals_to_the_exit(per, phases, names):
+    """A phase that ends at a rank's exit (the driver's exit mark, which carries the exit status) may end with
+    probes refused by the exit itself: the mark is recorded when the driver's waiter thread sees the process gone,
+    which on a loaded machine can be after a probe already found the port closed. Such trailing refusals (None,
+    with no answer after them in the phase) move to the phase the exit starts, in both traces alike."""
+    for i in range(len(phases) - 1):
+        mark = phases[i + 1][1]
+        if not mark or 'status' not in mark or names[i] not in per:
+            continue
+        for path, statuses in per[names[i]].items():
+            moved = []
+            while len(statuses) > 1 and statuses[-1] is None:
+                moved.insert(0, statuses.pop())
+            if moved:
+                after = per.setdefault(names[i + 1], {}).setdefault(path, [])
+                after[:0] = moved
+
+
 def _phase_index(events):
     """For each event, the index of its phase in _phases(): the last mark recorded before it (recording order,
     so an event stamped in the same millisecond as a mark but recorded before it stays in the earlier phase)."""
@@ -167,6 +186,7 @@ def observe(trace):
     for i, e in enumerate(events):
         if e['kind'] == 'probe':
             per.setdefault(names[index[i]], {}).setdefault(e['path'], []).append(e['status'])
+    _refusals_to_the_exit(per, phases, names)
     obs['probes'] = dict((p, dict((path, _collapse(v)) for path, v in paths.items())) for p, paths in per.items())
     obs['probe_counts'] = dict((p, dict((path, len(v)) for path, v in paths.items())) for p, paths in per.items())
     # logs

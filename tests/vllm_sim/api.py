@@ -276,6 +276,7 @@ def make_handler(state):
                 self._send(500, ENGINE_DEAD_ERROR)
                 return
             sent_headers = False
+            finished = False
             try:
                 state.execute_model_rpc()
                 if state.cfg.fail == 'hang':
@@ -298,6 +299,10 @@ def make_handler(state):
                         self._sse(_chunk(req_id, created, model, {'role': 'assistant', 'content': ''}, None, chat))
                     ttft = self._emit(plan, rid, t_first, lambda kind, text, idx: self._sse(
                         _chunk(req_id, created, model, _delta(kind, text, idx, chat), None, chat)))
+                    # vLLM V1 frees a finished request's KV blocks and counts it before its last output reaches the
+                    # API server (Scheduler.update_from_output, then AsyncLLM's output handler records the stats in
+                    # the same pass): a client that has the final chunk reads the gauges and counters without it.
+                    finished = self._finish(rid, finish, ttft, t_arrive)
                     self._sse(_chunk(req_id, created, model, {} if chat else '', finish, chat))
                     if include_usage:
                         self._sse({'id': req_id, 'object': 'chat.completion.chunk' if chat else 'text_completion',
@@ -307,9 +312,9 @@ def make_handler(state):
                     self._raw_chunk(b'')
                 else:
                     ttft = self._emit(plan, rid, t_first, None)
+                    finished = self._finish(rid, finish, ttft, t_arrive)   # before the response, as above
                     self._send(200, _full_response(req_id, created, state.cfg.served_names[0], plan, finish, chat,
                                                    _usage(prompt_tokens, n_out, plan)))
-                engine.finished(finish, ttft, time.monotonic() - t_arrive)
             except eng.EngineDead:
                 if not sent_headers:
                     self._send(500, ENGINE_DEAD_ERROR)
@@ -322,10 +327,18 @@ def make_handler(state):
                         pass
                 self.close_connection = True
             except (BrokenPipeError, ConnectionResetError):
-                engine.finished('abort', None, time.monotonic() - t_arrive)
+                if not finished:
+                    engine.finished('abort', None, time.monotonic() - t_arrive)
                 self.close_connection = True
             finally:
-                engine.release(rid)
+                engine.release(rid)   # no-op when _finish released it already
+
+        def _finish(self, rid, finish, ttft, t_arrive):
+            """The request ends in the engine: counted (success, TTFT, e2e latency) and its KV blocks freed."""
+            engine = state.engine
+            engine.finished(finish, ttft, time.monotonic() - t_arrive)
+            engine.release(rid)
+            return True
 
         def _emit(self, plan, rid, t_first, sink):
             """Pace the plan's tokens; returns TTFT (seconds from arrival to the first token)."""

@@ -249,9 +249,12 @@ class Engine:
             return rid
 
     def release(self, rid):
+        """The request leaves the engine (finished, aborted or failed); a second call for it changes nothing."""
         with self.cond:
+            if rid not in self.running_tokens:
+                return
             self.running -= 1
-            self.running_tokens.pop(rid, None)
+            self.running_tokens.pop(rid)
             self.pending_prompt.pop(rid, None)
             self.cond.notify_all()
 

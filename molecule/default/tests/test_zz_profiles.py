@@ -5,7 +5,8 @@ gets it) is deployed on the converged pair with switch.yml, served by the vLLM s
 inventory's ds4_site_overrides swap only the image ref, to the simulator image carrying the profile's vLLM minor,
 and the model revision), passes readiness and
 validate.yml (reasoning and tool checks as the profile implies), and serves with the profile's own
-served name and context length. Runs last; balanced and throughput are deployed by the scenario's converge
+served name and context length. Each switch changes the launch, so each one also proves the restart contract: both
+ranks restarted, the worker started before the head. Runs last; balanced and throughput are deployed by the scenario's converge
 and by test_zz_ops.py."""
 
 from __future__ import absolute_import, division, print_function
@@ -53,6 +54,7 @@ def test_profile_deploys_serves_and_validates(profile):
     minor = '.'.join(layer['image']['vllm_version'].split('.')[:2])
     overrides = dict(d.BASE_OVERRIDES, image={'ref': 'ds4-vllm-sim:vllm-%s' % minor})
     extra = {'ds4_profile': profile, 'ds4_validate_levels': [1, 2], 'ds4_site_overrides': overrides}
+    head0, worker0 = d.both_started()
     if profile == FROM_TARBALL:
         rc, out = d.run_installed_playbook('site', extra)
         assert rc == 0, out[-4000:]
@@ -61,6 +63,10 @@ def test_profile_deploys_serves_and_validates(profile):
     else:
         rc, out = d.run_playbook('switch.yml', extra, var_files=[profile_file(profile)])
         assert rc == 0, out[-4000:]
+    # The restart contract (a changed launch restarts both ranks, worker first).
+    head1, worker1 = d.both_started()
+    assert head1 != head0 and worker1 != worker0, 'both ranks must restart on a recipe switch'
+    assert worker1 < head1, 'the worker must start before the head (%s vs %s)' % (worker1, head1)
     # rc 0: readiness passed inside the deploy (a failure there fails the run, no auto rollback here).
     assert re.search(r'msg: [1-9][0-9]* request\(s\), 0 failure\(s\)', out), 'validate.yml did not pass: ' + out[-2000:]
     # Through the API proxy on the profile's own public port (seed 003 serves on 8888).

@@ -73,3 +73,30 @@ def test_short_windows_tolerate_where_the_polls_fell():
     assert not observe.class_differs('step', 'moving', observe.LONG_WINDOW - 1)
     assert observe.class_differs('step', 'moving', observe.LONG_WINDOW)
     assert observe.class_differs('still', 'moving', 3)
+
+
+def _probe_events(statuses_before_exit, statuses_after_exit):
+    events = [{'t': 0.0, 'kind': 'mark', 'name': 'request_sent'}]
+    t = 0.1
+    for status in statuses_before_exit:
+        events.append({'t': t, 'kind': 'probe', 'path': '/health', 'status': status, 'ms': 1.0})
+        t += 0.1
+    events.append({'t': t, 'kind': 'mark', 'name': 'head_exited', 'status': 0})
+    for status in statuses_after_exit:
+        t += 0.1
+        events.append({'t': t, 'kind': 'probe', 'path': '/health', 'status': status, 'ms': 1.0})
+    return events
+
+
+def test_refusals_noticed_before_the_exit_mark_count_after_the_exit():
+    """The exit mark comes from the driver's waiter thread: on a loaded machine a probe can find the port closed
+    before it. Real [200] then the exit, simulator [200, refused] then the exit: the same observation."""
+    real = observe.observe({'scenario': 'x', 'backend': 'real', 'events': _probe_events([200], [None])})
+    sim = observe.observe({'scenario': 'x', 'backend': 'sim', 'events': _probe_events([200, None], [None])})
+    assert real['probes']['request_sent']['/health'] == sim['probes']['request_sent']['/health'] == [200]
+    assert sim['probes']['head_exited']['/health'] == [None]
+    # a refusal followed by an answer, or a phase with nothing but refusals, stays where it was
+    kept = observe.observe({'scenario': 'x', 'backend': 'sim', 'events': _probe_events([None, 200], [])})
+    assert kept['probes']['request_sent']['/health'] == [None, 200]
+    only = observe.observe({'scenario': 'x', 'backend': 'sim', 'events': _probe_events([None], [])})
+    assert only['probes']['request_sent']['/health'] == [None]

@@ -1,0 +1,149 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Run named jobs side by side in a few lanes (test harness: `make checks`, and `make molecule` through
+molecule_parallel.py).
+
+Up to --jobs jobs run at once, in the order given (callers sort longest first). Each job's output goes to
+<log dir>/<name>.log; a failed job's log is printed whole after it ends, so CI output shows every failure in full.
+One `TIMING <name> <seconds> s ok|FAILED` line per job, one for all of them. As a command:
+`python tests/harness/lanes.py --jobs 2 unit integration-sim integration-rest lint sanity` runs `make --no-print-directory <name>`
+for each name, the longest first (seconds from the last green run in .cache/check-timings.json, else WEIGHTS).
+Exit status: 0 when every job passed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+# Seconds each `make` check took in the last quiet fresh-clone CI run (docs/measurements.md), for the longest-first
+# order before a timings file exists.
+WEIGHTS = {'integration-sim': 200, 'integration-rest': 160, 'integration': 360, 'unit': 120, 'sanity': 80, 'lint': 50}
+TIMINGS = os.path.join(ROOT, '.cache', 'check-timings.json')
+
+
+def longest_first(names, weights):
+    """Longest first (unknown jobs first of all: they may be long)."""
+    return sorted(names, key=lambda n: (-weights.get(n, 10 ** 6), n))
+
+
+def load_weights(path, defaults):
+    weights = dict(defaults)
+    try:
+        with open(path) as fh:
+            weights.update(json.load(fh))
+    except (OSError, ValueError):
+        pass
+    return weights
+
+
+def save_weights(path, defaults, results):
+    """Record each job's time after a green run (the next run's order)."""
+    weights = load_weights(path, defaults)
+    weights.update(dict((n, round(took, 1)) for n, (_rc, took) in results.items()))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w') as fh:
+        json.dump(weights, fh, indent=1, sort_keys=True)
+
+
+class Lanes(object):
+    """`command(name)` gives a job's argv, `env(name)` its environment, `describe(name)` the line printed as it
+    starts. `stream` also copies the output to stdout as it comes (for one lane)."""
+
+    def __init__(self, names, jobs, command, log_dir, env=None, describe=None, stream=False, label=''):
+        self.queue = list(names)
+        self.jobs = max(1, jobs)
+        self.command = command
+        self.log_dir = log_dir
+        self.env = env or (lambda _name: dict(os.environ))
+        self.describe = describe or (lambda name: '--- %s' % name)
+        self.stream = stream
+        self.label = label
+        self.lock = threading.Lock()
+        self.results = {}
+
+    def _next(self):
+        with self.lock:
+            return self.queue.pop(0) if self.queue else None
+
+    def _run_one(self, name):
+        os.makedirs(self.log_dir, exist_ok=True)
+        log = os.path.join(self.log_dir, '%s.log' % name)
+        with self.lock:
+            print('%s (log %s)' % (self.describe(name), os.path.relpath(log, ROOT)), flush=True)
+        t0 = time.monotonic()
+        cmd, env = self.command(name), self.env(name)
+        with open(log, 'w') as out:
+            if self.stream:
+                proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        universal_newlines=True)
+                for line in proc.stdout:
+                    out.write(line)
+                    sys.stdout.write(line)
+                rc = proc.wait()
+            else:
+                rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        took = time.monotonic() - t0
+        with self.lock:
+            self.results[name] = (rc, took)
+            print('TIMING %-15s %7.1f s  %s' % (self.label + name, took, 'ok' if rc == 0 else 'FAILED (rc %d)' % rc),
+                  flush=True)
+            if rc != 0 and not self.stream:
+                print('=== log of the failed job %s (%s)' % (name, os.path.relpath(log, ROOT)), flush=True)
+                with open(log) as fh:
+                    sys.stdout.write(fh.read())
+                print('=== end of the log of %s' % name, flush=True)
+
+    def _lane(self):
+        while True:
+            name = self._next()
+            if name is None:
+                return
+            self._run_one(name)
+
+    def run(self):
+        t0 = time.monotonic()
+        count = len(self.queue)
+        lanes = [threading.Thread(target=self._lane) for _lane_no in range(min(self.jobs, count))]
+        for lane in lanes:
+            lane.start()
+        for lane in lanes:
+            lane.join()
+        failed = self.failed()
+        print('TIMING %-15s %7.1f s  %d jobs, %d at once%s' % (
+            self.label + 'all', time.monotonic() - t0, count, self.jobs,
+            ', FAILED: ' + ' '.join(failed) if failed else ''), flush=True)
+        return self.results
+
+    def failed(self):
+        return sorted(n for n, (rc, _took) in self.results.items() if rc != 0)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
+    ap.add_argument('targets', nargs='+', help='make targets to run side by side')
+    ap.add_argument('--jobs', type=int, default=int(os.environ.get('CHECK_JOBS', '2')),
+                    help='targets at once (CHECK_JOBS, default 2)')
+    args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error('--jobs / CHECK_JOBS must be 1 or more, got %d' % args.jobs)
+    make = os.environ.get('MAKE', 'make')
+    lanes = Lanes(longest_first(args.targets, load_weights(TIMINGS, WEIGHTS)), args.jobs,
+                  command=lambda name: [make, '--no-print-directory', name],
+                  log_dir=os.path.join(ROOT, '.cache', 'check-logs'),
+                  describe=lambda name: '--- make %s' % name)
+    lanes.run()
+    if lanes.failed():
+        return 1
+    save_weights(TIMINGS, WEIGHTS, lanes.results)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,56 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""tests/harness/lanes.py: the lanes `make checks` and `make molecule` run on."""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'harness'))
+import lanes  # noqa: E402  pylint: disable=wrong-import-position
+
+
+def _lanes(tmp_path, scripts, jobs):
+    return lanes.Lanes(list(scripts), jobs, command=lambda name: ['sh', '-c', scripts[name]], log_dir=str(tmp_path))
+
+
+def test_jobs_run_side_by_side_and_each_result_is_kept(tmp_path, capsys):
+    # Each job marks that it started, then waits (up to 10 s) for the other's mark: one after the other, the first
+    # would time out and fail; side by side both pass.
+    wait = 'touch %s/{me}.up; i=0; while [ ! -e %s/{other}.up ]; do i=$((i+1)); [ $i -gt 200 ] && exit 9; ' \
+           'sleep 0.05; done; echo {me}' % (tmp_path, tmp_path)
+    scripts = {'a': wait.format(me='a', other='b'), 'b': wait.format(me='b', other='a')}
+    run = _lanes(tmp_path, scripts, 2)
+    results = run.run()
+    assert run.failed() == [], capsys.readouterr().out
+    assert sorted(results) == ['a', 'b']
+    assert (tmp_path / 'a.log').read_text() == 'a\n'
+    out = capsys.readouterr().out
+    assert 'TIMING a ' in out and 'TIMING b ' in out and '2 jobs, 2 at once' in out
+
+
+def test_one_lane_runs_in_order_and_a_failure_prints_its_log_whole(tmp_path, capsys):
+    scripts = {'first': 'echo one; exit 3', 'second': 'echo two'}
+    run = _lanes(tmp_path, scripts, 1)
+    run.run()
+    assert run.failed() == ['first']
+    out = capsys.readouterr().out
+    assert out.index('--- first') < out.index('--- second')
+    assert 'FAILED (rc 3)' in out
+    assert '=== log of the failed job first' in out and 'one\n' in out and 'FAILED: first' in out
+
+
+def test_longest_first_unknown_before_known():
+    assert lanes.longest_first(['lint', 'new', 'unit', 'integration'], {'integration': 330, 'unit': 115, 'lint': 42}) \
+        == ['new', 'integration', 'unit', 'lint']
+
+
+def test_weights_recorded_after_a_run(tmp_path):
+    path = str(tmp_path / 'sub' / 't.json')
+    lanes.save_weights(path, {'unit': 1}, {'lint': (0, 12.34)})
+    with open(path) as fh:
+        assert json.load(fh) == {'unit': 1, 'lint': 12.3}
+    assert lanes.load_weights(path, {'unit': 5, 'x': 2}) == {'unit': 1, 'lint': 12.3, 'x': 2}
+    assert lanes.load_weights(str(tmp_path / 'missing.json'), {'x': 2}) == {'x': 2}
