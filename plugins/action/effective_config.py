@@ -68,10 +68,11 @@ HOST_KEYS = (
     'ds4_node_rank', 'ds4_fabric_ip', 'ds4_fabric_prefix', 'ds4_fabric_ifname', 'ds4_rdma_hcas',
     'ds4_nccl_ib_gid_index', 'ds4_node_memory_gib', 'ds4_ack_unsafe_gpu_memory_utilization',
     'ds4_profile', 'ds4_profile_config', 'ds4_site_overrides', 'ds4_api_allowed_networks', 'ds4_api_upstream_port',
-    'ds4_model', 'ds4_model_revisions',
+    'ds4_model', 'ds4_model_revisions', 'ds4_router_address',
 )
-# Read from the first host of group spark: one router per inventory (group_vars/spark; roles/config/meta/argument_specs.yml).
-ROUTER_KEYS = ('ds4_router_enabled', 'ds4_router_host', 'ds4_router_address', 'ds4_router_port')
+# Read from the first host of group spark: one router set per inventory (group_vars/spark;
+# roles/config/meta/argument_specs.yml). ds4_router_address is read per router host (HOST_KEYS).
+ROUTER_KEYS = ('ds4_router_enabled', 'ds4_router_host', 'ds4_router_hosts', 'ds4_router_vip', 'ds4_router_port')
 
 
 def known_names(root=COLLECTION_ROOT):
@@ -132,8 +133,11 @@ class ActionModule(ActionBase):
         """plugins/module_utils/placeholders.py over the raw values (with the file each was read from)."""
         raws = dict((h, all_hostvars.raw_get(h) if hasattr(all_hostvars, 'raw_get') else all_hostvars[h]) for h in spark)
         values = {}
+        first_router_address = raws[spark[0]].get('ds4_router_address')
         for h in spark:
-            names = ('ansible_host', 'ds4_fabric_ip') + (('ds4_router_address',) if h == spark[0] else ())
+            # the router address: once for the group value, and on each host that sets its own (router hosts)
+            own = h == spark[0] or raws[h].get('ds4_router_address') != first_router_address
+            names = ('ansible_host', 'ds4_fabric_ip') + (('ds4_router_address',) if own else ())
             values[h] = dict((k, raws[h][k]) for k in names if k in raws[h] and isinstance(raws[h][k], str))
 
         def where(h, var):
@@ -199,18 +203,20 @@ class ActionModule(ActionBase):
                 errors.extend(pair_errors)
         elif not pair_errors:
             rhv = all_hostvars[spark[0]]
-            router, router_errors = router_plan(pairs, hostvars, **dict((k[len('ds4_router_'):], rhv.get(k)) for k in ROUTER_KEYS))
+            router, router_errors = router_plan(pairs, hostvars, vrrp_auth_pass=rhv.get('router_vrrp_auth_pass'),
+                                                **dict((k[len('ds4_router_'):], rhv.get(k)) for k in ROUTER_KEYS))
             errors.extend(router_errors)
             pair = pair_of(pairs, host)
             members = [h for h in spark if h in pair['hosts']] if pair else spark
             pair_hostvars = dict((h, dict(hostvars[h])) for h in members)
-            if router['enabled'] and router['address']:
-                # the router reaches every head's API through that head's proxy: its address joins the allowed networks
+            if router['enabled']:
+                # every router reaches every head's API through that head's proxy: each router host's address joins
+                # the allowed networks
                 for h in members:
                     nets = pair_hostvars[h].get('ds4_api_allowed_networks') or []
                     nets = [nets] if isinstance(nets, str) else list(nets)
-                    cidr = '%s/32' % router['address']
-                    pair_hostvars[h]['ds4_api_allowed_networks'] = nets + ([cidr] if cidr not in nets else [])
+                    cidrs = ['%s/32' % a for a in router['addresses'] if a]
+                    pair_hostvars[h]['ds4_api_allowed_networks'] = nets + [c for c in cidrs if c not in nets]
             try:
                 eff = compute_effective(dict(inputs_base, spark_hosts=members, hostvars=pair_hostvars), host)
             except Ds4ConfigError as exc:
@@ -223,7 +229,7 @@ class ActionModule(ActionBase):
             eff['pair'] = dict(pair, group=pair['name'], count=len(pairs))
             eff['pairs'] = pairs
             eff['router'] = router
-            if router['enabled'] and host == router['host'] and router['port'] == eff['api']['port']:
+            if router['enabled'] and host in router['hosts'] and router['port'] == eff['api']['port']:
                 errors.append('ds4_router_port = %r is the port vLLM binds on %s (api port / ds4_api_upstream_port). Fix: pick '
                               'another port' % (router['port'], host))
         if errors:

@@ -15,7 +15,8 @@ description:
   - Checks the pair list and the router settings and renders the vllm-router command line and the unit's
     C(ExecStart=) (logic in C(plugins/module_utils/router_config.py)).
   - Returns C(errors) (one sentence each, naming the role variable and the fix; empty when valid), C(worker_urls),
-    C(argv), C(exec_start), C(eviction_bound_s) (worst case for a dead or frozen pair to leave rotation).
+    C(argv), C(exec_start), C(eviction_bound_s) (worst case for a dead or frozen pair to leave rotation),
+    C(drain_timeout_s) (how long a rolling operation waits for a drained pair's requests).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 options:
@@ -32,6 +33,11 @@ options:
     description: Path of the vllm-router executable.
     type: str
     default: vllm-router
+  drain_timeout:
+    description:
+      - A longer drain wait in seconds (C(ds4_rolling_drain_timeout)); below the router's request timeout it is an
+        error. Default (null) the request timeout plus a margin.
+    type: int
 '''
 
 EXAMPLES = r'''
@@ -42,15 +48,15 @@ EXAMPLES = r'''
 
 RETURN = r'''
 _value:
-  description: errors, worker_urls, argv, exec_start, eviction_bound_s.
+  description: errors, worker_urls, argv, exec_start, eviction_bound_s, drain_timeout_s.
   type: dict
 '''
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils.router_config import plan
 
 
-def vllm_router_plan(pairs, settings=None, binary='vllm-router'):
-    return plan(pairs, settings or {}, binary)
+def vllm_router_plan(pairs, settings=None, binary='vllm-router', drain_timeout=None):
+    return plan(pairs, settings or {}, binary, drain_timeout)
 
 
 class FilterModule(object):

@@ -215,8 +215,9 @@ def render_proxy_conf(spec):
     listen (list of addresses), public_port, upstream_host, upstream_port, endpoints, keys_path,
     pid_path, user, worker_processes, client_max_body_size, read_timeout_s, access_log, error_log;
     health_gate (optional): a file whose presence makes /health answer 503 (the pair guard's verdict);
-    router (optional, several pairs on the router's host): {public_port, upstream_port} adds a second server
-    with the same allowlist and keys in front of vllm-router on 127.0.0.1:upstream_port.
+    pass_client_key (optional, the router's front): the upstream is vllm-router, and the client's key is passed on
+    (every pair head's proxy checks it again) instead of being replaced by the vLLM key. The router's front is an
+    nginx instance of its own (own file, pid and unit), so a fault in it cannot take a head's proxy down.
     No secret is in this text: keys live in keys_path (0600)."""
     errors = check_endpoints(spec.get('endpoints'))
     port = spec.get('public_port')
@@ -231,19 +232,16 @@ def render_proxy_conf(spec):
     gate = spec.get('health_gate')
     if gate is not None and not (isinstance(gate, str) and re.match(r'^/[A-Za-z0-9._/-]+$', gate) and '..' not in gate):
         errors.append('health_gate = %r: must be an absolute path of [A-Za-z0-9._/-]' % (gate,))
-    router = spec.get('router') or None
-    if router:
-        for key in ('public_port', 'upstream_port'):
-            if not _port_ok(router.get(key)):
-                errors.append('router %s = %r: must be a port' % (key, router.get(key)))
-        if _port_ok(router.get('public_port')) and router.get('public_port') in (port, up):
-            errors.append('router public_port = %r: already the API or vLLM port of this head' % (router.get('public_port'),))
+    front = bool(spec.get('pass_client_key'))
+    if front and gate is not None:
+        errors.append('health_gate with pass_client_key: the router\'s /health is the router\'s, no pair guard gates it')
     if errors:
         raise ExposureError(errors)
     upstream = '%s:%d' % (spec.get('upstream_host', '127.0.0.1'), up)
+    what, name = ('vllm-router', 'ds4_router') if front else ('vLLM', 'ds4_vllm')
     lines = [
         '# dgxspark.ds4 API proxy (role dgxspark.ds4.api_proxy); rendered by Ansible, do not edit.',
-        '# Forwards only the allowlisted paths below to vLLM on %s; every other path is 404.' % upstream,
+        '# Forwards only the allowlisted paths below to %s on %s; every other path is 404.' % (what, upstream),
         '# API keys are in %s (0600, root), never here.' % spec['keys_path'],
         'user %s;' % spec.get('user', 'www-data'),
         'worker_processes %s;' % spec.get('worker_processes', 2),
@@ -263,27 +261,18 @@ def render_proxy_conf(spec):
         '    # $ds4_key_ok (1 = a listed key) and $ds4_upstream_authorization come from the keys file.',
         '    include %s;' % spec['keys_path'],
         '',
-        '    upstream ds4_vllm {',
+        '    upstream %s {' % name,
         '        server %s;' % upstream,
         '        keepalive 16;',
         '    }',
     ]
-    lines += _server_block(spec, listen, port, 'ds4_vllm', '$ds4_upstream_authorization',
-                           '# The client key is checked here and never forwarded; vLLM gets its own key (or none).',
-                           gate=spec.get('health_gate'))
-    if router:
-        lines += [
-            '',
-            '    # Several pairs: the same allowlist and keys in front of vllm-router (127.0.0.1:%d), which spreads'
-            % router['upstream_port'],
-            '    # requests over the pairs\' heads; each head\'s proxy checks the key again.',
-            '    upstream ds4_router {',
-            '        server 127.0.0.1:%d;' % router['upstream_port'],
-            '        keepalive 16;',
-            '    }',
-        ]
-        lines += _server_block(spec, listen, router['public_port'], 'ds4_router', '$http_authorization',
+    if front:
+        lines += _server_block(spec, listen, port, name, '$http_authorization',
                                '# The client key is checked here and passed on: every head\'s proxy checks it again.')
+    else:
+        lines += _server_block(spec, listen, port, name, '$ds4_upstream_authorization',
+                               '# The client key is checked here and never forwarded; vLLM gets its own key (or none).',
+                               gate=spec.get('health_gate'))
     lines += ['}']
     return '\n'.join(lines) + '\n'
 

@@ -43,8 +43,9 @@ COLLECTION_VARS = {
     'ds4_converge_full': 'roles (true: every role runs whole, the converge shortcut is off for this run)',
     'ds4_endpoint_url': 'playbooks/vars/ops.yml (URL the validate/bench/status client uses)',
     'ds4_switch_auto_rollback': 'playbooks/switch.yml (true: roll back on a failed switch)',
+    'ds4_switch_allow_name_change': 'playbooks/switch.yml (true: switch behind the router to another served name anyway)',
     'ds4_validate_thinking': 'playbooks/validate.yml (require a reasoning field; default from the profile)',
-    'ds4_rolling_drain_timeout': 'playbooks/tasks/rolling.yml (seconds a drained pair may take to finish its requests, 600)',
+    'ds4_rolling_drain_timeout': 'playbooks/tasks/rolling.yml (a longer drain wait than router_request_timeout_s + 10 s)',
     'ds4_rolling_restore_timeout': 'playbooks/tasks/rolling.yml (seconds the router may take to take a pair back, 120)',
 }
 

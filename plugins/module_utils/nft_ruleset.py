@@ -26,7 +26,9 @@ business); it rejects, for new TCP connections from anywhere but loopback:
     outside the fabric addresses;
   - each of service_ports (e.g. Prometheus, the node exporter: role dgxspark.ds4.monitoring) from
     outside its allowed set: "clients" = allowed_networks (none = loopback only), "fabric" = the
-    fabric addresses.
+    fabric addresses;
+  - with vrrp_peers (the other router hosts holding the clients' one address, role dgxspark.ds4.router):
+    VRRP (IP protocol 112) from anyone else (dropped: VRRP has no reset).
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -89,7 +91,7 @@ def _addrs(values, errors, var):
             errors.append('%s entry %r: not an IP address' % (var, item))
             continue
         if ip.version != 4:
-            errors.append('%s entry %r: fabric addresses are IPv4' % (var, item))
+            errors.append('%s entry %r: IPv4 only' % (var, item))
             continue
         if str(ip) not in out:
             out.append(str(ip))
@@ -117,6 +119,7 @@ def validate(spec):
         errors.append('self_address %s is not among fabric_addresses %s' % (self_addr[0], fab))
     _range(spec.get('ephemeral_ports'), errors, 'ephemeral_ports')
     _services(spec, errors)
+    _addrs(spec.get('vrrp_peers'), errors, 'vrrp_peers')
     return errors
 
 
@@ -201,6 +204,13 @@ def _body(spec):
             lines.append('        # %s port %d: the fabric addresses only' % (name, port))
             lines.append('        tcp dport %d ip saddr @fabric_v4 accept' % port)
         lines.append('        tcp dport %d reject with tcp reset' % port)
+    vrrp = _addrs(spec.get('vrrp_peers'), errors, 'vrrp_peers')
+    if vrrp:
+        lines += [
+            '        # VRRP (the clients\' one address): the other router hosts only',
+            '        ip protocol vrrp ip saddr { %s } accept' % ', '.join(vrrp),
+            '        ip protocol vrrp drop',
+        ]
     if eph and self_addr:
         lines += [
             '        # ephemeral inter-node ports on this node\'s fabric address (ZMQ, Gloo, NCCL sockets)',
@@ -226,7 +236,8 @@ def _table_block(spec, body, digest):
 def render_ruleset(spec):
     """spec: table, family (inet), api_port, upstream_port (or None), master_port, allowed_networks,
     fabric_addresses (both nodes), self_address (this node's fabric IP), ephemeral_ports ("lo-hi" or None),
-    service_ports (optional list of {port, allow: clients|fabric, name}).
+    service_ports (optional list of {port, allow: clients|fabric, name}), vrrp_peers (optional IPv4 addresses:
+    VRRP accepted from them only).
     Returns the text of the file loaded with `nft -f`."""
     errors = validate(spec)
     if errors:

@@ -29,7 +29,7 @@ __metaclass__ = type
 import ipaddress
 import re
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue
+from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue, keepalived_render
 
 PAIR_GROUP_RE = re.compile(r'^spark_pair(\d+|_[A-Za-z0-9_]+)$')
 DEFAULT_MASTER_PORT = 29501
@@ -226,13 +226,47 @@ def _is_ip(text):
         return False
 
 
-def router_plan(pairs, hostvars, enabled=None, host=None, address=None, port=None):
-    """(plan, errors): where the router runs and how the heads let it in.
+def _router_hosts(pairs, host, hosts, vip):
+    """(router hosts, errors): ds4_router_hosts with a VIP (default the heads of the first two pairs), else the one
+    ds4_router_host (default the first pair's head)."""
+    heads = [p['head'] for p in pairs]
+    listed = hosts not in (None, '', [])
+    if listed and (isinstance(hosts, str) or not isinstance(hosts, (list, tuple))):
+        return [], ['ds4_router_hosts = %r: must be a list of Sparks (the router hosts). Fix: e.g. [%s]'
+                    % (hosts, ', '.join(heads[:2]))]
+    if vip in (None, ''):
+        if listed and len(hosts) > 1:
+            return [], ['ds4_router_hosts = %r: several routers need the clients\' one address that moves between '
+                        'them. Fix: set ds4_router_vip (a free address/prefix of the client network), or name one '
+                        'host (ds4_router_host)' % (list(hosts),)]
+        chosen = hosts[0] if listed else (host if host not in (None, '') else (heads[0] if heads else None))
+        return [chosen], []
+    if host not in (None, '') and not (listed and hosts[0] == host):
+        return [], ['ds4_router_host = %r with ds4_router_vip set: the routers are ds4_router_hosts (default the heads of '
+                    'the first two pairs, %s). Fix: remove ds4_router_host, or list the hosts in ds4_router_hosts'
+                    % (host, ', '.join(heads[:2]))]
+    chosen = list(hosts) if listed else heads[:2]
+    if len(chosen) < 2 or len(set(chosen)) != len(chosen):
+        return [], ['ds4_router_hosts = %r (ds4_router_vip set): the address moves between two or more distinct '
+                    'router hosts%s. Fix: name two Sparks, best the heads of two pairs (%s)'
+                    % (chosen, '' if listed else ', by default the heads of the first two pairs; the inventory has %d '
+                       'pair(s)' % len(pairs), ', '.join(heads[:2]) or '?')]
+    return chosen, []
 
-    enabled: ds4_router_enabled (None/'auto' = more than one pair); host: ds4_router_host (default: the first
-    pair's head); address: ds4_router_address (default: that host's ansible_host, which must then be an IP);
-    port: ds4_router_port (the proxy in front of the router on its host; default DEFAULT_ROUTER_PORT).
-    plan: enabled, host, address, port, workers (one URL per pair, in pair order)."""
+
+def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None, vip=None, vrrp_auth_pass=None):
+    """(plan, errors): where the routers run and how the heads let them in.
+
+    enabled: ds4_router_enabled (None/'auto' = more than one pair); host: ds4_router_host (one router, default the
+    first pair's head); hosts: ds4_router_hosts (with vip: the router hosts, default the heads of the first two
+    pairs); vip: ds4_router_vip (address/prefix the router hosts hold by VRRP: the clients' one address); port:
+    ds4_router_port (the router front on each router host; default DEFAULT_ROUTER_PORT); vrrp_auth_pass: role
+    dgxspark.ds4.router's router_vrrp_auth_pass, required with a VIP (checked here, before any host changes; never
+    repeated in a message). Each router host's address
+    is its ds4_router_address (host or group variable), else its ansible_host, which must then be an IP.
+    plan: enabled, host (the first router host), hosts, address (the first's), addresses (one per router host),
+    vip (address/prefix or None), vrrp_hosts ([{host, address}] with a VIP: role dgxspark.ds4.router's
+    router_vrrp_hosts), port, endpoint (what clients use), workers (one URL per pair, in pair order)."""
     errors = []
     if enabled is not None and not isinstance(enabled, bool) and str(enabled).lower() != 'auto':
         errors.append('ds4_router_enabled = %r: must be true, false or auto (a router when there is more than one '
@@ -240,30 +274,64 @@ def router_plan(pairs, hostvars, enabled=None, host=None, address=None, port=Non
         enabled = None
     on = router_needed(pairs, enabled)
     heads = [p['head'] for p in pairs]
-    chosen = host if host not in (None, '') else (heads[0] if heads else None)
-    plan = {'enabled': on, 'host': chosen, 'address': None, 'port': DEFAULT_ROUTER_PORT if port is None else port,
+    chosen, host_errors = _router_hosts(pairs, host, hosts, vip) if on else ([host or (heads[0] if heads else None)], [])
+    plan = {'enabled': on, 'host': chosen[0] if chosen else None, 'hosts': chosen, 'address': None, 'addresses': [],
+            'vip': None, 'vrrp_hosts': [], 'port': DEFAULT_ROUTER_PORT if port is None else port, 'endpoint': None,
             'workers': ['http://%s:%s' % (p['api_host'], p['api_port']) for p in pairs]}
     if not on:
         return plan, errors
+    errors.extend(host_errors)
     all_hosts = [h for p in pairs for h in p['hosts']]
-    if chosen not in all_hosts:
-        errors.append('ds4_router_host = %r is not a Spark of group spark (%s). Fix: name one of them, or remove '
-                      'it for the first pair\'s head (%s)' % (chosen, ', '.join(all_hosts), heads[0] if heads else '?'))
+    var = 'ds4_router_hosts' if len(chosen) > 1 or hosts not in (None, '', []) else 'ds4_router_host'
+    for name in chosen:
+        if name not in all_hosts:
+            errors.append('%s: %r is not a Spark of group spark (%s). Fix: name one of them, or remove it for the '
+                          'default (%s)' % (var, name, ', '.join(all_hosts), heads[0] if heads else '?'))
+    if errors:
         return plan, errors
-    hv = hostvars.get(chosen) or {}
-    addr = address if address not in (None, '') else hv.get('ansible_host')
-    if not _is_ip(addr):
-        errors.append('ds4_router_address = %r: the heads let the router in by its address, and the router host %s has '
-                      'no IP ansible_host (%r). Fix: set ds4_router_address to the IP %s reaches the heads from'
-                      % (address, chosen, hv.get('ansible_host'), chosen))
+    addresses = []
+    for name in chosen:
+        hv = hostvars.get(name) or {}
+        addr = hv.get('ds4_router_address') or hv.get('ansible_host')
+        if not _is_ip(addr):
+            errors.append('ds4_router_address = %r: the heads let the router on %s in by its address, and %s has no IP '
+                          'ansible_host (%r). Fix: set ds4_router_address (host_vars/%s.yml) to the IP %s reaches the '
+                          'heads from' % (hv.get('ds4_router_address'), name, name, hv.get('ansible_host'), name, name))
+        addresses.append(str(addr) if _is_ip(addr) else None)
+    seen = {}
+    for name, addr in zip(chosen, addresses):
+        if addr is not None and addr in seen:
+            errors.append('ds4_router_address = %r on both %s and %s: each router host needs its own address (the heads '
+                          'let each in, VRRP talks between them). Fix: set ds4_router_address in host_vars of each '
+                          'router host, not in group_vars' % (addr, seen[addr], name))
+        seen.setdefault(addr, name)
     if isinstance(plan['port'], bool) or not isinstance(plan['port'], int) or not 1 <= plan['port'] <= 65535:
-        errors.append('ds4_router_port = %r: must be a port 1-65535 (the API proxy in front of the router on %s). '
-                      'Fix: e.g. %d' % (plan['port'], chosen, DEFAULT_ROUTER_PORT))
+        errors.append('ds4_router_port = %r: must be a port 1-65535 (the router front on %s). Fix: e.g. %d'
+                      % (plan['port'], ', '.join(chosen), DEFAULT_ROUTER_PORT))
     else:
-        for p in pairs:
-            mine = chosen in p['hosts']
-            if mine and plan['port'] in (p['api_port'], p['master_port']):
-                errors.append('ds4_router_port = %r is already used on %s by pair %s (API, vLLM or master port). '
-                              'Fix: pick another port, e.g. %d' % (plan['port'], chosen, p['name'], DEFAULT_ROUTER_PORT))
-    plan['address'] = str(addr) if _is_ip(addr) else None
+        for name in chosen:
+            for p in pairs:
+                if name in p['hosts'] and plan['port'] in (p['api_port'], p['master_port']):
+                    errors.append('ds4_router_port = %r is already used on %s by pair %s (API, vLLM or master port). '
+                                  'Fix: pick another port, e.g. %d' % (plan['port'], name, p['name'], DEFAULT_ROUTER_PORT))
+    if vip not in (None, ''):
+        taken = {}
+        for name in sorted(hostvars):
+            hv = hostvars[name] or {}
+            for key in ('ansible_host', 'ds4_router_address', 'ds4_fabric_ip'):
+                if _is_ip(hv.get(key)):
+                    taken.setdefault(str(hv.get(key)), '%s (%s)' % (name, key))
+        errors.extend(keepalived_render.vip_errors(vip, list(zip(chosen, addresses)), taken))
+        why = keepalived_render.auth_pass_error(vrrp_auth_pass)
+        if why:
+            errors.append('router_vrrp_auth_pass (%s): with ds4_router_vip the router hosts authenticate their VRRP '
+                          'adverts with it; %s. Fix: set router_vrrp_auth_pass in group_vars/spark (vault it)'
+                          % ('not set' if vrrp_auth_pass in (None, '') else 'value not shown', why))
+        if not errors:
+            plan['vip'] = keepalived_render.parse_vip(vip)[0].with_prefixlen
+            plan['vrrp_hosts'] = [{'host': h, 'address': a} for h, a in zip(chosen, addresses)]
+    plan['addresses'] = addresses
+    plan['address'] = addresses[0] if addresses else None
+    front = str(plan['vip']).split('/', 1)[0] if plan['vip'] else plan['address']
+    plan['endpoint'] = 'http://%s:%s' % (front, plan['port']) if front else None
     return plan, errors

@@ -35,8 +35,15 @@ What vllm-router 0.1.17 offers (measured with the real binary, tests/integration
   router_in_flight(router_metrics_url, worker_url) -> vllm_router_running_requests of that worker
   in_flight_reader(worker_url, metrics_url=None, router_metrics_url=None, api_key=None) -> fn or None
   wait_listening(router_url, timeout=LISTEN_WAIT_S) -> seconds waited while the router's port refused connections
-  drain(router_url, worker_url, in_flight_fn=None, timeout=600, ...) -> result
-  restore(router_url, worker_url, timeout=600, ...) -> result
+  drain(router_url, worker_url, in_flight_fn=None, timeout=600, ..., hold_dir=None) -> result
+  restore(router_url, worker_url, timeout=600, ..., hold_dir=None) -> result
+  reconcile(router_url, wanted, hold_dir=None) -> {listed, added, waiting, held}  (the pool keeper's one pass)
+  hold(hold_dir, url) / release(hold_dir, url) / held(hold_dir)
+
+The router runs without ``--worker-urls`` (0.1.17 does not listen until every one of them answers): the pool
+keeper (``roles/router/files/routerpool.py``, a loop over ``reconcile``) adds every wanted worker that answers
+``/health`` and is not held. A drain holds the worker first (a file in ``hold_dir``) so that the keeper does not
+put it back; the restore releases it once the router has it again. Hold files live in /run: a reboot forgets them.
 
 A router that is starting refuses connections until it has checked its workers (vllm-router binds its port last):
 drain and restore first wait for it to listen (bounded by listen_timeout, the wait reported in the result and its
@@ -47,6 +54,7 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import json
+import os
 import socket
 import time
 
@@ -212,6 +220,73 @@ def in_flight_reader(worker_url, metrics_url=None, router_metrics_url=None, api_
     return lambda: max(read() for read in readers)
 
 
+def _hold_path(hold_dir, url):
+    return os.path.join(hold_dir, quote(normalize_url(url), safe=''))
+
+
+def hold(hold_dir, url):
+    """Mark url as held out of rotation (the pool keeper does not add it). No-op without hold_dir."""
+    if not hold_dir:
+        return
+    if not os.path.isdir(hold_dir):
+        os.makedirs(hold_dir, 0o755)
+    with open(_hold_path(hold_dir, url), 'w') as handle:
+        handle.write(normalize_url(url) + '\n')
+
+
+def release(hold_dir, url):
+    """Let the pool keeper add url again. No-op without hold_dir or hold."""
+    if hold_dir and os.path.exists(_hold_path(hold_dir, url)):
+        os.remove(_hold_path(hold_dir, url))
+
+
+def held(hold_dir):
+    """The worker URLs held out of rotation (set)."""
+    if not hold_dir or not os.path.isdir(hold_dir):
+        return set()
+    out = set()
+    for name in os.listdir(hold_dir):
+        with open(os.path.join(hold_dir, name)) as handle:
+            out.add(normalize_url(handle.read()))
+    return out
+
+
+def _health_problem(worker_url, timeout, health_path=HEALTH_PATH):
+    """None when worker_url + health_path answers 200, else why not (one line)."""
+    try:
+        status, text = vllm_client.get(worker_url, health_path, timeout=timeout)
+    except (socket.timeout, OSError, HTTPException, ValueError) as exc:
+        return '%s: %s' % (type(exc).__name__, exc)
+    return None if status == 200 else 'HTTP %s: %s' % (status, text[:120])
+
+
+def reconcile(router_url, wanted, hold_dir=None, health_timeout=2.0, health_path=HEALTH_PATH):
+    """One pass of the pool keeper: every wanted worker the router does not list, that is not held and whose
+    health_path answers 200 now, is added (POST /add_worker). Never removes anything (a worker evicted by the
+    router's health checks stays listed and comes back by itself; a drained one is held).
+    Returns listed (after), added, waiting ({url: why}), held (sorted). A router that does not answer raises
+    RouterAdminError."""
+    router_url = normalize_url(router_url)
+    listed = list_workers(router_url)
+    holds = held(hold_dir)
+    added, waiting = [], {}
+    for url in [normalize_url(u) for u in wanted]:
+        if url in listed or url in holds:
+            continue
+        problem = _health_problem(url, health_timeout, health_path)
+        if problem is None:
+            status, text = add_worker(router_url, url, HTTP_TIMEOUT_S + 30.0)
+            if status == 200 or (status == 400 and 'already exists' in text):
+                added.append(url)
+                continue
+            problem = 'POST /add_worker answered HTTP %s: %s' % (status, text[:160])
+        waiting[url] = problem
+    if added:
+        listed = list_workers(router_url)
+    return {'listed': listed, 'added': added, 'waiting': waiting,
+            'held': sorted(u for u in holds if u in [normalize_url(w) for w in wanted])}
+
+
 def _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s):
     """Poll until in_flight_fn() reads 0 SETTLE_READS times in a row. Returns (waited_s, first, last, error)."""
     start = clock()
@@ -235,14 +310,16 @@ def _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s):
 
 
 def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=False, allow_last=False,
-          clock=time.monotonic, sleep=time.sleep, poll_s=None, listen_timeout=LISTEN_WAIT_S):
+          clock=time.monotonic, sleep=time.sleep, poll_s=None, listen_timeout=LISTEN_WAIT_S, hold_dir=None,
+          waits_for=None):
     """Take worker_url out of the router's rotation, then wait until in_flight_fn() reads 0.
 
     Not in rotation: nothing is removed (changed False), the in-flight wait still runs. Refused (nothing
     changed) when no other healthy worker would stay in rotation, unless allow_last. Check mode: reads only.
     Returns changed, workers_before, workers_after, in_flight_initial, in_flight_waited_s (None when nothing
     was waited for), router_wait_s, msg. A timeout raises RouterAdminError with those fields; the worker stays
-    drained."""
+    drained. hold_dir: the worker is held there first (the pool keeper leaves it out). waits_for: what the
+    timeout stands for, said in the message (e.g. "the router's request timeout 1800 s + 10 s")."""
     router_url, worker_url = normalize_url(router_url), normalize_url(worker_url)
     router_wait = wait_listening(router_url, listen_timeout, clock, sleep, poll_s)
     before = list_workers(router_url)
@@ -263,6 +340,7 @@ def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=Fal
         result['msg'] = ('would take %s out of rotation' % worker_url if result['changed']
                          else '%s is not in rotation' % worker_url) + _waited_note(router_wait)
         return result
+    hold(hold_dir, worker_url)
     if result['changed']:
         remove_worker(router_url, worker_url)
         result['workers_after'] = list_workers(router_url)
@@ -275,39 +353,38 @@ def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=Fal
     if in_flight_fn is None:
         result['msg'] = done + '; in-flight requests not awaited (no in-flight source)'
         return result
+    bound = 'up to %s s%s' % (timeout, ' (%s)' % waits_for if waits_for else '')
     waited, first, last, error = _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s or POLL_S)
-    result.update(in_flight_initial=first, in_flight_waited_s=round(waited, 3))
+    result.update(in_flight_initial=first, in_flight_waited_s=round(waited, 3), drain_timeout_s=timeout)
     if error:
         raise RouterAdminError('%s, but its in-flight requests did not reach 0 within %s s (%s); it stays out of '
                                'rotation' % (done, timeout, error), in_flight_final=last, **result)
-    result['msg'] = '%s; %s in-flight request(s) finished in %.1f s' % (done, first, waited)
+    result['msg'] = '%s; waited %s for its in-flight requests: %s finished in %.1f s' % (done, bound, first, waited)
     return result
 
 
 def _wait_healthy_url(worker_url, deadline, clock, sleep, poll_s, health_path):
-    last = None
     while True:
-        try:
-            status, text = vllm_client.get(worker_url, health_path, timeout=min(HTTP_TIMEOUT_S, max(1.0, deadline - clock())))
-            if status == 200:
-                return None
-            last = 'HTTP %s: %s' % (status, text[:120])
-        except (socket.timeout, OSError, HTTPException, ValueError) as exc:
-            last = '%s: %s' % (type(exc).__name__, exc)
+        last = _health_problem(worker_url, min(HTTP_TIMEOUT_S, max(1.0, deadline - clock())), health_path)
+        if last is None:
+            return None
         if clock() >= deadline:
             return last
         sleep(poll_s)
 
 
 def restore(router_url, worker_url, timeout=600, check_mode=False, health_path=HEALTH_PATH,
-            clock=time.monotonic, sleep=time.sleep, poll_s=None, listen_timeout=LISTEN_WAIT_S):
+            clock=time.monotonic, sleep=time.sleep, poll_s=None, listen_timeout=LISTEN_WAIT_S, hold_dir=None,
+            replaces=None):
     """Put worker_url back in rotation and wait until the router lists it healthy.
 
     First worker_url + health_path must answer 200 (polled here, so that the router's own wait in
     POST /add_worker is short and nothing is added after this call gave up); then POST /add_worker; then
     GET /workers must show it healthy. In rotation already: nothing is added (changed False), its health is
     still awaited. Check mode: reads the list only. Returns changed, workers_before, workers_after,
-    waited_s, router_wait_s, msg; failures raise RouterAdminError."""
+    waited_s, router_wait_s, msg; failures raise RouterAdminError. hold_dir: its hold is released once the
+    router lists it healthy (the pool keeper adds it again after a router restart), and so is the hold of
+    replaces (the URL the pair was drained under when it now serves on another port)."""
     router_url, worker_url = normalize_url(router_url), normalize_url(worker_url)
     poll_s = poll_s or POLL_S
     router_wait = wait_listening(router_url, listen_timeout, clock, sleep, poll_s)
@@ -349,6 +426,9 @@ def restore(router_url, worker_url, timeout=600, check_mode=False, health_path=H
                 worker_url, 'listed but not healthy' if state else 'not listed', router_url, timeout),
                 changed=changed, workers_before=before, workers_after=sorted(states))
         sleep(poll_s)
+    release(hold_dir, worker_url)
+    if replaces:
+        release(hold_dir, replaces)
     waited = round(clock() - start, 3)
     result.update(workers_after=list_workers(router_url), waited_s=waited,
                   msg=('put %s back in rotation (healthy after %.1f s)' % (worker_url, waited) if changed

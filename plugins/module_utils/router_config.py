@@ -11,11 +11,18 @@ argv rendered here. Input: the pair list of ``pairs.py`` (``validate_pairs``), e
 and the router settings (the role's ``router_*`` knobs without the prefix, see ``DEFAULTS``).
 
 Only flags that vllm-router ``ROUTER_VERSION`` has are written (read from its ``vllm-router --help``):
-``--host --port --worker-urls --policy --cache-threshold --balance-abs-threshold
+``--host --port --policy --cache-threshold --balance-abs-threshold
 --balance-rel-threshold --health-check-interval-secs --health-check-timeout-secs
 --health-failure-threshold --health-success-threshold --health-check-endpoint
 --cb-failure-threshold --cb-timeout-duration-secs --worker-startup-timeout-secs
 --worker-startup-check-interval --request-timeout-secs --prometheus-host --prometheus-port --log-level``.
+
+No ``--worker-urls``: vllm-router 0.1.17 does not listen until every ``--worker-urls`` entry answers (up to
+``--worker-startup-timeout-secs``, then it exits), so one pair that is down would keep the router, and every other
+pair behind it, unreachable. Started with none it listens at once (``GET /list_workers`` -> ``{"urls": []}``,
+requests 503 ``No workers are currently available``), and the pool keeper (``roles/router/files/routerpool.py``,
+``router_admin.reconcile``) adds each pair through ``POST /add_worker`` as soon as its ``/health`` answers.
+The pairs are in the pool keeper's file (``pool_config``), not on the command line.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -92,6 +99,38 @@ def eviction_bound_s(settings):
     failure_threshold failed checks may wait a whole interval and then its whole timeout."""
     s = settings_with_defaults(settings)
     return s['health_failure_threshold'] * (s['health_check_interval_s'] + s['health_check_timeout_s'])
+
+
+# The drain's margin over the router's request timeout: the router's health bound and the settle reads.
+DRAIN_MARGIN_S = 10
+
+
+def drain_timeout_s(settings, requested=None):
+    """(seconds, errors): how long a rolling operation waits for a drained pair's requests.
+
+    vllm-router cuts every request it forwards at --request-timeout-secs (measured, 0.1.17: a longer one fails
+    with 500 "Request failed" and is retried on a worker still in rotation, never on the drained one), so no
+    request it sent to a pair outlives that timeout: the drain waits router_request_timeout_s + DRAIN_MARGIN_S.
+    A recipe whose requests can run longer (long-context prefill: seed 001, 16.6 min to the first token at
+    980K) needs a larger router_request_timeout_s, and the drain follows it. requested
+    (ds4_rolling_drain_timeout) may lengthen the wait, never shorten it below the request timeout."""
+    s = settings_with_defaults(settings)
+    if not _is_int(s['request_timeout_s']) or s['request_timeout_s'] < 1:
+        return None, ['router_request_timeout_s = %r: must be an integer of at least 1' % (s['request_timeout_s'],)]
+    derived = s['request_timeout_s'] + DRAIN_MARGIN_S
+    if requested in (None, ''):
+        return derived, []
+    if not _is_int(requested) and not (isinstance(requested, str) and requested.isdigit()):
+        return None, ['ds4_rolling_drain_timeout = %r: must be a number of seconds. Fix: remove it (the drain then '
+                      'waits %d s, the router\'s request timeout + %d s)' % (requested, derived, DRAIN_MARGIN_S)]
+    requested = int(requested)
+    if requested < s['request_timeout_s']:
+        return None, ['ds4_rolling_drain_timeout = %d s is shorter than the router\'s request timeout (router_request_timeout_s '
+                      '= %d s): a request in flight on the drained pair may run that long and would be cut by the '
+                      'restart. Fix: remove ds4_rolling_drain_timeout (the drain waits %d s), or lower '
+                      'router_request_timeout_s if the recipe\'s requests are shorter'
+                      % (requested, s['request_timeout_s'], derived)]
+    return max(requested, derived), []
 
 
 def _host_ok(host):
@@ -214,13 +253,13 @@ def worker_urls(pairs):
     return [worker_url(p) for p in sorted(pairs, key=lambda p: p['name'])]
 
 
-def router_argv(pairs, settings, binary='vllm-router'):
-    """The router's command line (a list of words). Call check_pairs/check_settings first."""
+def router_argv(settings, binary='vllm-router'):
+    """The router's command line (a list of words; no worker: the pool keeper adds them). Call check_settings
+    first."""
     s = settings_with_defaults(settings)
     argv = [binary,
             '--host', s['listen_host'], '--port', str(s['listen_port']),
-            '--worker-urls'] + worker_urls(pairs) + [
-        '--policy', s['policy']]
+            '--policy', s['policy']]
     if s['policy'] == 'cache_aware':
         argv += ['--cache-threshold', _num(s['cache_threshold']),
                  '--balance-abs-threshold', str(s['balance_abs_threshold']),
@@ -256,12 +295,16 @@ def exec_start(argv):
     return ' '.join(systemd_quote(w) for w in argv)
 
 
-def plan(pairs, settings, binary='vllm-router'):
-    """Everything the role needs: errors (empty when valid), worker_urls, argv, exec_start, the eviction bound."""
+def plan(pairs, settings, binary='vllm-router', drain_timeout=None):
+    """Everything the role needs: errors (empty when valid), worker_urls (the pool keeper's list), argv,
+    exec_start, the eviction bound, drain_timeout_s (drain_timeout_s(); drain_timeout: ds4_rolling_drain_timeout)."""
     errors = check_pairs(pairs) + check_settings(settings)
+    drain_s, drain_errors = (None, []) if errors else drain_timeout_s(settings, drain_timeout)
+    errors += drain_errors
     if errors:
-        return {'errors': errors, 'worker_urls': [], 'argv': [], 'exec_start': '', 'eviction_bound_s': None}
-    argv = router_argv(pairs, settings, binary)
+        return {'errors': errors, 'worker_urls': [], 'argv': [], 'exec_start': '', 'eviction_bound_s': None,
+                'drain_timeout_s': None}
+    argv = router_argv(settings, binary)
     return {'errors': [], 'worker_urls': worker_urls(pairs), 'argv': argv, 'exec_start': exec_start(argv),
-            'eviction_bound_s': eviction_bound_s(settings), 'session_headers': list(SESSION_HEADERS),
-            'router_version': ROUTER_VERSION}
+            'drain_timeout_s': drain_s, 'eviction_bound_s': eviction_bound_s(settings),
+            'session_headers': list(SESSION_HEADERS), 'router_version': ROUTER_VERSION}

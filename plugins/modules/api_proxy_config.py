@@ -67,15 +67,13 @@ options:
         restart). While it exists C(/health) answers 503, so a router or load balancer takes the pair out of rotation
         (vLLM's own C(/health) stays 200 with a dead peer). Unset = C(/health) is vLLM's.
     type: path
-  router_public_port:
+  pass_client_key:
     description:
-      - Several pairs, on the router's host only. A second server on this port, with the same allowlist and keys,
-        in front of vllm-router on 127.0.0.1 O(router_upstream_port). The client's key is passed on to the router
-        (every pair head's proxy checks it again). Unset = no router server.
-    type: int
-  router_upstream_port:
-    description: vllm-router's loopback port (role dgxspark.ds4.router, C(router_listen_port)).
-    type: int
+      - The router's front (several pairs, on the router's host, an nginx instance of its own) - O(upstream_port) is
+        vllm-router's loopback port and the client's key is passed on to it (every pair head's proxy checks it
+        again) instead of being replaced by O(upstream_api_key). Not with O(health_gate).
+    type: bool
+    default: false
   endpoints:
     description:
       - The allowlist, exact paths. Each item has C(path), C(auth) (bool, default true) and C(methods) (list).
@@ -195,8 +193,7 @@ def main():
             upstream_host=dict(type='str', default='127.0.0.1'),
             upstream_port=dict(type='int'),
             health_gate=dict(type='path'),
-            router_public_port=dict(type='int'),
-            router_upstream_port=dict(type='int'),
+            pass_client_key=dict(type='bool', default=False),
             endpoints=dict(type='list', elements='dict'),
             api_keys=dict(type='list', elements='str', default=[], no_log=True),
             upstream_api_key=dict(type='str', default='', no_log=True),
@@ -209,7 +206,6 @@ def main():
             validate=dict(type='bool', default=True),
         ),
         required_if=[('state', 'present', ('public_port', 'upstream_port'))],
-        required_together=[('router_public_port', 'router_upstream_port')],
         supports_check_mode=True,
     )
     p = module.params
@@ -231,8 +227,8 @@ def main():
                 read_timeout_s=p['read_timeout_s'])
     if p['health_gate']:
         spec['health_gate'] = p['health_gate']
-    if p['router_public_port'] is not None:
-        spec['router'] = dict(public_port=p['router_public_port'], upstream_port=p['router_upstream_port'])
+    if p['pass_client_key']:
+        spec['pass_client_key'] = True
     try:
         conf = render_proxy_conf(spec)
         keys = render_proxy_keys(p['api_keys'], p['upstream_api_key'] or '')

@@ -98,6 +98,13 @@ options:
         description: What listens there (a comment in the ruleset).
         type: str
         default: service
+  vrrp_peers:
+    description:
+      - The other router hosts' IPv4 addresses (role C(dgxspark.ds4.router) with C(ds4_router_vip)) - VRRP (IP protocol
+        112) is accepted from them and dropped from anyone else. Empty = no VRRP rule.
+    type: list
+    elements: str
+    default: []
   nft_bin:
     description: The nft binary. Default found on PATH (C(/usr/sbin/nft)).
     type: path
@@ -187,6 +194,7 @@ def main():
                 allow=dict(type='str', required=True, choices=['clients', 'fabric']),
                 name=dict(type='str', default='service'),
             )),
+            vrrp_peers=dict(type='list', elements='str', default=[]),
             nft_bin=dict(type='path'),
         ),
         required_if=[('state', 'present', ('api_port', 'master_port'))],
@@ -215,7 +223,7 @@ def main():
     spec = dict(table=p['table'], family=p['family'], api_port=p['api_port'], upstream_port=p['upstream_port'],
                 master_port=p['master_port'], allowed_networks=p['allowed_networks'],
                 fabric_addresses=p['fabric_addresses'], self_address=p['self_address'],
-                ephemeral_ports=p['ephemeral_ports'], service_ports=p['service_ports'])
+                ephemeral_ports=p['ephemeral_ports'], service_ports=p['service_ports'], vrrp_peers=p['vrrp_peers'])
     try:
         content = render_ruleset(spec)
         expected = expected_listing(spec)

@@ -88,6 +88,23 @@ options:
         C(No available workers) until a worker is back). Refused by default.
     type: bool
     default: false
+  hold_dir:
+    description:
+      - Directory of the router host's pool keeper holds (role C(dgxspark.ds4.router), its C(router_hold_dir)).
+        O(state=drained) holds the worker there before removing it, so the pool keeper, which adds every
+        configured pair that answers, does not put it back; O(state=present) releases it once the router lists it
+        healthy. Without it nothing is held.
+    type: path
+  replaces:
+    description:
+      - O(state=present) - the URL the pair was drained under, when it now serves on another (O(worker_url)); its
+        hold in O(hold_dir) is released too.
+    type: str
+  waits_for:
+    description:
+      - O(state=drained) - what O(drain_timeout) stands for, said in RV(msg) (for example the router's request
+        timeout it was derived from).
+    type: str
   listen_timeout:
     description:
       - How long to wait, in seconds, while the router's port refuses connections (a router that is starting binds
@@ -145,6 +162,11 @@ in_flight_waited_s:
   returned: always
   type: float
   sample: 3.52
+drain_timeout_s:
+  description: O(state=drained) - the longest wait for the in-flight requests (O(drain_timeout)); absent otherwise.
+  returned: when in-flight requests were awaited
+  type: int
+  sample: 1810
 in_flight_initial:
   description: The in-flight count read right after the removal; null when not read.
   returned: always
@@ -164,7 +186,8 @@ msg:
   description: One line saying what was done.
   returned: always
   type: str
-  sample: took http://192.0.2.10:8000 out of rotation; 2 in-flight request(s) finished in 3.5 s
+  sample: "took http://192.0.2.10:8000 out of rotation; waited up to 1810 s (the router's request timeout 1800 s + 10 s)
+    for its in-flight requests: 2 finished in 3.5 s"
 '''
 
 from ansible.module_utils.basic import AnsibleModule
@@ -191,6 +214,9 @@ def main():
             api_key=dict(type='str', no_log=True),
             allow_last=dict(type='bool', default=False),
             listen_timeout=dict(type='int', default=router_admin.LISTEN_WAIT_S),
+            hold_dir=dict(type='path'),
+            waits_for=dict(type='str'),
+            replaces=dict(type='str'),
         ),
         supports_check_mode=True,
     )
@@ -205,13 +231,16 @@ def main():
                 in_flight_fn=router_admin.in_flight_reader(p['worker_url'], p['metrics_url'],
                                                            p['router_metrics_url'], p['api_key']),
                 timeout=p['drain_timeout'], check_mode=module.check_mode, allow_last=p['allow_last'],
-                listen_timeout=p['listen_timeout'])
+                listen_timeout=p['listen_timeout'], hold_dir=p['hold_dir'], waits_for=p['waits_for'])
             result['waited_s'] = None
         else:
             result = router_admin.restore(p['router_url'], p['worker_url'], timeout=p['restore_timeout'],
-                                          check_mode=module.check_mode, listen_timeout=p['listen_timeout'])
+                                          check_mode=module.check_mode, listen_timeout=p['listen_timeout'],
+                                          hold_dir=p['hold_dir'], replaces=p['replaces'])
             result.update(in_flight_waited_s=None, in_flight_initial=None)
-    except router_admin.RouterAdminError as exc:
+    except (router_admin.RouterAdminError, IOError, OSError) as exc:
+        if not isinstance(exc, router_admin.RouterAdminError):
+            module.fail_json(msg='router_pool: hold_dir %s: %s' % (p['hold_dir'], exc), changed=False)
         fields = dict(exc.fields)
         fields.setdefault('changed', False)
         module.fail_json(msg=exc.msg, **fields)

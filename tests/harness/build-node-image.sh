@@ -25,8 +25,9 @@ PACKAGES=(systemd systemd-sysv dbus python3 procps iproute2 iputils-ping sudo do
           nginx curl
           # role monitoring (the distribution's Prometheus and node exporter, as apt installs them on DGX OS)
           prometheus prometheus-node-exporter
-          # role router (python3 -m venv for vllm-router's venv, as apt installs it on DGX OS)
-          python3-venv)
+          # role router (python3 -m venv for vllm-router's venv, as apt installs it on DGX OS; keepalived for the
+          # clients' one address with two routers, ds4_router_vip)
+          python3-venv keepalived)
 
 start=$(date +%s.%N)
 elapsed() { awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }

@@ -2,7 +2,8 @@
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The router test rig shared by test_router_sim.py and test_router_drain.py: vLLM simulator instances on
-127.0.0.1 standing in for pair heads (Sim), the real vllm-router started with router_config's argv (Router),
+127.0.0.1 standing in for pair heads (Sim), the real vllm-router started with router_config's argv and the role's
+pool keeper (roles/router/files/routerpool.py) adding the pairs to it (Router),
 a steady client load through it (Load), and where the router binary comes from (find_router). The pytest
 fixtures router_bin and rig are in conftest.py."""
 
@@ -137,11 +138,15 @@ class Sim(object):
             self.proc.wait(10)
 
 
-class Router(object):
-    """The real vllm-router, started with router_config's argv for the given pair heads (anything with a .port
-    on 127.0.0.1: Sim, or a test's own server); extra_args are appended to that argv."""
+POOL_KEEPER = os.path.join(REPO, "roles", "router", "files", "routerpool.py")
 
-    def __init__(self, binary, sims, tmp_path, extra_args=(), **settings):
+
+class Router(object):
+    """The real vllm-router, started with router_config's argv (no worker) and the role's pool keeper adding the
+    given pair heads (anything with a .port on 127.0.0.1: Sim, or a test's own server); extra_args are appended to
+    that argv. wait_pairs: wait until the router lists every pair (False: a test that keeps one down)."""
+
+    def __init__(self, binary, sims, tmp_path, extra_args=(), wait_pairs=True, **settings):
         self.port, self.metrics_port = free_port(), free_port()
         pairs = [{"name": "spark_pair%d" % (i + 1), "head": "spark%d" % (2 * i + 1), "api_host": "127.0.0.1",
                   "api_port": s.port, "served_model": MODEL, "profile": "balanced"} for i, s in enumerate(sims)]
@@ -163,6 +168,32 @@ class Router(object):
                 pass
             assert time.monotonic() < deadline, "vllm-router did not answer: %s" % self.tail()
             time.sleep(0.1)
+        self.worker_urls = plan["worker_urls"]
+        self.pool_config = str(tmp_path / "router-pool.json")
+        # a drain holds its pair here, or the pool keeper puts it straight back (it answers /health)
+        self.hold_dir = str(tmp_path / "hold")
+        with open(self.pool_config, "w") as handle:
+            json.dump({"router_url": self.base, "workers": self.worker_urls, "hold_dir": self.hold_dir,
+                       "poll_s": 0.2}, handle)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.pool_log = open(str(tmp_path / "router-pool.log"), "w")
+        # the keeper imports router_admin from ansible_collections/ next to itself on a router host; here from
+        # the collection link
+        env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(_LINK_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+        self.pool = subprocess.Popen([sys.executable, POOL_KEEPER, self.pool_config], stdout=self.pool_log,
+                                     stderr=subprocess.STDOUT, env=env)
+        if wait_pairs:
+            assert wait_until(lambda: sorted(self.listed()) == sorted(self.worker_urls), 30), \
+                "the pool keeper did not add %s: %s" % (self.worker_urls, self.pool_tail())
+
+    def pool_tail(self, n=10):
+        self.pool_log.flush()
+        with open(self.pool_log.name, errors="replace") as handle:
+            return "".join(handle.readlines()[-n:])
+
+    def listed(self):
+        """GET /list_workers."""
+        return json.loads(http_get(self.url("/list_workers"))[1])["urls"]
 
     def url(self, path):
         return "http://127.0.0.1:%d%s" % (self.port, path)
@@ -196,10 +227,14 @@ class Router(object):
             return resp.status, json.loads(resp.read().decode())
 
     def stop(self):
+        if self.pool.poll() is None:
+            self.pool.kill()
+            self.pool.wait(10)
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
         self.log.close()
+        self.pool_log.close()
 
 
 class Load(object):

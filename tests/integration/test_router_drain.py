@@ -37,7 +37,8 @@ def test_drain_under_load_then_restore(rig):
         assert wait_until(lambda: router_admin.vllm_in_flight(pair_a.url) >= 1, 10), "no load reached A"
         served_a0 = pair_a.served()
         t_start = time.monotonic()
-        drained = router_admin.drain(router.base, pair_a.url, in_flight_fn=read_a, timeout=30)
+        drained = router_admin.drain(router.base, pair_a.url, in_flight_fn=read_a, timeout=30,
+                                     hold_dir=router.hold_dir)
         t_drained = time.monotonic()
         served_a1 = pair_a.served()
         assert drained['changed'] is True and drained['workers_after'] == [pair_b.url], drained
@@ -51,17 +52,18 @@ def test_drain_under_load_then_restore(rig):
             time.sleep(0.1)
         assert set(window) == {0}, window
         assert pair_a.served() == served_a1 and pair_b.served() > served_b
-        again = router_admin.drain(router.base, pair_a.url, in_flight_fn=read_a, timeout=30)
+        again = router_admin.drain(router.base, pair_a.url, in_flight_fn=read_a, timeout=30,
+                                   hold_dir=router.hold_dir)
         assert again['changed'] is False and again['workers_before'] == again['workers_after'] == [pair_b.url]
         # the restart of pair A, then back
         pair_a.stop()
         t_up = pair_a.start()
-        restored = router_admin.restore(router.base, pair_a.url, timeout=30)
+        restored = router_admin.restore(router.base, pair_a.url, timeout=30, hold_dir=router.hold_dir)
         t_restored = time.monotonic()
         assert restored['changed'] is True and sorted(restored['workers_after']) == sorted([pair_a.url, pair_b.url])
         served_again = wait_until(lambda: pair_a.served() > 0, 10)
         assert served_again is not None, "A restored but no request reached it: %s" % router.tail()
-        again = router_admin.restore(router.base, pair_a.url, timeout=30)
+        again = router_admin.restore(router.base, pair_a.url, timeout=30, hold_dir=router.hold_dir)
         assert again['changed'] is False
     finally:
         load.stop()

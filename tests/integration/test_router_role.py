@@ -45,7 +45,9 @@ def _play(tmp_path, *extra, **kwargs):
     play.write_text(PLAY)
     evars = {"router_pairs": kwargs.get("pairs", PAIRS), "router_venv": str(tmp_path / "opt" / "router-venv"),
              "router_python": sys.executable, "router_unit_dir": str(tmp_path / "units"),
-             "router_manage_service": False, "ansible_python_interpreter": sys.executable}
+             "router_manage_service": False, "ansible_python_interpreter": sys.executable,
+             "router_libexec_dir": str(tmp_path / "opt" / "libexec"),
+             "router_pool_config_path": str(tmp_path / "opt" / "etc" / "router-pool.json")}
     evars.update(kwargs.get("evars", {}))
     (tmp_path / "units").mkdir(exist_ok=True)
     env = dict(os.environ)
@@ -82,6 +84,52 @@ def test_bad_input_refused_before_any_change(tmp_path, kwargs, expected):
     assert not (tmp_path / "opt").exists() and os.listdir(str(tmp_path / "units")) == []
 
 
+def _local_vrrp():
+    """router_vrrp_* for this machine as the first of two router hosts: its first non-loopback IPv4 address (the
+    interface the role must find), a peer and a VIP in that network; None when it has none."""
+    import ipaddress
+    ran = subprocess.run(["ip", "-j", "-4", "addr", "show"], capture_output=True, text=True, check=False)
+    for link in json.loads(ran.stdout or "[]"):
+        for info in link.get("addr_info") or []:
+            iface = ipaddress.ip_interface("%s/%s" % (info["local"], info["prefixlen"]))
+            if iface.ip.is_loopback or iface.network.num_addresses < 8:
+                continue
+            free = [str(a) for a in iface.network.hosts() if a != iface.ip][-2:]
+            return link["ifname"], {"router_vrrp_vip": "%s/%d" % (free[1], iface.network.prefixlen),
+                                    "router_vrrp_hosts": [{"host": "localhost", "address": str(iface.ip)},
+                                                          {"host": "peer", "address": free[0]}],
+                                    "router_vrrp_auth_pass": "s3cret"}
+    return None
+
+
+def test_check_mode_with_a_vip_finds_the_interface_and_shows_the_keepalived_unit(tmp_path):
+    local = _local_vrrp()
+    if local is None:
+        pytest.skip("no non-loopback IPv4 network here")
+    ifname, evars = local
+    evars["router_vrrp_config_path"] = str(tmp_path / "opt" / "etc" / "keepalived.conf")
+    proc = _play(tmp_path, "--check", "--diff", "-v", evars=evars)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "%s on %s (VRRP priority 150, peers %s)" % (evars["router_vrrp_vip"], ifname,
+                                                      evars["router_vrrp_hosts"][1]["address"]) in proc.stdout
+    assert "+ExecStart=/usr/sbin/keepalived --dont-fork --vrrp --use-file=%s" % evars["router_vrrp_config_path"] \
+        in proc.stdout, proc.stdout[-3000:]
+    # the configuration holds the VRRP secret: no diff of it, and nothing else shows it (-v)
+    assert "s3cret" not in proc.stdout and "auth_pass" not in proc.stdout
+    assert not (tmp_path / "opt").exists() and os.listdir(str(tmp_path / "units")) == []
+
+
+def test_a_vip_without_its_secret_is_refused_before_any_change(tmp_path):
+    local = _local_vrrp()
+    if local is None:
+        pytest.skip("no non-loopback IPv4 network here")
+    evars = dict(local[1], router_vrrp_auth_pass="")
+    proc = _play(tmp_path, evars=evars)
+    assert proc.returncode != 0
+    assert "router_vrrp (keepalived on localhost): auth_pass: 1-8 characters" in proc.stdout, proc.stdout[-3000:]
+    assert not (tmp_path / "opt").exists() and os.listdir(str(tmp_path / "units")) == []
+
+
 def test_install_writes_the_unit_and_second_run_changes_nothing(tmp_path):
     proc = _play(tmp_path)
     if proc.returncode != 0 and "vllm-router" in proc.stdout and "pip" in proc.stdout.lower():
@@ -99,8 +147,26 @@ def test_install_writes_the_unit_and_second_run_changes_nothing(tmp_path):
     unit = (tmp_path / "units" / "dgxspark-ds4-router.service").read_text()
     exec_line = [ln for ln in unit.splitlines() if ln.startswith("ExecStart=")][0]
     argv = shlex.split(exec_line[len("ExecStart="):])
-    assert argv == router_config.router_argv(PAIRS, {}, str(binary))
-    assert "--worker-urls http://192.0.2.10:8000 http://192.0.2.12:8000" in exec_line
+    assert argv == router_config.router_argv({}, str(binary))
+    # no worker on the command line (the router would wait for every one): the pool keeper's file has them
+    assert "--worker-urls" not in exec_line and "192.0.2" not in exec_line
+    pool = json.loads((tmp_path / "opt" / "etc" / "router-pool.json").read_text())
+    assert pool["workers"] == ["http://192.0.2.10:8000", "http://192.0.2.12:8000"]
+    assert pool["router_url"] == "http://127.0.0.1:30000" and pool["hold_dir"] == "/run/dgxspark-ds4/router-hold"
+    pool_unit = (tmp_path / "units" / "dgxspark-ds4-router-pool.service").read_text()
+    keeper = str(tmp_path / "opt" / "libexec" / "routerpool.py")
+    assert "ExecStart=%s %s %s" % (sys.executable, keeper, pool["router_url"] and
+                                   str(tmp_path / "opt" / "etc" / "router-pool.json")) in pool_unit
+    # the installed keeper imports the installed router_admin (no collection on a router host) and says why it waits
+    with open(str(tmp_path / "pool.json"), "w") as handle:
+        json.dump(dict(pool, router_url="http://127.0.0.1:9", poll_s=0.2), handle)
+    try:
+        ran = subprocess.run([sys.executable, "-S", keeper, str(tmp_path / "pool.json")], capture_output=True, text=True,
+                             timeout=3, check=False, env={"PATH": os.environ["PATH"], "PYTHONUNBUFFERED": "1"})
+        out = ran.stdout + ran.stderr
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode() + (exc.stderr or b"").decode()
+    assert "pool keeper: 2 pair(s)" in out and "the router does not answer yet" in out, out
     assert "Restart=always" in unit and "DynamicUser=yes" in unit and "StartLimitIntervalSec=0" in unit
     # the rendered command line parses with the installed router's own argument parser
     parsed = subprocess.run([str(tmp_path / "opt" / "router-venv" / "bin" / "python"), "-c",
@@ -109,7 +175,7 @@ def test_install_writes_the_unit_and_second_run_changes_nothing(tmp_path):
                              "a.cb_timeout_duration_secs]))"] + argv[1:],
                             capture_output=True, text=True, check=False)
     assert parsed.returncode == 0, parsed.stderr
-    assert json.loads(parsed.stdout) == [["http://192.0.2.10:8000", "http://192.0.2.12:8000"], "cache_aware", 1, 5]
+    assert json.loads(parsed.stdout) == [[], "cache_aware", 1, 5]
     # systemd's own check of the unit file (unknown keys, bad ExecStart path) where systemd-analyze exists
     analyze = shutil.which("systemd-analyze")
     if analyze:

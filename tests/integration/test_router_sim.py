@@ -22,7 +22,7 @@ __metaclass__ = type
 import signal
 import time
 
-from router_rig import MAX_EVICTION_S, Load, http_get, wait_until  # pylint: disable=import-error
+from router_rig import MAX_EVICTION_S, Load, Router, http_get, wait_until  # pylint: disable=import-error
 
 
 def test_rendered_command_line_is_the_roles(rig):
@@ -161,3 +161,30 @@ def test_router_default_circuit_breaker_keeps_a_restarted_pair_out(rig):
     print("\nrouter with --cb-timeout-duration-secs 60 (vllm-router's default): pair healthy again, %d requests "
           "reached it in the next 8 s" % served)
     assert served == 0
+
+
+def test_pair_down_at_router_start_serves_at_once_and_joins_when_it_answers(rig, router_bin, tmp_path):
+    """vllm-router 0.1.17 with --worker-urls does not listen until every one answers; the role starts it without
+    and its pool keeper adds each pair that answers: with one pair down the router serves from the other at once,
+    and the pool keeper adds the missing one as soon as it answers /health."""
+    sims, router = rig()
+    router.stop()
+    down, up = sims
+    down.proc.kill()
+    down.proc.wait(10)
+    t0 = time.monotonic()
+    (tmp_path / "again").mkdir()
+    second = Router(router_bin, sims, tmp_path / "again", wait_pairs=False)
+    try:
+        assert wait_until(lambda: second.listed() == [up.url], 10), second.pool_tail()
+        assert second.complete("hello")[0] == 200
+        serving = time.monotonic() - t0
+        assert "waiting for %s" % down.url in second.pool_tail()
+        t_up = down.start()
+        t_in = wait_until(lambda: sorted(second.listed()) == sorted([down.url, up.url]), 30)
+        assert t_in, second.pool_tail()
+        assert wait_until(lambda: second.healthy() == {down.url: True, up.url: True}, 10)
+        print("\nrouter restarted with pair 1 down: serving from pair 2 %.2f s after the start; pair 1 added %.2f s "
+              "after it answered" % (serving, t_in - t_up))
+    finally:
+        second.stop()

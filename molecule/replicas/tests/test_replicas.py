@@ -7,9 +7,15 @@
 2. bench through the router (12 streams) = the sum of both pairs' aggregates (6 streams each, same test) within 5 %;
 3. a pair whose head rank is killed leaves the router's rotation within 5 s, the load sees no failed request
    beyond those in flight on that pair, and it comes back (pair guard) and serves again;
-4. restart.yml (rolling) under steady load: zero failed requests, both pairs restarted, one after the other;
-5. switch.yml to the throughput profile, then rollback.yml, under steady load: zero failed requests each
-   (about 245 s of the scenario's ~610 s on the 2-core CI machine; DS4_REPLICAS_SWITCH=0 skips it).
+4. the router restarted while a pair is down (its head frozen): it serves from the other pair at once, and its
+   pool keeper adds the missing pair as soon as it answers; the router's front is an nginx of its own: with its port
+   taken it does not start, and pair1's head proxy on the same host restarts and serves;
+5. restart.yml (rolling) under steady load: zero failed requests, both pairs restarted, one after the other;
+6. switch.yml to a recipe with another served name (dspark-c16) is refused up front, nothing touched; switch.yml to
+   the throughput profile on another API port (8888), then rollback.yml, under steady load: zero failed requests
+   each, the pair that serves a slow request (longer than the old fixed 600 s would be at this scale: the router's
+   request timeout is 90 s here) is drained only once it finished, the router's configuration lists only the live
+   URLs afterwards and a router restart serves at once (DS4_REPLICAS_SWITCH=0 skips it).
 
 Measured figures are printed as `FIGURE ...` lines (pytest -s) for docs/measurements.md.
 """
@@ -18,10 +24,14 @@ from __future__ import absolute_import, division, print_function
 
 import json
 import os
+import re
 import sys
+import threading
 import time
+from urllib.parse import quote
 
 import pytest
+import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
 import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
@@ -34,6 +44,13 @@ THROUGHPUT_PROFILE = os.path.join(d.PROJECT, 'inventories', 'throughput', 'group
 P1, P2 = 'spark_pair1', 'spark_pair2'
 NODES = {P1: (('spark1', 'head'), ('spark2', 'worker')), P2: (('spark3', 'head'), ('spark4', 'worker'))}
 MAX_EVICTION_S = 5.0
+ROUTER_UNIT, POOL_UNIT = 'dgxspark-ds4-router.service', 'dgxspark-ds4-router-pool.service'
+POOL_FILE = '/etc/dgxspark-ds4/router-pool.json'
+# the bound on "serves at once" after a router (re)start: it listens at once and its pool keeper polls every 1 s
+ROUTER_SERVES_S = 10.0
+# vars/replicas.yml: router_request_timeout_s 90 (production 1800): the drain waits 90 + 10 s
+REQUEST_TIMEOUT_S = 90
+ALT_PORT = 8888
 
 
 def figure(text):
@@ -58,9 +75,22 @@ def started(pair):
     return [d.started_at(n, role) for n, role in NODES[pair]]
 
 
-def both_in_rotation(timeout=120.0):
-    return d.wait_until('both pairs in the router\'s rotation', lambda: load.in_rotation(P1) and load.in_rotation(P2),
+def both_in_rotation(timeout=120.0, port=8000):
+    return d.wait_until('both pairs in the router\'s rotation', lambda: load.in_rotation(P1, port) and load.in_rotation(P2, port),
                         timeout, interval=0.5)
+
+
+def restart_router():
+    """systemctl restart of the router; seconds until a chat through the clients' address answers 200."""
+    t0 = time.monotonic()
+    d.node('spark1', 'systemctl', 'restart', ROUTER_UNIT)
+    t_ok = d.wait_until('a chat through the router after its restart',
+                        lambda: load.chat_once(timeout=5.0)[0] == 200 and time.monotonic(), 60, interval=0.1)
+    return t_ok - t0
+
+
+def pool_workers():
+    return json.loads(d.node('spark1', 'cat', POOL_FILE))['workers']
 
 
 def served_max_model_len():
@@ -168,6 +198,69 @@ def test_killed_pair_leaves_rotation_fast_and_comes_back():
         len(failed), in_flight, failed[:5])
 
 
+def test_router_restart_with_a_pair_down_serves_at_once_and_adds_it_when_it_answers():
+    """vllm-router with --worker-urls would not listen until every pair answers; the role starts it without and the
+    pool keeper adds each pair that answers /health. Pair 2's head frozen (docker pause: its address takes
+    connections and answers nothing, as a Spark that hangs or is cut off does) while the router restarts."""
+    both_in_rotation()
+    exec_start = [ln for ln in d.node('spark1', 'systemctl', 'cat', ROUTER_UNIT).splitlines() if ln.startswith('ExecStart=')]
+    assert len(exec_start) == 1 and '--worker-urls' not in exec_start[0] and 'http' not in exec_start[0], exec_start
+    d.node('spark3', 'docker', 'pause', d.container('head'))
+    try:
+        serving = restart_router()
+        assert load.router_workers() == [load.worker_url(P1)]
+        served = [load.chat_once()[0] for dummy in range(4)]
+    finally:
+        t_back = time.monotonic()
+        d.node('spark3', 'docker', 'unpause', d.container('head'), check=False)
+    t_in = d.wait_until('pair2 added by the pool keeper once it answers', lambda: load.in_rotation(P2) and time.monotonic(),
+                        60, interval=0.2)
+    journal = d.node('spark1', 'journalctl', '--no-pager', '-o', 'cat', '-n', '40', '-u', POOL_UNIT)
+    figure('router restarted with pair2 down: serving from pair1 %.2f s after the restart (bound %.0f s); pair2 added '
+           '%.2f s after it answered again' % (serving, ROUTER_SERVES_S, t_in - t_back))
+    assert served == [200] * 4
+    assert serving <= ROUTER_SERVES_S
+    assert 'waiting for %s' % load.worker_url(P2) in journal and 'added %s' % load.worker_url(P2) in journal, journal
+    assert t_in - t_back <= ROUTER_SERVES_S
+
+
+def test_router_front_is_its_own_nginx_a_fault_there_leaves_the_head_proxy_serving():
+    """The router's front (clients' address :8080) is an nginx instance of its own: with its port taken by another
+    process it cannot start, and pair1's head proxy (:8000 on the same host) restarts and serves all the same."""
+    front, proxy = 'dgxspark-ds4-router-front.service', 'dgxspark-ds4-proxy.service'
+    assert d.unit_show('spark1', front, 'ActiveState')['ActiveState'] == 'active'
+    assert '8080' not in d.node('spark1', 'cat', '/etc/dgxspark-ds4/proxy/nginx.conf')
+    head_url = 'http://%s:%s' % (d.ip(11), pool_workers()[0].rsplit(':', 1)[1])  # pair1's API port now
+    d.node('spark1', 'systemctl', 'stop', front)
+    squat = ("import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+             "s.bind(('0.0.0.0', 8080)); s.listen(1); time.sleep(300)")
+    d.node('spark1', 'systemd-run', '--unit=ds4-test-squat-8080', '/usr/bin/python3', '-c', squat)
+    try:
+        taken = ("import socket, sys\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                 "try:\n    s.bind(('0.0.0.0', 8080))\nexcept OSError:\n    sys.exit(0)\nsys.exit(1)\n")
+        d.wait_until('another process on :8080', lambda: d.node('spark1', 'python3', '-c', taken) is not None, 10,
+                     interval=0.2)
+        d.node('spark1', 'systemctl', 'restart', front, check=False)
+        # Type=simple: active at once, then nginx gives up binding (5 tries 0.5 s apart) and systemd retries it
+        front_state = d.wait_until('the front fails on its taken port', lambda: d.unit_show(
+            'spark1', front, 'ActiveState', 'SubState')['SubState'] in ('auto-restart', 'failed') and d.unit_show(
+                'spark1', front, 'SubState')['SubState'], 20, interval=0.2)
+        t_restart = time.monotonic()
+        d.node('spark1', 'systemctl', 'restart', proxy)
+        head = d.wait_until('pair1\'s head proxy serves after its restart',
+                            lambda: [r for r in [load.chat_once(url=head_url, timeout=5.0)]
+                                     if r[0] == 200], 20, interval=0.2)[0]
+        head_s = time.monotonic() - t_restart
+    finally:
+        d.node('spark1', 'systemctl', 'stop', 'ds4-test-squat-8080', check=False)
+        d.node('spark1', 'systemctl', 'reset-failed', front, check=False)
+        d.node('spark1', 'systemctl', 'restart', front, check=False)
+    figure('router front with its port taken: front %s, pair1\'s head proxy restarted and answered %s %.2f s later'
+           % (front_state, head[0], head_s))
+    assert head == (200, None)
+    d.wait_until('the front serves again', lambda: load.chat_once(timeout=5.0)[0] == 200, 30, interval=0.2)
+
+
 def test_rolling_restart_under_load_no_failed_request_one_pair_at_a_time():
     both_in_rotation()
     before = dict((p, started(p)) for p in (P1, P2))
@@ -180,24 +273,120 @@ def test_rolling_restart_under_load_no_failed_request_one_pair_at_a_time():
     both_in_rotation(30)
 
 
+def _hold_out(pair, port=8000):
+    """Test setup: take a pair out of the router the way a drain does (hold, then /remove_worker)."""
+    url = load.worker_url(pair, port)
+    d.node('spark1', 'sh', '-c', 'mkdir -p /run/dgxspark-ds4/router-hold && echo %s > /run/dgxspark-ds4/router-hold/%s'
+           % (url, quote(url, safe='')))
+    assert load.router_admin('POST', '/remove_worker?url=' + quote(url, safe=''))[0] == 200
+
+
+def _put_back(pair, port=8000):
+    url = load.worker_url(pair, port)
+    d.node('spark1', 'rm', '-f', '/run/dgxspark-ds4/router-hold/' + quote(url, safe=''))
+    d.wait_until('%s back (pool keeper)' % pair, lambda: load.in_rotation(pair, port), 30, interval=0.2)
+
+
+class SlowRequest(object):
+    """One chat through the router that runs `seconds` (50 tokens/s in the simulator), in a thread."""
+
+    def __init__(self, seconds):
+        self.seconds, self.result, self.t0, self.t1 = seconds, None, None, None
+        self.thread = threading.Thread(target=self._run)
+        self.thread.daemon = True
+
+    def _run(self):
+        self.t0 = time.monotonic()
+        # not one of the simulator's fixed prompts: filler, exactly max_tokens tokens at 50 tokens/s
+        self.result = load.chat_once(prompt='Tell a long story about the sea.', max_tokens=int(self.seconds * 50),
+                                     timeout=self.seconds * 3)
+        self.t1 = time.monotonic()
+
+    def start(self):
+        self.thread.start()
+        return self
+
+
 @pytest.mark.skipif(os.environ.get('DS4_REPLICAS_SWITCH', '1') == '0', reason='DS4_REPLICAS_SWITCH=0')
-def test_rolling_switch_then_rollback_under_load_no_failed_request():
-    assert served_max_model_len() == 131072
+def test_switch_to_another_served_name_is_refused_up_front():
     before = dict((p, started(p)) for p in (P1, P2))
-    with load.HealthWindows() as health, load.SteadyLoad(threads=6, max_seconds=600) as steady:
-        _out, took = playbook('switch.yml', {'ds4_profile': 'throughput'}, var_files=[THROUGHPUT_PROFILE])
+    layer = os.path.join(d.PROJECT, 'inventories', 'dspark-c16', 'group_vars', 'spark', 'profile.yml')
+    with open(layer) as handle:
+        version = yaml.safe_load(handle)['ds4_profile_config']['image']['vllm_version']
+    overrides = dict(d.BASE_OVERRIDES, env={'VLLM_SIM_VERSION': version})
+    rc, out = d.run_playbook('switch.yml', {'ds4_profile': 'dspark-c16', 'ds4_site_overrides': overrides},
+                             var_files=[SCENARIO_VARS, layer])
+    assert rc != 0, out[-3000:]
+    assert "serves 'deepseek-v4-flash'" in out and "serves 'deepseek-v4-flash-dspark'" in out, out[-3000:]
+    assert 'Nothing was changed. Fix: keep the served name' in out, out[-3000:]
+    assert dict((p, started(p)) for p in (P1, P2)) == before
+    assert pool_workers() == [load.worker_url(P1), load.worker_url(P2)]
+    figure('switch.yml to dspark-c16 (served name deepseek-v4-flash-dspark): refused up front, no pair touched')
+
+
+@pytest.mark.skipif(os.environ.get('DS4_REPLICAS_SWITCH', '1') == '0', reason='DS4_REPLICAS_SWITCH=0')
+def test_rolling_switch_to_another_port_then_rollback_under_load_no_failed_request():
+    """throughput on port 8888 (as the dspark recipes use): the drain takes the URL the router lists (:8000), the
+    restore puts back :8888; a slow request in flight on pair1 (80 s, under the router's 90 s request timeout) is
+    waited for; afterwards the router's configuration lists only the :8888 URLs and a router restart serves at once."""
+    assert served_max_model_len() == 131072
+    overrides = dict(d.BASE_OVERRIDES, api={'port': ALT_PORT})
+    before = dict((p, started(p)) for p in (P1, P2))
+    # the slow request lands on pair1, the first pair the switch drains: pair2 held out while it is sent
+    _hold_out(P2)
+    slow = SlowRequest(80).start()
+    d.wait_until('the slow request running on pair1', lambda: load.running_count(P1) >= 1, 20, interval=0.2)
+    _put_back(P2)
+    with load.HealthWindows(ports=(8000, ALT_PORT)) as health, load.SteadyLoad(threads=6, max_seconds=900) as steady:
+        t_switch = time.monotonic()
+        out, took = playbook('switch.yml', {'ds4_profile': 'throughput', 'ds4_site_overrides': overrides},
+                             var_files=[THROUGHPUT_PROFILE])
+    slow.thread.join(120)
     after = dict((p, started(p)) for p in (P1, P2))
-    figure('switch.yml balanced -> throughput (rolling) took %.1f s' % took)
+    # the YAML callback folds long lines: read the run's words
+    # one drain per pair at each router (spark1's, spark3's: the two router hosts behind the VIP), in that order
+    drained = re.findall(r'(spark_pair\d) at the router on (spark\d): took (\S+) out of rotation; waited up to (\d+) s '
+                         r'\(([^)]*)\) for its in-flight requests: (\d+) finished in ([0-9.]+) s', ' '.join(out.split()))
+    figure('switch.yml balanced -> throughput on port %d (rolling) took %.1f s; drains (pair, URL, bound s, in flight, '
+           'waited s) %s; the slow request (%s s, HTTP %s) ended %.1f s after the switch started, pair1 stopped '
+           'answering %.1f s after it ended'
+           % (ALT_PORT, took, [(p, r, u, w, n, s_) for p, r, u, w, _why, n, s_ in drained], slow.seconds, slow.result[0],
+              slow.t1 - t_switch, health.windows()[P1][0][0] - slow.t1))
     assert_no_failed('switch.yml', steady)
     assert_one_pair_at_a_time('switch.yml', health.windows(), before, after)
+    # the slow request finished (200, not cut) while pair1's drain waited for it: pair1 stopped answering only after
+    assert slow.result == (200, None), slow.result
+    first_down = health.windows()[P1][0][0]
+    assert slow.t1 > t_switch and first_down >= slow.t1 - 0.5, (slow.t1 - t_switch, first_down - slow.t1)
+    # each pair drained at both routers under the URL they listed (:8000), for the router's request timeout + 10 s,
+    # said so; the slow request (sent through spark1's front) was in flight at spark1's router
+    around = [m.start() for m in re.finditer('out of rotation', out)]
+    assert [(p, r, u) for p, r, u, _w, _why, _n, _s in drained] == [
+        (P1, 'spark1', load.worker_url(P1)), (P1, 'spark3', load.worker_url(P1)),
+        (P2, 'spark1', load.worker_url(P2)), (P2, 'spark3', load.worker_url(P2))], (
+        [out[max(0, i - 300):i + 400] for i in around[:3]] or out[-3000:])
+    assert all(int(w) == REQUEST_TIMEOUT_S + 10 and 'router_request_timeout_s %d s' % REQUEST_TIMEOUT_S in why
+               for _p, _r, _u, w, why, _n, _s in drained), drained
+    assert int(drained[0][5]) >= 1, drained[0]
     assert set(served_max_model_len() for dummy in range(6)) == {65536}, 'a pair still serves the old profile'
+    # the router's configuration lists only the live URLs, its unit none; a restart serves at once, both pairs back
+    live = [load.worker_url(P1, ALT_PORT), load.worker_url(P2, ALT_PORT)]
+    assert pool_workers() == live
+    assert load.router_workers() == sorted(live)
+    serving = restart_router()
+    both_in_rotation(ROUTER_SERVES_S, port=ALT_PORT)
+    figure('router restart after the switch: serving %.2f s after the restart, both :%d pairs in rotation'
+           % (serving, ALT_PORT))
+    assert serving <= ROUTER_SERVES_S
 
-    both_in_rotation(30)
     before = after
-    with load.HealthWindows() as health, load.SteadyLoad(threads=6, max_seconds=600) as steady:
+    with load.HealthWindows(ports=(8000, ALT_PORT)) as health, load.SteadyLoad(threads=6, max_seconds=600) as steady:
         _out, took = playbook('rollback.yml')
     after = dict((p, started(p)) for p in (P1, P2))
-    figure('rollback.yml (rolling) took %.1f s' % took)
+    figure('rollback.yml (rolling, back to port 8000) took %.1f s' % took)
     assert_no_failed('rollback.yml', steady)
     assert_one_pair_at_a_time('rollback.yml', health.windows(), before, after)
     assert set(served_max_model_len() for dummy in range(6)) == {131072}
+    assert pool_workers() == [load.worker_url(P1), load.worker_url(P2)]
+    both_in_rotation(30)
+    assert load.router_workers() == sorted([load.worker_url(P1), load.worker_url(P2)])

@@ -32,9 +32,9 @@ PAIRS = {'spark_pair1': ('spark1', ip(11)), 'spark_pair2': ('spark3', ip(13))}
 VLLM_UPSTREAM = 'http://127.0.0.1:8001'
 
 
-def worker_url(pair):
-    """The pair's head as the router lists it."""
-    return 'http://%s:8000' % node_container(PAIRS[pair][0])
+def worker_url(pair, port=8000):
+    """The pair's head as the router lists it (the API port of the recipe it runs)."""
+    return 'http://%s:%d' % (node_container(PAIRS[pair][0]), port)
 
 
 def _exec(node, *argv):
@@ -42,9 +42,9 @@ def _exec(node, *argv):
                           universal_newlines=True, check=False, timeout=20)
 
 
-def _get_in(node, url):
-    """GET url from inside a node (curl); (status or None, body)."""
-    proc = _exec(node, 'curl', '-sS', '-m', '5', '-w', '\n%{http_code}', url)
+def _get_in(node, url, method='GET'):
+    """GET (or POST) url from inside a node (curl); (status or None, body)."""
+    proc = _exec(node, 'curl', '-sS', '-m', '5', '-X', method, '-w', '\n%{http_code}', url)
     body, _nl, code = proc.stdout.rpartition('\n')
     try:
         return int(code), body
@@ -76,26 +76,31 @@ def running_count(pair):
     return int(total)
 
 
-def router_health():
-    """{worker url: healthy} from vllm-router's GET /workers (its health checker's view)."""
-    status, body = _get_in(ROUTER_HOST, ROUTER_ADMIN + '/workers')
+def router_health(host=ROUTER_HOST):
+    """{worker url: healthy} from vllm-router's GET /workers (its health checker's view) on router host `host`."""
+    status, body = _get_in(host, ROUTER_ADMIN + '/workers')
     if status != 200:
         raise AssertionError('router /workers answered %s: %s' % (status, body[:300]))
     return dict((w['url'].rstrip('/'), w.get('is_healthy') is True) for w in json.loads(body).get('workers', []))
 
 
-def router_workers():
-    """The worker URLs in rotation (GET /list_workers)."""
-    status, body = _get_in(ROUTER_HOST, ROUTER_ADMIN + '/list_workers')
+def router_workers(host=ROUTER_HOST):
+    """The worker URLs in rotation (GET /list_workers) of the router on `host`."""
+    status, body = _get_in(host, ROUTER_ADMIN + '/list_workers')
     if status != 200:
         raise AssertionError('router /list_workers answered %s: %s' % (status, body[:300]))
     return sorted(u.rstrip('/') for u in json.loads(body).get('urls', []))
 
 
-def in_rotation(pair):
-    """The pair's head is listed by the router and healthy in its view."""
-    url = worker_url(pair)
-    return url in router_workers() and router_health().get(url) is True
+def in_rotation(pair, port=8000, host=ROUTER_HOST):
+    """The pair's head is listed by the router on `host` and healthy in its view."""
+    url = worker_url(pair, port)
+    return url in router_workers(host) and router_health(host).get(url) is True
+
+
+def router_admin(method, path):
+    """vllm-router's admin API on the router host (test setup only); (status, body)."""
+    return _get_in(ROUTER_HOST, ROUTER_ADMIN + path, method)
 
 
 def chat_once(url=ROUTER_URL, key=API_KEY, prompt='Reply with exactly: OK', max_tokens=8, timeout=30.0):
@@ -203,8 +208,8 @@ class HealthWindows(object):
     """Polls each pair head's API /health (through its proxy, no key needed) every `interval` s from the
     controller and records when each pair answered something else than 200: windows() -> {pair: [(t0, t1)]}."""
 
-    def __init__(self, interval=0.25):
-        self.interval = interval
+    def __init__(self, interval=0.25, ports=(8000,)):
+        self.interval, self.ports = interval, ports
         self.samples = dict((p, []) for p in PAIRS)
         self._stop = threading.Event()
         self._thread = None
@@ -212,11 +217,15 @@ class HealthWindows(object):
     def _poll(self):
         while not self._stop.is_set():
             for pair, (_node, addr) in PAIRS.items():
-                try:
-                    with urllib.request.urlopen('http://%s:8000/health' % addr, timeout=1.0) as resp:
-                        ok = resp.status == 200
-                except (urllib.error.URLError, OSError, ValueError):
-                    ok = False
+                ok = False
+                for port in self.ports:  # a switch to a recipe on another port: either one serving counts
+                    try:
+                        with urllib.request.urlopen('http://%s:%d/health' % (addr, port), timeout=1.0) as resp:
+                            ok = resp.status == 200
+                    except (urllib.error.URLError, OSError, ValueError):
+                        ok = False
+                    if ok:
+                        break
                 self.samples[pair].append((time.monotonic(), ok))
             self._stop.wait(self.interval)
 

@@ -132,31 +132,35 @@ def test_nginx_accepts_the_rendered_files(tmp_path):
     keys.write_text(x.render_proxy_keys([KEY_A, KEY_B], 'upstream-key-0123456789'))
     conf = tmp_path / 'nginx.conf'
     conf.write_text(x.render_proxy_conf(spec(keys_path=str(keys), pid_path=str(tmp_path / 'pid'), user='root',
-                                             health_gate='/run/dgxspark-ds4-head.unhealthy',
-                                             router={'public_port': 8080, 'upstream_port': 30000})))
+                                             health_gate='/run/dgxspark-ds4-head.unhealthy')))
+    front = tmp_path / 'front.conf'
+    front.write_text(x.render_proxy_conf(spec(keys_path=str(keys), pid_path=str(tmp_path / 'front.pid'), user='root',
+                                              public_port=8080, upstream_port=30000, pass_client_key=True)))
     nginx = shutil.which('nginx') or '/usr/sbin/nginx'
-    proc = subprocess.run([nginx, '-t', '-c', str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, check=False)
-    assert proc.returncode == 0, proc.stdout
+    for path in (conf, front):
+        proc = subprocess.run([nginx, '-t', '-c', str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              universal_newlines=True, check=False)
+        assert proc.returncode == 0, proc.stdout
 
 
 def test_proxy_conf_health_gate_and_router_front():
-    """Several pairs: /health answers 503 while the pair guard's gate file exists (only on the vLLM server), and the
-    router's host gets a second server with the same allowlist and keys in front of vllm-router, passing the client's
-    key on (each head's proxy checks it again)."""
-    conf = x.render_proxy_conf(spec(health_gate='/run/dgxspark-ds4-head.unhealthy',
-                                    router={'public_port': 8080, 'upstream_port': 30000}))
-    vllm_server, router_server = conf.split('upstream ds4_router {')
-    health = vllm_server.split('location = /health {')[1].split('\n        }')[0]
+    """Several pairs: /health answers 503 while the pair guard's gate file exists (the head's proxy), and the
+    router's host gets the router's front as an nginx configuration of its own (own instance and unit: a fault in
+    one cannot take the other down), same allowlist and keys in front of vllm-router, passing the client's key on
+    (each head's proxy checks it again)."""
+    conf = x.render_proxy_conf(spec(health_gate='/run/dgxspark-ds4-head.unhealthy'))
+    health = conf.split('location = /health {')[1].split('\n        }')[0]
     assert 'if (-f /run/dgxspark-ds4-head.unhealthy) {' in health and 'return 503' in health
     assert health.index('return 503') < health.index('proxy_pass http://ds4_vllm;')
-    assert 'server 127.0.0.1:30000;' in router_server and 'listen 0.0.0.0:8080;' in router_server
-    assert 'proxy_set_header Authorization $http_authorization;' in router_server
-    assert 'unhealthy' not in router_server  # the router's own /health is the router's
-    blocks = dict((m.group(1), m.group(2)) for m in re.finditer(r'location = (\S+) \{(.*?)\n        \}', router_server, re.S))
+    assert 'ds4_router' not in conf and conf.count('server {') == 1
+    front = x.render_proxy_conf(spec(public_port=8080, upstream_port=30000, pass_client_key=True))
+    assert 'server 127.0.0.1:30000;' in front and 'listen 0.0.0.0:8080;' in front and front.count('server {') == 1
+    assert 'proxy_set_header Authorization $http_authorization;' in front and 'ds4_upstream_authorization;' not in front
+    assert 'unhealthy' not in front and 'ds4_vllm' not in front  # the router's own /health is the router's
+    blocks = dict((m.group(1), m.group(2)) for m in re.finditer(r'location = (\S+) \{(.*?)\n        \}', front, re.S))
     assert '$ds4_key_ok = 0' in blocks['/v1/chat/completions'] and 'proxy_pass http://ds4_router;' in blocks['/v1/models']
-    assert 'location = /metrics' not in router_server and "return 404" in router_server.split('location / {')[1]
+    assert 'location = /metrics' not in front and "return 404" in front.split('location / {')[1]
     assert 'health_gate' not in x.render_proxy_conf(spec())
     with pytest.raises(x.ExposureError) as exc:
-        x.render_proxy_conf(spec(health_gate='/run/x y', router={'public_port': 8000, 'upstream_port': 30000}))
+        x.render_proxy_conf(spec(health_gate='/run/x y', pass_client_key=True))
     assert len(exc.value.errors) == 2

@@ -113,6 +113,31 @@ def test_four_sparks_are_two_pairs_each_with_its_own_rendezvous_and_a_router(tmp
         assert eff[h]['api']['allowed_networks'] == ['192.0.2.10/32'] and eff[h]['api']['proxied']
 
 
+def test_a_vip_gives_two_routers_and_opens_every_head_to_both(tmp_path):
+    inv = _four_sparks(tmp_path, ds4_api_keys=['k' * 32], ds4_router_vip='192.0.2.100/24', router_vrrp_auth_pass='s3cret')
+    out = tmp_path / 'out'
+    res = _run(inv, '-e', 'ds4_render_dir=%s' % out)
+    assert res.returncode == 0, res.stdout + res.stderr
+    eff = dict((h, _effective(out, h)) for h in ('spark1', 'spark3'))
+    router = eff['spark1']['router']
+    assert router['hosts'] == ['spark1', 'spark3'] and router['addresses'] == ['192.0.2.10', '192.0.2.12']
+    assert router['vip'] == '192.0.2.100/24' and router['endpoint'] == 'http://192.0.2.100:8080'
+    assert router['vrrp_hosts'] == [{'host': 'spark1', 'address': '192.0.2.10'}, {'host': 'spark3', 'address': '192.0.2.12'}]
+    for h in ('spark1', 'spark3'):
+        assert eff[h]['api']['allowed_networks'] == ['192.0.2.10/32', '192.0.2.12/32']
+
+
+def test_a_vip_outside_the_router_hosts_network_is_refused_before_any_write(tmp_path):
+    inv = _four_sparks(tmp_path, ds4_api_keys=['k' * 32], ds4_router_vip='10.9.9.100/24', router_vrrp_auth_pass='s3cret')
+    out = tmp_path / 'out'
+    res = _run(inv, '-e', 'ds4_render_dir=%s' % out)
+    text = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert "ds4_router_vip = '10.9.9.100/24': the router hosts spark1 (192.0.2.10), spark3 (192.0.2.12)" in text
+    assert 'nothing was changed on any host' in text
+    assert not out.exists()
+
+
 def test_one_pair_has_no_router_and_no_new_exposure(tmp_path):
     out = tmp_path / 'out'
     res = _run(os.path.join(REPO, 'inventories', 'balanced'), '-e', 'ds4_render_dir=%s' % out)

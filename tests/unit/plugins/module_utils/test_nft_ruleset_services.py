@@ -89,3 +89,21 @@ def test_every_service_port_name_the_firewall_role_writes_is_accepted():
         errors = []
         n._services({'service_ports': [{'port': 9999, 'allow': 'clients', 'name': name}]}, errors)
         assert errors == [], (name, errors)
+
+
+def test_vrrp_from_the_other_router_hosts_only():
+    lines = rules(n.render_ruleset(spec(vrrp_peers=['10.77.0.13'])))
+    accept = lines.index('ip protocol vrrp ip saddr { 10.77.0.13 } accept')
+    assert accept < lines.index('ip protocol vrrp drop')
+    assert lines.index('iif "lo" accept') < accept
+    # no VRRP peers (one router, no VIP): no VRRP rule, the same table as before
+    assert n.render_ruleset(spec(vrrp_peers=[])) == n.render_ruleset(spec())
+    assert not [ln for ln in rules(n.render_ruleset(spec())) if 'vrrp' in ln]
+    assert n.ruleset_digest(spec(vrrp_peers=['10.77.0.13'])) != n.ruleset_digest(spec())
+
+
+def test_bad_vrrp_peer_refused():
+    with pytest.raises(n.RulesetError) as exc:
+        n.render_ruleset(spec(vrrp_peers=['spark3', 'fd00::3']))
+    assert "vrrp_peers entry 'spark3': not an IP address" in exc.value.errors
+    assert "vrrp_peers entry 'fd00::3': IPv4 only" in exc.value.errors

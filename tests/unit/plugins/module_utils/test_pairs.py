@@ -179,7 +179,9 @@ def test_router_plan_defaults_to_the_first_head_and_its_address():
     assert errors == []
     plan, errs = pm.router_plan(pairs, hostvars)
     assert errs == []
-    assert plan == {'enabled': True, 'host': 'spark1', 'address': '192.0.2.1', 'port': pm.DEFAULT_ROUTER_PORT,
+    assert plan == {'enabled': True, 'host': 'spark1', 'hosts': ['spark1'], 'address': '192.0.2.1',
+                    'addresses': ['192.0.2.1'], 'vip': None, 'vrrp_hosts': [], 'port': pm.DEFAULT_ROUTER_PORT,
+                    'endpoint': 'http://192.0.2.1:%d' % pm.DEFAULT_ROUTER_PORT,
                     'workers': ['http://192.0.2.1:8000', 'http://192.0.2.3:8000']}
     assert [p['index'] for p in pairs] == [0, 1]
     assert pm.pair_of(pairs, 'spark4')['name'] == 'spark_pair2'
@@ -200,11 +202,13 @@ def test_router_plan_refusals_name_the_variable_and_the_fix():
     errs = pm.router_plan(pairs, hostvars, enabled='yes')[1]
     assert errs and errs[0].startswith("ds4_router_enabled = 'yes'") and 'Fix' in errs[0]
     errs = pm.router_plan(pairs, hostvars, host='spark9')[1]
-    assert errs and "ds4_router_host = 'spark9' is not a Spark" in errs[0]
+    assert errs and "ds4_router_host: 'spark9' is not a Spark" in errs[0]
     named = dict(hostvars, spark1=dict(hostvars['spark1'], ansible_host='spark1.lab'))
     errs = pm.router_plan(pairs, named)[1]
-    assert errs and 'ds4_router_address' in errs[0] and "'spark1.lab'" in errs[0]
-    assert pm.router_plan(pairs, named, address='10.0.0.5')[1] == []
+    assert errs and 'ds4_router_address' in errs[0] and "'spark1.lab'" in errs[0] and 'host_vars/spark1.yml' in errs[0]
+    named['spark1']['ds4_router_address'] = '10.0.0.5'
+    plan, errs = pm.router_plan(pairs, named)
+    assert errs == [] and plan['addresses'] == ['10.0.0.5']
     errs = pm.router_plan(pairs, hostvars, port=8000)[1]
     assert errs and 'ds4_router_port = 8000 is already used on spark1' in errs[0]
 
@@ -234,3 +238,89 @@ def test_a_shipped_recipe_chosen_by_name_gives_the_pairs_served_name_and_port():
         hostvars[name]['ds4_profile'] = 'upstream-0731-dspark'
     pairs, errors = pm.validate_pairs(groups, hostvars)
     assert errors == [] and pairs[0]['served_model'] == 'deepseek-v4-flash-0731', (pairs, errors)
+
+
+def _vip_inventory(npairs=2, **router_address):
+    groups, hostvars = _inventory(npairs)
+    for host, addr in router_address.items():
+        hostvars[host]['ds4_router_address'] = addr
+    return pm.validate_pairs(groups, hostvars)[0], hostvars
+
+
+def test_a_vip_puts_a_router_on_the_heads_of_the_first_two_pairs():
+    pairs, hostvars = _vip_inventory(3)
+    plan, errs = pm.router_plan(pairs, hostvars, vrrp_auth_pass='s3cret', vip='192.0.2.100/24')
+    assert errs == []
+    assert plan['hosts'] == ['spark1', 'spark3'] and plan['host'] == 'spark1'
+    assert plan['addresses'] == ['192.0.2.1', '192.0.2.3'] and plan['address'] == '192.0.2.1'
+    assert plan['vip'] == '192.0.2.100/24'
+    assert plan['vrrp_hosts'] == [{'host': 'spark1', 'address': '192.0.2.1'}, {'host': 'spark3', 'address': '192.0.2.3'}]
+    assert plan['endpoint'] == 'http://192.0.2.100:%d' % pm.DEFAULT_ROUTER_PORT
+    # listed by hand: any two Sparks, in that order (the first one's VRRP priority highest)
+    plan, errs = pm.router_plan(pairs, hostvars, vrrp_auth_pass='s3cret', vip='192.0.2.100/24', hosts=['spark5', 'spark1'])
+    assert errs == [] and plan['hosts'] == ['spark5', 'spark1'] and plan['addresses'] == ['192.0.2.5', '192.0.2.1']
+
+
+def test_without_a_vip_one_router_as_before():
+    pairs, hostvars = _vip_inventory(2)
+    plan, errs = pm.router_plan(pairs, hostvars, host='spark3')
+    assert errs == [] and plan['hosts'] == ['spark3'] and plan['vip'] is None
+    errs = pm.router_plan(pairs, hostvars, hosts=['spark1', 'spark3'])[1]
+    assert len(errs) == 1 and errs[0].startswith("ds4_router_hosts = ['spark1', 'spark3']: several routers")
+    assert 'Fix: set ds4_router_vip' in errs[0]
+
+
+def test_vip_refusals_name_the_variable_the_value_and_the_fix():
+    pairs, hostvars = _vip_inventory(2)
+    cases = [
+        ('192.0.2.100', "ds4_router_vip = '192.0.2.100': must be address/prefix"),
+        ('192.0.2.0/24', 'network or broadcast address'),
+        ('fd00::100/64', 'IPv4 only'),
+        ('10.9.9.100/24', 'the router hosts spark1 (192.0.2.1), spark3 (192.0.2.3) are not in its network 10.9.9.0/24'),
+        ('192.0.2.4/24', '192.0.2.4 is already the address of spark4 (ansible_host)'),
+        ('192.0.2.1/24', '192.0.2.1 is already the address of spark1'),
+    ]
+    for vip, text in cases:
+        errs = pm.router_plan(pairs, hostvars, vrrp_auth_pass='s3cret', vip=vip)[1]
+        assert len(errs) == 1 and text in errs[0] and errs[0].startswith('ds4_router_vip = %r' % vip), (vip, errs)
+        assert 'Fix:' in errs[0]
+    # a fabric address is an address a host has, too
+    hostvars['spark2']['ds4_fabric_ip'] = '192.0.2.200'
+    errs = pm.router_plan(pairs, hostvars, vrrp_auth_pass='s3cret', vip='192.0.2.200/24')[1]
+    assert errs and 'spark2 (ds4_fabric_ip)' in errs[0]
+
+
+def test_vip_router_host_refusals():
+    pairs, hostvars = _vip_inventory(1 + 1)
+    one_pair = pairs[:1]
+    errs = pm.router_plan(one_pair, hostvars, enabled=True, vrrp_auth_pass='s3cret', vip='192.0.2.100/24')[1]
+    assert errs and "ds4_router_hosts = ['spark1'] (ds4_router_vip set)" in errs[0] and '1 pair(s)' in errs[0]
+    errs = pm.router_plan(pairs, hostvars, vrrp_auth_pass='s3cret', vip='192.0.2.100/24', hosts=['spark1', 'spark1'])[1]
+    assert errs and 'two or more distinct router hosts' in errs[0]
+    errs = pm.router_plan(pairs, hostvars, vrrp_auth_pass='s3cret', vip='192.0.2.100/24', host='spark3')[1]
+    assert errs and errs[0].startswith("ds4_router_host = 'spark3' with ds4_router_vip set")
+    errs = pm.router_plan(pairs, hostvars, vrrp_auth_pass='s3cret', vip='192.0.2.100/24', hosts='spark1')[1]
+    assert errs and errs[0].startswith("ds4_router_hosts = 'spark1': must be a list")
+    errs = pm.router_plan(pairs, hostvars, vrrp_auth_pass='s3cret', vip='192.0.2.100/24', hosts=['spark1', 'spark9'])[1]
+    assert errs and "ds4_router_hosts: 'spark9' is not a Spark" in errs[0]
+
+
+def test_each_router_host_needs_its_own_address():
+    pairs, hostvars = _vip_inventory(2, spark1='10.0.0.5', spark3='10.0.0.5')
+    errs = pm.router_plan(pairs, hostvars, vrrp_auth_pass='s3cret', vip='10.0.0.100/24')[1]
+    assert errs and "ds4_router_address = '10.0.0.5' on both spark1 and spark3" in errs[0]
+    assert 'host_vars of each router host' in errs[0]
+    pairs, hostvars = _vip_inventory(2, spark1='10.0.0.5', spark3='10.0.0.7')
+    plan, errs = pm.router_plan(pairs, hostvars, vrrp_auth_pass='s3cret', vip='10.0.0.100/24')
+    assert errs == [] and plan['addresses'] == ['10.0.0.5', '10.0.0.7']
+
+
+def test_a_vip_needs_the_vrrp_secret_and_never_prints_it():
+    pairs, hostvars = _vip_inventory(2)
+    errs = pm.router_plan(pairs, hostvars, vip='192.0.2.100/24')[1]
+    assert len(errs) == 1 and errs[0].startswith('router_vrrp_auth_pass (not set): with ds4_router_vip')
+    assert 'Fix: set router_vrrp_auth_pass in group_vars/spark' in errs[0]
+    errs = pm.router_plan(pairs, hostvars, vip='192.0.2.100/24', vrrp_auth_pass='toolong-secret')[1]
+    assert len(errs) == 1 and '(value not shown)' in errs[0] and 'toolong' not in errs[0]
+    # without a VIP it is not needed
+    assert pm.router_plan(pairs, hostvars)[1] == []

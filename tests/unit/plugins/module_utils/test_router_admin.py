@@ -69,7 +69,7 @@ def test_drain_removes_then_waits_for_zero_twice(fake, clock):
     assert res['in_flight_initial'] == 3
     assert reads.seen == [3, 2, 0, 1, 0, 0]
     assert res['in_flight_waited_s'] == 2.5
-    assert 'took %s out of rotation; 3 in-flight request(s) finished' % a in res['msg']
+    assert 'took %s out of rotation; waited up to 60 s for its in-flight requests: 3 finished' % a in res['msg']
     removes = fake.admin_calls('/remove_worker')
     assert [r[1] for r in removes] == ['/remove_worker?url=http%3A%2F%2F127.0.0.1%3A' + a.split(':')[2].replace('/', '%2F')]
 
@@ -265,3 +265,47 @@ def test_router_that_never_listens_fails_after_listen_timeout(clock):
 def test_router_answering_at_once_waits_nothing(fake, clock):
     result = ra.restore(fake.base, fake.worker('a'), timeout=5, clock=clock, sleep=clock.sleep)
     assert result['router_wait_s'] == 0.0 and 'not listening' not in result['msg']
+
+
+def test_reconcile_adds_what_answers_leaves_what_is_down_or_held(fake, tmp_path):
+    """The pool keeper's pass: a router started without workers gets every head that answers now; a head that is
+    down is waited for (why, said) and added on a later pass; a held (drained) one is never added back."""
+    a, b = fake.worker('a'), fake.worker('b')
+    fake.workers[:] = []
+    fake.up['b'] = False
+    res = ra.reconcile(fake.base, [a + '/', b], hold_dir=str(tmp_path / 'hold'))
+    assert res['added'] == [a] and res['listed'] == [a] == fake.workers
+    assert list(res['waiting']) == [b] and 'HTTP 503' in res['waiting'][b]
+    fake.up['b'] = True
+    res = ra.reconcile(fake.base, [a, b], hold_dir=str(tmp_path / 'hold'))
+    assert res['added'] == [b] and fake.workers == [a, b] and res['waiting'] == {}
+    # nothing to do: no admin call at all
+    calls = len(fake.admin_calls('/add_worker'))
+    assert ra.reconcile(fake.base, [a, b])['added'] == [] and len(fake.admin_calls('/add_worker')) == calls
+    # drained with a hold: the keeper leaves it out until the restore releases it
+    ra.drain(fake.base, b, hold_dir=str(tmp_path / 'hold'))
+    assert ra.held(str(tmp_path / 'hold')) == {b}
+    res = ra.reconcile(fake.base, [a, b], hold_dir=str(tmp_path / 'hold'))
+    assert res['added'] == [] and res['held'] == [b] and fake.workers == [a]
+    ra.restore(fake.base, b, timeout=10, hold_dir=str(tmp_path / 'hold'))
+    assert ra.held(str(tmp_path / 'hold')) == set() and fake.workers == [a, b]
+
+
+def test_reconcile_against_a_router_that_does_not_answer_raises():
+    with pytest.raises(ra.RouterAdminError, match='does not answer GET /list_workers'):
+        ra.reconcile('http://127.0.0.1:9', ['http://127.0.0.1:10'])
+
+
+def test_drain_check_mode_holds_nothing(fake, tmp_path):
+    ra.drain(fake.base, fake.worker('a'), check_mode=True, hold_dir=str(tmp_path))
+    assert ra.held(str(tmp_path)) == set()
+
+
+def test_restore_under_another_url_releases_the_drained_ones_hold(fake, tmp_path):
+    """A switch to another port: drained as the old URL, put back as the new one; neither stays held."""
+    a = fake.worker('a')
+    ra.drain(fake.base, a, hold_dir=str(tmp_path))
+    ra.hold(str(tmp_path), fake.worker('b'))
+    assert ra.held(str(tmp_path)) == {a, fake.worker('b')}
+    ra.restore(fake.base, fake.worker('b'), timeout=10, hold_dir=str(tmp_path), replaces=a)
+    assert ra.held(str(tmp_path)) == set()

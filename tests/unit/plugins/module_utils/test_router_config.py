@@ -58,9 +58,10 @@ def test_default_argv_cache_aware_health_loopback_metrics():
     assert p['errors'] == []
     argv = p['argv']
     assert argv[:5] == ['vllm-router', '--host', '127.0.0.1', '--port', '30000']
-    i = argv.index('--worker-urls')
-    assert argv[i + 1:i + 3] == ['http://192.0.2.11:8000', 'http://192.0.2.12:8000']
-    pairs = dict(zip(argv[i + 3::2], argv[i + 4::2]))
+    # no --worker-urls: the router would not listen until every one answers; the pool keeper adds them
+    assert '--worker-urls' not in argv and not [w for w in argv if w.startswith('http')]
+    assert p['worker_urls'] == ['http://192.0.2.11:8000', 'http://192.0.2.12:8000']
+    pairs = dict(zip(argv[5::2], argv[6::2]))
     assert pairs['--policy'] == 'cache_aware'
     assert pairs['--balance-abs-threshold'] == '2' and pairs['--balance-rel-threshold'] == '1.5'
     assert pairs['--cache-threshold'] == '0.3'
@@ -74,7 +75,7 @@ def test_default_argv_cache_aware_health_loopback_metrics():
 
 def test_every_flag_written_exists_in_vllm_router_help():
     for policy in rc.POLICIES:
-        argv = rc.router_argv(PAIRS, {'policy': policy})
+        argv = rc.router_argv({'policy': policy})
         flags = set(w for w in argv if w.startswith('--'))
         assert flags <= HELP_FLAGS_0_1_17, flags - HELP_FLAGS_0_1_17
         assert argv[argv.index('--policy') + 1] in POLICY_CHOICES_0_1_17
@@ -82,7 +83,7 @@ def test_every_flag_written_exists_in_vllm_router_help():
 
 
 def test_consistent_hash_drops_cache_aware_knobs():
-    argv = rc.router_argv(PAIRS, {'policy': 'consistent_hash'})
+    argv = rc.router_argv({'policy': 'consistent_hash'})
     assert argv[argv.index('--policy') + 1] == 'consistent_hash'
     assert '--balance-abs-threshold' not in argv and '--cache-threshold' not in argv
     assert 'x-session-id' in rc.SESSION_HEADERS
@@ -173,3 +174,21 @@ def test_config_role_refuses_a_misspelt_router_variable():
                  for n in ['router_polcy', 'router_pairs'] + ['router_' + k for k in rc.DEFAULTS])
     unknown = known_vars.find_unknown(cands, known, known_vars.prefixes(roles))
     assert [(u['name'], u['suggestion']) for u in unknown] == [('router_polcy', 'router_policy')]
+
+
+def test_drain_waits_for_the_routers_request_timeout_not_a_fixed_600():
+    # vllm-router cuts a request at --request-timeout-secs: the drain waits that long plus the margin
+    assert rc.drain_timeout_s({}) == (1800 + rc.DRAIN_MARGIN_S, [])
+    assert rc.plan(PAIRS, {})['drain_timeout_s'] == 1810 > 600
+    # a long-context recipe lengthens the router's timeout (seed 001: 16.6 min to the first token): the drain follows
+    assert rc.drain_timeout_s({'request_timeout_s': 3600})[0] == 3610
+    # a smaller timeout (the replicas scenario's 60 s) gives a smaller drain: the rule, not the number
+    assert rc.drain_timeout_s({'request_timeout_s': 60})[0] == 70
+    # ds4_rolling_drain_timeout may lengthen it, never shorten it below the request timeout
+    assert rc.drain_timeout_s({}, 4000) == (4000, [])
+    assert rc.drain_timeout_s({}, '4000') == (4000, [])
+    seconds, errors = rc.drain_timeout_s({}, 600)
+    assert seconds is None and 'ds4_rolling_drain_timeout = 600 s is shorter than the router\'s request timeout' in errors[0]
+    assert 'router_request_timeout_s = 1800' in errors[0] and 'Fix: remove ds4_rolling_drain_timeout' in errors[0]
+    assert 'must be a number of seconds' in rc.drain_timeout_s({}, 'soon')[1][0]
+    assert rc.plan(PAIRS, {}, drain_timeout=600)['errors'] == errors
