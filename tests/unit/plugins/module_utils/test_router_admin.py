@@ -291,6 +291,14 @@ def test_router_answering_at_once_waits_nothing(fake, clock):
     assert result['router_wait_s'] == 0.0 and 'not listening' not in result['msg']
 
 
+def test_the_time_of_an_answer_is_no_wait(fake):
+    """With a real clock the first GET itself takes time: a router that answered at once was still said to be 'not
+    listening yet' (seen in Molecule's switch output, and it broke the drain line the replicas test reads)."""
+    result = ra.drain(fake.base, fake.worker('a'), in_flight_fn=_sequence([0]))
+    assert result['router_wait_s'] == 0.0, result
+    assert 'not listening' not in result['msg'] and 'out of rotation; waited up to' in result['msg'], result['msg']
+
+
 def test_reconcile_adds_what_answers_leaves_what_is_down_or_held(fake, tmp_path):
     """The pool keeper's pass: a router started without workers gets every head that answers now; a head that is
     down is waited for (why, said) and added on a later pass; a held (drained) one is never added back."""
