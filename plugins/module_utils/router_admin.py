@@ -138,11 +138,14 @@ def wait_listening(router_url, timeout=LISTEN_WAIT_S, clock=time.monotonic, slee
     (0.0 when it answered at once). Any other failure, or refusals past timeout, raise RouterAdminError."""
     router_url = normalize_url(router_url)
     start = clock()
+    refused = False
     while True:
         try:
             vllm_client.get(router_url, '/list_workers', timeout=HTTP_TIMEOUT_S)
-            return round(clock() - start, 3)
+            # the time of the answer itself is not a wait: 0.0 unless the port refused at least once
+            return round(clock() - start, 3) if refused else 0.0
         except ConnectionRefusedError as exc:
+            refused = True
             if clock() - start >= timeout:
                 raise RouterAdminError('vllm-router at %s still refuses connections after %.0f s (%s): it is not '
                                        'listening. Fix: check its unit (systemctl status dgxspark-ds4-router; journalctl '

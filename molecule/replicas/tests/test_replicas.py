@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Two TP=2 pairs behind vllm-router (scenario `replicas`), in order:
 
-1. the router on spark1 lists both pair heads, its front (10.77.0.11:8080) wants a key, and concurrent load
+1. a router on each router host (spark1, spark3: the VIP's two hosts) lists both pair heads, none on a worker;
+   its front (10.77.0.11:8080) wants a key, and concurrent load
    through it is served by both pairs (each head's own request counter grows);
 2. bench through the router (12 streams) = the sum of both pairs' aggregates (6 streams each, same test) within 5 %;
 3. a pair whose head rank is killed leaves the router's rotation within 5 s, the load sees no failed request
@@ -125,8 +126,12 @@ def assert_one_pair_at_a_time(what, windows, before, after):
 def test_router_lists_both_pairs_and_its_front_wants_a_key():
     both_in_rotation()
     assert load.router_workers() == sorted([load.worker_url(P1), load.worker_url(P2)])
-    assert d.unit_show('spark1', 'dgxspark-ds4-router.service', 'ActiveState')['ActiveState'] == 'active'
-    assert d.unit_show('spark3', 'dgxspark-ds4-router.service', 'LoadState')['LoadState'] == 'not-found'
+    # a router on each router host (ds4_router_vip: the heads of both pairs), none on the workers, each listing both
+    for host in ('spark1', 'spark3'):
+        assert d.unit_show(host, ROUTER_UNIT, 'ActiveState')['ActiveState'] == 'active', host
+        assert load.router_workers(host) == sorted([load.worker_url(P1), load.worker_url(P2)]), host
+    for host in ('spark2', 'spark4'):
+        assert d.unit_show(host, ROUTER_UNIT, 'LoadState')['LoadState'] == 'not-found', host
     status, error = load.chat_once(key='not-a-key')
     assert status == 401, (status, error)
     assert load.chat_once() == (200, None)
@@ -311,9 +316,10 @@ class SlowRequest(object):
 def test_switch_to_another_served_name_is_refused_up_front():
     before = dict((p, started(p)) for p in (P1, P2))
     layer = os.path.join(d.PROJECT, 'inventories', 'dspark-c16', 'group_vars', 'spark', 'profile.yml')
-    with open(layer) as handle:
-        version = yaml.safe_load(handle)['ds4_profile_config']['image']['vllm_version']
-    overrides = dict(d.BASE_OVERRIDES, env={'VLLM_SIM_VERSION': version})
+    # the recipe is collection data; its inventory only names it (ds4_profile)
+    with open(os.path.join(d.PROJECT, 'roles', 'config', 'files', 'recipes', 'dspark-c16.yml')) as handle:
+        minor = '.'.join(yaml.safe_load(handle)['image']['vllm_version'].split('.')[:2])
+    overrides = dict(d.BASE_OVERRIDES, image={'ref': 'ds4-vllm-sim:vllm-%s' % minor})
     rc, out = d.run_playbook('switch.yml', {'ds4_profile': 'dspark-c16', 'ds4_site_overrides': overrides},
                              var_files=[SCENARIO_VARS, layer])
     assert rc != 0, out[-3000:]

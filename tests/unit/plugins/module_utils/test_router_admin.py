@@ -117,6 +117,30 @@ def test_drain_refuses_to_leave_no_healthy_worker(fake, clock):
     assert res['changed'] is True and fake.workers == [b]
 
 
+def test_drain_waits_for_a_request_longer_than_600_s(fake, clock):
+    """Seed 001: 16.6 minutes to the first token at 980K tokens. The drain's wait is derived from the router's
+    request timeout (router_config.drain_timeout_s: 1800 s + the margin), not the former fixed 600 s, so a pair
+    with such a request in flight is not restarted under it; the old bound would have given up on it."""
+    from ansible_collections.dgxspark.ds4.plugins.module_utils import router_config as rc
+    a = fake.worker('a')
+    ends_at = clock.now + 996.0
+
+    def one_long_request():
+        return 1 if clock.now < ends_at else 0
+
+    timeout, errors = rc.drain_timeout_s({})
+    assert errors == [] and timeout == 1810
+    res = ra.drain(fake.base, a, in_flight_fn=one_long_request, timeout=timeout, clock=clock, sleep=clock.sleep)
+    assert res['changed'] is True and res['in_flight_initial'] == 1
+    assert 996.0 <= res['in_flight_waited_s'] < 1000.0, res
+    assert 'waited up to 1810 s for its in-flight requests: 1 finished' in res['msg']
+    ra.restore(fake.base, a)
+    ends_at = clock.now + 996.0
+    with pytest.raises(ra.RouterAdminError) as info:
+        ra.drain(fake.base, a, in_flight_fn=one_long_request, timeout=600, clock=clock, sleep=clock.sleep)
+    assert 'did not reach 0 within 600 s (still 1 in flight)' in info.value.msg
+
+
 def test_drain_timeout_leaves_it_drained(fake, clock):
     a = fake.worker('a')
     with pytest.raises(ra.RouterAdminError) as info:
@@ -265,6 +289,14 @@ def test_router_that_never_listens_fails_after_listen_timeout(clock):
 def test_router_answering_at_once_waits_nothing(fake, clock):
     result = ra.restore(fake.base, fake.worker('a'), timeout=5, clock=clock, sleep=clock.sleep)
     assert result['router_wait_s'] == 0.0 and 'not listening' not in result['msg']
+
+
+def test_the_time_of_an_answer_is_no_wait(fake):
+    """With a real clock the first GET itself takes time: a router that answered at once was still said to be 'not
+    listening yet' (seen in Molecule's switch output, and it broke the drain line the replicas test reads)."""
+    result = ra.drain(fake.base, fake.worker('a'), in_flight_fn=_sequence([0]))
+    assert result['router_wait_s'] == 0.0, result
+    assert 'not listening' not in result['msg'] and 'out of rotation; waited up to' in result['msg'], result['msg']
 
 
 def test_reconcile_adds_what_answers_leaves_what_is_down_or_held(fake, tmp_path):
