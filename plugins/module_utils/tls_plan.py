@@ -41,6 +41,7 @@ import re
 
 try:
     from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import serialization
     HAS_CRYPTOGRAPHY = True
 except ImportError:  # pragma: no cover - the controller has it (ansible-core depends on it)
@@ -362,7 +363,7 @@ def _check_chain(cert, intermediates, ca_pem, ca_where, cert_where, errors):
                 current.verify_directly_issued_by(candidate)
                 verified = candidate
                 break
-            except (ValueError, TypeError, Exception):  # pylint: disable=broad-except  # InvalidSignature and kin
+            except (InvalidSignature, ValueError, TypeError):  # another key, or a key type that cannot sign this
                 continue
         if verified is None:
             errors.append('ds4_tls_ca_certificate (%s) does not verify ds4_tls_certificate (%s): no certificate in it '

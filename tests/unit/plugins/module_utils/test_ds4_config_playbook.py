@@ -108,7 +108,7 @@ def test_four_sparks_are_two_pairs_each_with_its_own_rendezvous_and_a_router(tmp
     # the router on the first pair's head, every head a worker; each head's API opened to the router alone
     router = eff['spark3']['router']
     assert router['enabled'] and router['host'] == 'spark1' and router['address'] == '192.0.2.10' and router['port'] == 8080
-    assert router['workers'] == ['http://192.0.2.10:8000', 'http://192.0.2.12:8000']
+    assert router['workers'] == ['https://192.0.2.10:8000', 'https://192.0.2.12:8000']
     for h in ('spark1', 'spark3'):
         assert eff[h]['api']['allowed_networks'] == ['192.0.2.10/32'] and eff[h]['api']['proxied']
 
@@ -121,7 +121,7 @@ def test_a_vip_gives_two_routers_and_opens_every_head_to_both(tmp_path):
     eff = dict((h, _effective(out, h)) for h in ('spark1', 'spark3'))
     router = eff['spark1']['router']
     assert router['hosts'] == ['spark1', 'spark3'] and router['addresses'] == ['192.0.2.10', '192.0.2.12']
-    assert router['vip'] == '192.0.2.100/24' and router['endpoint'] == 'http://192.0.2.100:8080'
+    assert router['vip'] == '192.0.2.100/24' and router['endpoint'] == 'https://192.0.2.100:8080'
     assert router['vrrp_hosts'] == [{'host': 'spark1', 'address': '192.0.2.10'}, {'host': 'spark3', 'address': '192.0.2.12'}]
     for h in ('spark1', 'spark3'):
         assert eff[h]['api']['allowed_networks'] == ['192.0.2.10/32', '192.0.2.12/32']
