@@ -5,7 +5,7 @@ scenario's ephemeral directory). Seen from the `client` container and the contro
 certificate against that CA gets answers (curl --cacert; a streamed chat through the collection's own HTTPS client);
 plain HTTP on the port is refused; a client trusting another CA, or only the system's, is refused; the key files are
 0600; the expiry reaches the node exporter textfile and status.yml; a certificate inside the renewal window is
-renewed by site.yml and served at once. Runs after test_security.py (file order)."""
+renewed by a plain site.yml and served at once. Runs after test_security.py (file order)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -19,7 +19,7 @@ import tempfile
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hashes, serialization
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -117,15 +117,36 @@ def test_expiry_in_the_textfile_and_in_status():
         out[-3000:]
 
 
+def _resign_expiring(days):
+    """The controller's copy of spark1's certificate re-signed by the collection's CA (same key, names and
+    extensions) to expire in `days` days: what a certificate looks like once it entered the renewal window."""
+    with open(os.path.join(s.CA_DIR, 'ca.key'), 'rb') as f:
+        ca_key = serialization.load_pem_private_key(f.read(), password=None)
+    ca = controller_cert_info(os.path.join(s.CA_DIR, 'ca.crt'))
+    path = os.path.join(s.CA_DIR, 'hosts', 'spark1.crt')
+    old = controller_cert_info(path)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (x509.CertificateBuilder().subject_name(old.subject).issuer_name(ca.subject).public_key(old.public_key())
+               .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+               .not_valid_after(now + datetime.timedelta(days=days)))
+    for ext in old.extensions:
+        builder = builder.add_extension(ext.value, ext.critical)
+    with open(path, 'wb') as f:
+        f.write(builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
+
+
 def test_zz_a_certificate_in_the_renewal_window_is_renewed_and_served():
-    """validity 3000 days, renew within 400: the 365-day certificate is inside the window, site.yml re-signs it, the
-    proxy reloads and serves the new one, and a verifying client still gets answers."""
+    """A certificate expiring in 5 days (inside ds4_tls_renew_days, 30) on the controller: a plain site.yml re-signs
+    it for ds4_tls_validity_days, puts it on the head, the proxy reloads and serves it, and a verifying client still
+    gets answers. The converge shortcut of api_proxy runs (the certificate changed) and records the new state (a
+    renewal is not drift)."""
     before = served_fingerprint()
-    rc, out = d.run_playbook('site.yml', {'ds4_tls_validity_days': 3000, 'ds4_tls_renew_days': 400})
+    _resign_expiring(5)
+    rc, out = d.run_playbook('site.yml')
     assert rc == 0, out[-3000:]
     cert = controller_cert_info(os.path.join(s.CA_DIR, 'hosts', 'spark1.crt'))
-    assert (cert.not_valid_after_utc - datetime.datetime.now(datetime.timezone.utc)).days >= 2990
+    assert (cert.not_valid_after_utc - datetime.datetime.now(datetime.timezone.utc)).days >= 363
     after = served_fingerprint()
-    assert after != before
+    assert after != before and after == cert.fingerprint(hashes.SHA256()).hex()
     status, body = s.curl('client', '/v1/models', s.KEY_A)
     assert status == 200, body
