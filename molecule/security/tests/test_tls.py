@@ -63,12 +63,12 @@ def test_a_streamed_chat_through_the_collections_https_client_verifies_the_ca(mo
     body = {'model': 'deepseek-v4-flash', 'max_tokens': 16, 'temperature': 0,
             'messages': [{'role': 'user', 'content': 'What is 2+2? Answer with one word.'}]}
     monkeypatch.setenv('SSL_CERT_FILE', os.path.join(s.CA_DIR, 'ca.crt'))
-    rec = vllm_client.stream_chat('https://%s:8000' % s.HEAD, body, api_key=d.API_KEY, timeout=60)
+    rec = vllm_client.stream_chat('https://%s:8000' % s.HEAD, body, api_key=s.KEY_A, timeout=60)
     assert rec['error'] is None and rec['content'].strip() == 'Four', rec
     assert rec['text_chunks'] >= 1 and rec['completion_tokens'] >= 1, rec
     # the same client, trusting only the system's CAs, is refused by its own verification
     monkeypatch.setenv('SSL_CERT_FILE', '/etc/ssl/certs/ca-certificates.crt')
-    rec = vllm_client.stream_chat('https://%s:8000' % s.HEAD, body, api_key=d.API_KEY, timeout=60)
+    rec = vllm_client.stream_chat('https://%s:8000' % s.HEAD, body, api_key=s.KEY_A, timeout=60)
     assert rec['error'] and 'CERTIFICATE_VERIFY_FAILED' in rec['error'], rec
 
 
