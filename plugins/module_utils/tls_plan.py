@@ -298,7 +298,6 @@ def _check_user_material(v, plan, errors, warnings, now):
     try:
         certs = _certs(cert_pem)
     except ValueError as exc:
-        certs = []
         errors.append('ds4_tls_certificate: %s does not parse as a PEM certificate (%s). Fix: give the PEM '
                       'certificate (-----BEGIN CERTIFICATE-----)' % (cert_where, exc))
         return
