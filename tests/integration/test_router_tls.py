@@ -12,7 +12,6 @@ requests come back through the router. With another CA: no pair is ever added an
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
-import os
 import socket
 import ssl
 import subprocess
