@@ -30,6 +30,7 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils.known_vars import (
     scan_collection,
 )
 from ansible_collections.dgxspark.ds4.plugins.module_utils.placeholders import placeholder_errors
+from ansible_collections.dgxspark.ds4.plugins.module_utils import tls_plan
 from ansible_collections.dgxspark.ds4.plugins.module_utils.pairs import (
     pair_groups,
     pair_of,
@@ -144,6 +145,31 @@ class ActionModule(ActionBase):
             return _origin(var, raws[h][var], resolve=True)
         return placeholder_errors(values, spark, where)
 
+    @staticmethod
+    def _scheme(all_hostvars, spark, errors):
+        """http or https for every front and router -> head: ds4_tls, one value for the whole inventory."""
+        seen = {}
+        for h in spark:
+            hv = all_hostvars[h]
+            seen.setdefault(tls_plan.tls_enabled(hv['ds4_tls'] if 'ds4_tls' in hv else True), []).append(h)
+        if len(seen) > 1:
+            errors.append('ds4_tls differs between hosts (%s): the router talks to every head, and clients to every front, '
+                          'in one scheme. Fix: set ds4_tls once, in group_vars'
+                          % '; '.join('%s: %s' % (k, ', '.join(v)) for k, v in sorted(seen.items(), key=str)))
+        return 'http' if seen and not any(seen) else 'https'
+
+    @staticmethod
+    def _tls(hv, host, host_inputs, eff, pair, router, errors):
+        """ds4_effective['tls'] of this host (tls_plan.plan_tls; no secret), its errors added to errors."""
+        fronts = ((['proxy'] if eff['role'] == 'head' and eff['api']['proxied'] else [])
+                  + (['router-front'] if router['enabled'] and host in router['hosts'] else []))
+        inputs = dict((k, hv[k]) for k in tls_plan.DEFAULTS if k in hv)
+        plan, tls_errors, warnings = tls_plan.plan_tls(inputs, tls_plan.front_names(host, host_inputs, pair, router))
+        plan['fronts'] = fronts
+        errors.extend('[host %s] %s' % (host, e) for e in tls_errors)
+        eff['warnings'].extend('[host %s] %s' % (host, w) for w in warnings if fronts)
+        return plan
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -204,6 +230,7 @@ class ActionModule(ActionBase):
         elif not pair_errors:
             rhv = all_hostvars[spark[0]]
             router, router_errors = router_plan(pairs, hostvars, vrrp_auth_pass=rhv.get('router_vrrp_auth_pass'),
+                                                scheme=self._scheme(all_hostvars, spark, errors),
                                                 **dict((k[len('ds4_router_'):], rhv.get(k)) for k in ROUTER_KEYS))
             errors.extend(router_errors)
             pair = pair_of(pairs, host)
@@ -232,6 +259,7 @@ class ActionModule(ActionBase):
             if router['enabled'] and host in router['hosts'] and router['port'] == eff['api']['port']:
                 errors.append('ds4_router_port = %r is the port vLLM binds on %s (api port / ds4_api_upstream_port). Fix: pick '
                               'another port' % (router['port'], host))
+            eff['tls'] = self._tls(all_hostvars[host], host, hostvars[host], eff, pair, router, errors)
         if errors:
             result['failed'] = True
             result['errors'] = errors

@@ -218,7 +218,10 @@ def render_proxy_conf(spec):
     pass_client_key (optional, the router's front): the upstream is vllm-router, and the client's key is passed on
     (every pair head's proxy checks it again) instead of being replaced by the vLLM key. The router's front is an
     nginx instance of its own (own file, pid and unit), so a fault in it cannot take a head's proxy down.
-    No secret is in this text: keys live in keys_path (0600)."""
+    tls (optional, ds4_tls): {cert_path, key_path, fingerprint}: the port answers TLS only (a plain HTTP request gets
+    nginx's 400 "The plain HTTP request was sent to HTTPS port" and is never forwarded); the certificate's fingerprint
+    is written as a comment, so a renewed certificate changes this file and the role reloads nginx.
+    No secret is in this text: keys live in keys_path (0600), the TLS key in tls.key_path (0600)."""
     errors = check_endpoints(spec.get('endpoints'))
     port = spec.get('public_port')
     up = spec.get('upstream_port')
@@ -235,6 +238,11 @@ def render_proxy_conf(spec):
     front = bool(spec.get('pass_client_key'))
     if front and gate is not None:
         errors.append('health_gate with pass_client_key: the router\'s /health is the router\'s, no pair guard gates it')
+    tls = spec.get('tls')
+    if tls is not None:
+        for key in ('cert_path', 'key_path'):
+            if not (isinstance(tls.get(key), str) and re.match(r'^/[A-Za-z0-9._/-]+$', tls[key]) and '..' not in tls[key]):
+                errors.append('tls.%s = %r: must be an absolute path of [A-Za-z0-9._/-]' % (key, tls.get(key)))
     if errors:
         raise ExposureError(errors)
     upstream = '%s:%d' % (spec.get('upstream_host', '127.0.0.1'), up)
@@ -243,6 +251,9 @@ def render_proxy_conf(spec):
         '# dgxspark.ds4 API proxy (role dgxspark.ds4.api_proxy); rendered by Ansible, do not edit.',
         '# Forwards only the allowlisted paths below to %s on %s; every other path is 404.' % (what, upstream),
         '# API keys are in %s (0600, root), never here.' % spec['keys_path'],
+    ] + ([
+        '# TLS only on port %d: certificate %s (sha256 %s), key %s (0600, root).'
+        % (port, tls['cert_path'], tls.get('fingerprint') or 'not read', tls['key_path'])] if tls else []) + [
         'user %s;' % spec.get('user', 'www-data'),
         'worker_processes %s;' % spec.get('worker_processes', 2),
         'pid %s;' % spec.get('pid_path', '/run/dgxspark-ds4-proxy.pid'),
@@ -278,7 +289,10 @@ def render_proxy_conf(spec):
 
 
 def _server_block(spec, listen, port, upstream_name, authorization, auth_comment, gate=None):
-    lines = ['', '    server {'] + ['        listen %s;' % _listen_words(a, port) for a in listen] + [
+    tls = spec.get('tls')
+    suffix = ' ssl' if tls else ''
+    lines = ['', '    server {'] + ['        listen %s%s;' % (_listen_words(a, port), suffix) for a in listen] + (
+        tls_server_lines(tls) if tls else []) + [
         '        server_name _;',
         '        proxy_http_version 1.1;',
         '        proxy_set_header Connection "";',
@@ -318,6 +332,15 @@ def _server_block(spec, listen, port, upstream_name, authorization, auth_comment
         '    }',
     ]
     return lines
+
+
+def tls_server_lines(tls):
+    """The server-block lines of a TLS front (paths only, no secret)."""
+    return ['        ssl_certificate %s;' % tls['cert_path'],
+            '        ssl_certificate_key %s;' % tls['key_path'],
+            '        ssl_protocols TLSv1.2 TLSv1.3;',
+            '        ssl_session_cache shared:ds4_tls:1m;',
+            '        ssl_session_timeout 1h;']
 
 
 def _nginx_regex_literal(key):

@@ -254,7 +254,7 @@ def _router_hosts(pairs, host, hosts, vip):
     return chosen, []
 
 
-def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None, vip=None, vrrp_auth_pass=None):
+def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None, vip=None, vrrp_auth_pass=None, scheme='http'):
     """(plan, errors): where the routers run and how the heads let them in.
 
     enabled: ds4_router_enabled (None/'auto' = more than one pair); host: ds4_router_host (one router, default the
@@ -266,7 +266,8 @@ def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None,
     is its ds4_router_address (host or group variable), else its ansible_host, which must then be an IP.
     plan: enabled, host (the first router host), hosts, address (the first's), addresses (one per router host),
     vip (address/prefix or None), vrrp_hosts ([{host, address}] with a VIP: role dgxspark.ds4.router's
-    router_vrrp_hosts), port, endpoint (what clients use), workers (one URL per pair, in pair order)."""
+    router_vrrp_hosts), port, endpoint (what clients use), workers (one URL per pair, in pair order); scheme: https when
+    the fronts serve TLS (ds4_tls), in the endpoint and the workers' URLs."""
     errors = []
     if enabled is not None and not isinstance(enabled, bool) and str(enabled).lower() != 'auto':
         errors.append('ds4_router_enabled = %r: must be true, false or auto (a router when there is more than one '
@@ -277,7 +278,7 @@ def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None,
     chosen, host_errors = _router_hosts(pairs, host, hosts, vip) if on else ([host or (heads[0] if heads else None)], [])
     plan = {'enabled': on, 'host': chosen[0] if chosen else None, 'hosts': chosen, 'address': None, 'addresses': [],
             'vip': None, 'vrrp_hosts': [], 'port': DEFAULT_ROUTER_PORT if port is None else port, 'endpoint': None,
-            'workers': ['http://%s:%s' % (p['api_host'], p['api_port']) for p in pairs]}
+            'workers': ['%s://%s:%s' % (scheme, p['api_host'], p['api_port']) for p in pairs]}
     if not on:
         return plan, errors
     errors.extend(host_errors)
@@ -333,5 +334,5 @@ def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None,
     plan['addresses'] = addresses
     plan['address'] = addresses[0] if addresses else None
     front = str(plan['vip']).split('/', 1)[0] if plan['vip'] else plan['address']
-    plan['endpoint'] = 'http://%s:%s' % (front, plan['port']) if front else None
+    plan['endpoint'] = '%s://%s:%s' % (scheme, front, plan['port']) if front else None
     return plan, errors

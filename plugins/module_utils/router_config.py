@@ -70,6 +70,11 @@ DEFAULTS = {
     'prometheus_host': '127.0.0.1',
     'prometheus_port': 29000,
     'log_level': 'info',
+    # TLS to the heads (ds4_tls): the CA file the router and its pool keeper trust (the unit's SSL_CERT_FILE); set =
+    # the pairs' worker URLs are https. vllm-router 0.1.17 has no CA flag; its bundled OpenSSL 1.1.1k (OPENSSLDIR
+    # /etc/pki/tls, absent on Debian/Ubuntu) reads SSL_CERT_FILE - measured: with the CA that issued the head's
+    # certificate it adds https://head and forwards; with another CA, or none, it never adds the worker.
+    'worker_ca_file': '',
 }
 
 _INT_KEYS = ('listen_port', 'balance_abs_threshold', 'health_check_interval_s', 'health_check_timeout_s',
@@ -181,6 +186,9 @@ def check_settings(settings):
         errors.append('router_cache_threshold = %r: must be within 0.0-1.0' % s['cache_threshold'])
     if s['balance_rel_threshold'] < 1.0:
         errors.append('router_balance_rel_threshold = %r: must be at least 1.0' % s['balance_rel_threshold'])
+    if s['worker_ca_file'] and not (isinstance(s['worker_ca_file'], str) and s['worker_ca_file'].startswith('/')):
+        errors.append('router_worker_ca_file = %r: must be an absolute path on the router host (the CA of the heads\' '
+                      'TLS fronts) or empty (plain HTTP to the heads)' % (s['worker_ca_file'],))
     if not (isinstance(s['health_check_endpoint'], str) and s['health_check_endpoint'].startswith('/')
             and ' ' not in s['health_check_endpoint']):
         errors.append('router_health_check_endpoint = %r: must be a path starting with /' % (s['health_check_endpoint'],))
@@ -197,11 +205,22 @@ def check_settings(settings):
     return errors
 
 
-def worker_url(pair):
+def worker_url(pair, scheme='http'):
     host = pair['api_host']
     if ':' in host:
         host = '[%s]' % host
-    return 'http://%s:%d' % (host, pair['api_port'])
+    return '%s://%s:%d' % (scheme, host, pair['api_port'])
+
+
+def worker_scheme(settings):
+    """https when the router trusts a CA for the heads' fronts (worker_ca_file), else http."""
+    return 'https' if settings_with_defaults(settings)['worker_ca_file'] else 'http'
+
+
+def environment(settings):
+    """The router's and the pool keeper's environment: SSL_CERT_FILE = the CA of the heads' fronts (TLS on)."""
+    ca = settings_with_defaults(settings)['worker_ca_file']
+    return {'SSL_CERT_FILE': ca} if ca else {}
 
 
 def check_pairs(pairs):
@@ -248,9 +267,9 @@ def check_pairs(pairs):
     return errors
 
 
-def worker_urls(pairs):
+def worker_urls(pairs, scheme='http'):
     """The head API URL of every pair, in pair-name order."""
-    return [worker_url(p) for p in sorted(pairs, key=lambda p: p['name'])]
+    return [worker_url(p, scheme) for p in sorted(pairs, key=lambda p: p['name'])]
 
 
 def router_argv(settings, binary='vllm-router'):
@@ -303,8 +322,9 @@ def plan(pairs, settings, binary='vllm-router', drain_timeout=None):
     errors += drain_errors
     if errors:
         return {'errors': errors, 'worker_urls': [], 'argv': [], 'exec_start': '', 'eviction_bound_s': None,
-                'drain_timeout_s': None}
+                'drain_timeout_s': None, 'environment': {}}
     argv = router_argv(settings, binary)
-    return {'errors': [], 'worker_urls': worker_urls(pairs), 'argv': argv, 'exec_start': exec_start(argv),
+    return {'errors': [], 'worker_urls': worker_urls(pairs, worker_scheme(settings)), 'argv': argv,
+            'exec_start': exec_start(argv), 'environment': environment(settings),
             'drain_timeout_s': drain_s, 'eviction_bound_s': eviction_bound_s(settings),
             'session_headers': list(SESSION_HEADERS), 'router_version': ROUTER_VERSION}

@@ -110,6 +110,16 @@ options:
     description: Upstream read/send timeout in seconds (long generations).
     type: int
     default: 3600
+  tls_cert_path:
+    description:
+      - The front's certificate (PEM, leaf first, then intermediates) on the host. Set, the port answers TLS only
+        (TLSv1.2 and 1.3; a plain HTTP request gets a 400 and is never forwarded); its SHA-256 fingerprint is written
+        into O(path) as a comment, so a renewed certificate changes the file and the role reloads nginx.
+      - Unset = plain HTTP (C(ds4_tls=false), the explicit choice).
+    type: path
+  tls_key_path:
+    description: The certificate's private key on the host (0600, root; read by the nginx master). Required with O(tls_cert_path).
+    type: path
   nginx_bin:
     description: nginx binary used for C(nginx -t). Default found on PATH (C(/usr/sbin/nginx)).
     type: path
@@ -154,6 +164,7 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils.api_exposure import (
     render_proxy_conf,
     render_proxy_keys,
 )
+from ansible_collections.dgxspark.ds4.plugins.module_utils.tls_plan import pem_fingerprint
 
 
 def _read(path):
@@ -202,10 +213,13 @@ def main():
             pid_path=dict(type='path', default='/run/dgxspark-ds4-proxy.pid'),
             client_max_body_size=dict(type='str', default='64m'),
             read_timeout_s=dict(type='int', default=3600),
+            tls_cert_path=dict(type='path'),
+            tls_key_path=dict(type='path', no_log=False),
             nginx_bin=dict(type='path'),
             validate=dict(type='bool', default=True),
         ),
         required_if=[('state', 'present', ('public_port', 'upstream_port'))],
+        required_together=[('tls_cert_path', 'tls_key_path')],
         supports_check_mode=True,
     )
     p = module.params
@@ -229,6 +243,9 @@ def main():
         spec['health_gate'] = p['health_gate']
     if p['pass_client_key']:
         spec['pass_client_key'] = True
+    if p['tls_cert_path']:
+        spec['tls'] = {'cert_path': p['tls_cert_path'], 'key_path': p['tls_key_path'],
+                       'fingerprint': pem_fingerprint(_read(p['tls_cert_path']) or '')}
     try:
         conf = render_proxy_conf(spec)
         keys = render_proxy_keys(p['api_keys'], p['upstream_api_key'] or '')

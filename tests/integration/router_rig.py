@@ -157,7 +157,10 @@ class Router(object):
         self.argv = plan["argv"] + list(extra_args)
         self.log_path = str(tmp_path / "router.log")
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT)
+        # the units' environment (router_config.environment: SSL_CERT_FILE with TLS to the heads), for both processes
+        self.environment = plan["environment"]
+        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, **self.environment))
         deadline = time.monotonic() + 60
         while True:
             assert self.proc.poll() is None, "vllm-router exited: %s" % self.tail()
@@ -175,7 +178,7 @@ class Router(object):
         with open(self.pool_config, "w") as handle:
             json.dump({"router_url": self.base, "workers": self.worker_urls, "hold_dir": self.hold_dir,
                        "poll_s": 0.2}, handle)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.environment)
         self.pool_log = open(str(tmp_path / "router-pool.log"), "w")
         # the keeper imports router_admin from ansible_collections/ next to itself on a router host; here from
         # the collection link

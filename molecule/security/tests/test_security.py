@@ -45,14 +45,35 @@ def tcp(frm, host, port):
     return d.node(frm, 'python3', '-c', PROBE, host, str(port))
 
 
-def curl(frm, path, key=None, method='GET', body=None, port=8000, host=HEAD):
-    """(status, body) of one HTTP request from a container; status 0 = no HTTP answer."""
+# The fronts serve TLS (ds4_tls, inventory/hosts.yml): the client trusts the CA the collection made on the controller
+# (ds4_tls_ca_dir), copied into it once - never what a server sends.
+CA_DIR = os.path.join(os.environ.get('MOLECULE_EPHEMERAL_DIRECTORY') or '/tmp/ds4-security', 'tls-ca')
+CLIENT_CA = '/tmp/ds4-tls-ca.crt'
+
+
+_TRUSTING = set()
+
+
+def client_trusts_the_ca(frm='client'):
+    if frm not in _TRUSTING:
+        subprocess.run(['docker', 'cp', os.path.join(CA_DIR, 'ca.crt'), '%s:%s' % (d.node_container(frm), CLIENT_CA)],
+                       check=True)
+        _TRUSTING.add(frm)
+
+
+def curl(frm, path, key=None, method='GET', body=None, port=8000, host=HEAD, scheme='https', cacert=CLIENT_CA):
+    """(status, body) of one request from a container (https, verified against cacert); status 0 = no HTTP answer
+    (the body is then curl's error, e.g. "SSL certificate problem")."""
+    if cacert == CLIENT_CA and scheme == 'https':
+        client_trusts_the_ca(frm)
     argv = ['curl', '-sS', '-o', '/tmp/ds4-body', '-w', '%{http_code}', '--max-time', '20', '-X', method]
+    if scheme == 'https' and cacert:
+        argv += ['--cacert', cacert]
     if key:
         argv += ['-H', 'Authorization: Bearer ' + key]
     if body is not None:
         argv += ['-H', 'Content-Type: application/json', '-d', json.dumps(body)]
-    out = d.node(frm, *(argv + ['http://%s:%d%s' % (host, port, path)]), check=False)
+    out = d.node(frm, *(argv + ['%s://%s:%d%s' % (scheme, host, port, path)]), check=False)
     m = re.search(r'(\d{3})$', out)
     status = int(m.group(1)) if m else 0
     return status, d.node(frm, 'cat', '/tmp/ds4-body', check=False) if status else out

@@ -108,7 +108,7 @@ def test_four_sparks_are_two_pairs_each_with_its_own_rendezvous_and_a_router(tmp
     # the router on the first pair's head, every head a worker; each head's API opened to the router alone
     router = eff['spark3']['router']
     assert router['enabled'] and router['host'] == 'spark1' and router['address'] == '192.0.2.10' and router['port'] == 8080
-    assert router['workers'] == ['http://192.0.2.10:8000', 'http://192.0.2.12:8000']
+    assert router['workers'] == ['https://192.0.2.10:8000', 'https://192.0.2.12:8000']
     for h in ('spark1', 'spark3'):
         assert eff[h]['api']['allowed_networks'] == ['192.0.2.10/32'] and eff[h]['api']['proxied']
 
@@ -121,10 +121,34 @@ def test_a_vip_gives_two_routers_and_opens_every_head_to_both(tmp_path):
     eff = dict((h, _effective(out, h)) for h in ('spark1', 'spark3'))
     router = eff['spark1']['router']
     assert router['hosts'] == ['spark1', 'spark3'] and router['addresses'] == ['192.0.2.10', '192.0.2.12']
-    assert router['vip'] == '192.0.2.100/24' and router['endpoint'] == 'http://192.0.2.100:8080'
+    assert router['vip'] == '192.0.2.100/24' and router['endpoint'] == 'https://192.0.2.100:8080'
     assert router['vrrp_hosts'] == [{'host': 'spark1', 'address': '192.0.2.10'}, {'host': 'spark3', 'address': '192.0.2.12'}]
     for h in ('spark1', 'spark3'):
         assert eff[h]['api']['allowed_networks'] == ['192.0.2.10/32', '192.0.2.12/32']
+    # TLS (on by default): each router host's certificate names its head API address, its router address and the VIP
+    tls = eff['spark3']['tls']
+    assert tls['enabled'] and tls['source'] == 'generated' and tls['fronts'] == ['proxy', 'router-front']
+    assert tls['subject_alt_name'] == ['DNS:spark3', 'IP:192.0.2.12', 'IP:192.168.101.10', 'IP:127.0.0.1', 'DNS:localhost',
+                                       'IP:192.0.2.100']
+
+
+def test_tls_inputs_refused_before_any_write_naming_the_variable(tmp_path):
+    inv = _four_sparks(tmp_path, ds4_api_keys=['k' * 32], ds4_tls_certificate=str(tmp_path / 'missing.crt'),
+                       ds4_tls_private_key=str(tmp_path / 'missing.key'))
+    with open(os.path.join(inv, 'host_vars', 'spark4.yml')) as f:
+        data = yaml.safe_load(f)
+    data['ds4_tls'] = False  # one host off: the router would talk to the heads in two schemes
+    with open(os.path.join(inv, 'host_vars', 'spark4.yml'), 'w') as f:
+        yaml.safe_dump(data, f)
+    out = tmp_path / 'out'
+    res = _run(inv, '-e', 'ds4_render_dir=%s' % out)
+    text = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert ("[host spark1] ds4_tls_certificate = '%s': no such file on the controller. Fix: give the path of the PEM file"
+            % (tmp_path / 'missing.crt')) in text
+    assert "ds4_tls differs between hosts (False: spark4; True: spark1, spark2, spark3)" in text
+    assert 'nothing was changed on any host' in text
+    assert not out.exists()
 
 
 def test_a_vip_outside_the_router_hosts_network_is_refused_before_any_write(tmp_path):

@@ -53,6 +53,19 @@ def test_worker_urls_one_per_pair_head_in_name_order():
     assert rc.worker_url(dict(_pair(1), api_host='fd00::1')) == 'http://[fd00::1]:8000'
 
 
+def test_tls_to_the_heads_https_urls_and_ssl_cert_file():
+    """worker_ca_file (ds4_tls): https worker URLs, SSL_CERT_FILE for the units; empty: http, no environment."""
+    p = rc.plan(PAIRS, {'worker_ca_file': '/etc/dgxspark-ds4/tls/ca.crt'})
+    assert p['errors'] == [] and p['worker_urls'] == ['https://192.0.2.11:8000', 'https://192.0.2.12:8000']
+    assert p['environment'] == {'SSL_CERT_FILE': '/etc/dgxspark-ds4/tls/ca.crt'}
+    assert '/etc/dgxspark-ds4/tls/ca.crt' not in p['argv']  # vllm-router 0.1.17 has no CA flag
+    plain = rc.plan(PAIRS, {})
+    assert plain['worker_urls'] == ['http://192.0.2.11:8000', 'http://192.0.2.12:8000'] and plain['environment'] == {}
+    assert rc.plan(PAIRS, {'worker_ca_file': 'ca.crt'})['errors'] == [
+        "router_worker_ca_file = 'ca.crt': must be an absolute path on the router host (the CA of the heads' TLS fronts) "
+        "or empty (plain HTTP to the heads)"]
+
+
 def test_default_argv_cache_aware_health_loopback_metrics():
     p = rc.plan(PAIRS, {})
     assert p['errors'] == []

@@ -85,8 +85,18 @@ def guard_series():
     return {ln.split('{', 1)[0].split(' ', 1)[0] for ln in text.splitlines() if ln and not ln.startswith('#')}
 
 
+def tls_series():
+    """The series of the fronts' TLS textfile, read from the task that writes it (roles/api_proxy/tasks/tls.yml)."""
+    with open(os.path.join(REPO, 'roles', 'api_proxy', 'tasks', 'tls.yml')) as f:
+        tasks = yaml.safe_load(f)
+    texts = [t['ansible.builtin.copy']['content'] for t in tasks
+             if 'expiry for the node exporter' in t.get('name', '') and 'ansible.builtin.copy' in t]
+    assert len(texts) == 1, texts
+    return set(re.findall(r'^(dgxspark_ds4_tls_[a-z_]+)\{', texts[0], re.M))
+
+
 def known_series():
-    names = set(VLLM_COUNTERS_GAUGES) | NODE_EXPORTER | PROMETHEUS | simulator_series() | guard_series()
+    names = set(VLLM_COUNTERS_GAUGES) | NODE_EXPORTER | PROMETHEUS | simulator_series() | guard_series() | tls_series()
     for hist in VLLM_HISTOGRAMS:
         names |= {hist + '_bucket', hist + '_sum', hist + '_count'}
     return names
@@ -184,7 +194,8 @@ def test_every_alert_has_a_firing_and_a_quiet_test_series():
 def test_alert_list_covers_hang_rank_storm_kv_queue_memory_and_fabric():
     alerts = {r['alert'] for r in rules()}
     for name in ('DS4EngineHung', 'DS4RankDown', 'DS4RestartStorm', 'DS4KVCacheNearFull', 'DS4RequestsWaitingNoneRunning',
-                 'DS4QueueTimeHigh', 'DS4MemoryPressure', 'DS4FabricLinkDown', 'DS4FabricDegradedToSockets'):
+                 'DS4QueueTimeHigh', 'DS4MemoryPressure', 'DS4FabricLinkDown', 'DS4FabricDegradedToSockets',
+                 'DS4TLSCertificateExpiring'):
         assert name in alerts
     for rule in rules():
         assert rule['labels']['severity'] in ('critical', 'warning')

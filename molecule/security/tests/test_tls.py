@@ -1,0 +1,152 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""TLS on the head's API proxy (ds4_tls, on; no user certificate: the collection's CA on the controller, in the
+scenario's ephemeral directory). Seen from the `client` container and the controller: a client that verifies the
+certificate against that CA gets answers (curl --cacert; a streamed chat through the collection's own HTTPS client);
+plain HTTP on the port is refused; a client trusting another CA, or only the system's, is refused; the key files are
+0600; the expiry reaches the node exporter textfile and status.yml; a certificate inside the renewal window is
+renewed by a plain site.yml and served at once. Runs after test_security.py (file order)."""
+
+from __future__ import absolute_import, division, print_function
+
+import datetime
+import os
+import re
+import stat
+import subprocess
+import sys
+import tempfile
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
+import test_security as s  # noqa: E402  pylint: disable=wrong-import-position
+
+pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
+
+HEAD_CERT = '/etc/dgxspark-ds4/tls/front.crt'
+
+
+def served_fingerprint():
+    """SHA-256 fingerprint of the certificate the proxy serves to the client (openssl s_client on the client)."""
+    out = d.node('client', 'sh', '-c', 'openssl s_client -connect %s:8000 -servername %s </dev/null 2>/dev/null '
+                 '| openssl x509 -noout -fingerprint -sha256' % (s.HEAD, s.HEAD), check=False)
+    m = re.search(r'Fingerprint=([0-9A-F:]+)', out)
+    assert m, out
+    return m.group(1).replace(':', '').lower()
+
+
+def controller_cert_info(path):
+    with open(path, 'rb') as f:
+        return x509.load_pem_x509_certificate(f.read())
+
+
+def test_a_client_verifying_the_certificate_gets_answers():
+    status, body = s.curl('client', '/v1/models', s.KEY_A)
+    assert status == 200, body
+    status, body = s.curl('client', '/v1/chat/completions', s.KEY_B, 'POST', s.chat_body())
+    assert status == 200 and '"Four"' in body.replace(' ', ''), body
+    # the certificate names the head's address (verified by IP above) and is the one the collection signed
+    cert = controller_cert_info(os.path.join(s.CA_DIR, 'hosts', 'spark1.crt'))
+    assert served_fingerprint() == cert.fingerprint(hashes.SHA256()).hex()
+
+
+def test_a_streamed_chat_through_the_collections_https_client_verifies_the_ca(monkeypatch):
+    """vllm_client (the collection's one HTTP client; the router's pool keeper uses it the same way) trusts the CA
+    through SSL_CERT_FILE, as the router units do."""
+    sys.path.insert(0, os.path.join(d.PROJECT, '.collections'))
+    from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client  # pylint: disable=import-outside-toplevel
+    body = {'model': 'deepseek-v4-flash', 'max_tokens': 16, 'temperature': 0,
+            'messages': [{'role': 'user', 'content': 'What is 2+2? Answer with one word.'}]}
+    monkeypatch.setenv('SSL_CERT_FILE', os.path.join(s.CA_DIR, 'ca.crt'))
+    rec = vllm_client.stream_chat('https://%s:8000' % s.HEAD, body, api_key=s.KEY_A, timeout=60)
+    assert rec['error'] is None and rec['content'].strip() == 'Four', rec
+    assert rec['text_chunks'] >= 1 and rec['completion_tokens'] >= 1, rec
+    # the same client, trusting only the system's CAs, is refused by its own verification
+    monkeypatch.setenv('SSL_CERT_FILE', '/etc/ssl/certs/ca-certificates.crt')
+    rec = vllm_client.stream_chat('https://%s:8000' % s.HEAD, body, api_key=s.KEY_A, timeout=60)
+    assert rec['error'] and 'CERTIFICATE_VERIFY_FAILED' in rec['error'], rec
+
+
+def test_plain_http_is_refused_on_the_port():
+    status, body = s.curl('client', '/v1/models', s.KEY_A, scheme='http')
+    assert status == 400 and 'The plain HTTP request was sent to HTTPS port' in body, (status, body)
+    status, body = s.curl('client', '/v1/chat/completions', s.KEY_A, 'POST', s.chat_body(), scheme='http')
+    assert status == 400 and 'Four' not in body, (status, body)
+
+
+def test_an_unknown_ca_is_refused():
+    # the system's CAs only
+    status, err = s.curl('client', '/v1/models', s.KEY_A, cacert='/etc/ssl/certs/ca-certificates.crt')
+    assert status == 0 and 'SSL certificate problem' in err, err
+    # another CA, made here, with the same subject as the collection's
+    tmp = tempfile.mkdtemp(prefix='ds4-other-ca-')
+    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2',
+                    '-subj', '/CN=dgxspark.ds4 fronts CA', '-keyout', os.path.join(tmp, 'k'), '-out', os.path.join(tmp, 'c')],
+                   check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    subprocess.run(['docker', 'cp', os.path.join(tmp, 'c'), '%s:/tmp/ds4-other-ca.crt' % d.node_container('client')], check=True)
+    status, err = s.curl('client', '/v1/models', s.KEY_A, cacert='/tmp/ds4-other-ca.crt')
+    assert status == 0 and 'SSL certificate problem' in err, err
+
+
+def test_keys_0600_and_the_ca_key_only_on_the_controller():
+    assert d.node('spark1', 'stat', '-c', '%a %U %G', '/etc/dgxspark-ds4/tls/front.key') == '600 root root'
+    assert d.node('spark1', 'stat', '-c', '%a', HEAD_CERT) == '644'
+    assert d.node('spark1', 'ls', '/etc/dgxspark-ds4/tls').split() == ['ca.crt', 'front.crt', 'front.key']
+    # the worker has no front: no material
+    assert 'No such file' in d.node('spark2', 'ls', '/etc/dgxspark-ds4/tls', check=False)
+    assert stat.S_IMODE(os.stat(s.CA_DIR).st_mode) == 0o700
+    for name in ('ca.key', os.path.join('hosts', 'spark1.key')):
+        assert stat.S_IMODE(os.stat(os.path.join(s.CA_DIR, name)).st_mode) == 0o600, name
+    assert not os.path.exists(os.path.join(s.CA_DIR, 'hosts', 'spark2.key'))
+
+
+def test_expiry_in_the_textfile_and_in_status():
+    cert = controller_cert_info(os.path.join(s.CA_DIR, 'hosts', 'spark1.crt'))
+    not_after = int(cert.not_valid_after_utc.timestamp())
+    text = d.node('spark1', 'cat', '/var/lib/prometheus/node-exporter/dgxspark_ds4_tls.prom')
+    assert ('dgxspark_ds4_tls_certificate_not_after_seconds{front="proxy",path="%s"} %d' % (HEAD_CERT, not_after)) in text
+    rc, out = d.run_playbook('status.yml', {'ds4_status_chat': False})
+    assert rc == 0, out[-3000:]
+    days = (cert.not_valid_after_utc - datetime.datetime.now(datetime.timezone.utc)).days
+    assert 'tls spark1 proxy: expires %s, in %d days' % (cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ'), days) in out, \
+        out[-3000:]
+
+
+def _resign_expiring(days):
+    """The controller's copy of spark1's certificate re-signed by the collection's CA (same key, names and
+    extensions) to expire in `days` days: what a certificate looks like once it entered the renewal window."""
+    with open(os.path.join(s.CA_DIR, 'ca.key'), 'rb') as f:
+        ca_key = serialization.load_pem_private_key(f.read(), password=None)
+    ca = controller_cert_info(os.path.join(s.CA_DIR, 'ca.crt'))
+    path = os.path.join(s.CA_DIR, 'hosts', 'spark1.crt')
+    old = controller_cert_info(path)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (x509.CertificateBuilder().subject_name(old.subject).issuer_name(ca.subject).public_key(old.public_key())
+               .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+               .not_valid_after(now + datetime.timedelta(days=days)))
+    for ext in old.extensions:
+        builder = builder.add_extension(ext.value, ext.critical)
+    with open(path, 'wb') as f:
+        f.write(builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
+
+
+def test_zz_a_certificate_in_the_renewal_window_is_renewed_and_served():
+    """A certificate expiring in 5 days (inside ds4_tls_renew_days, 30) on the controller: a plain site.yml re-signs
+    it for ds4_tls_validity_days, puts it on the head, the proxy reloads and serves it, and a verifying client still
+    gets answers. The converge shortcut of api_proxy runs (the certificate changed) and records the new state (a
+    renewal is not drift)."""
+    before = served_fingerprint()
+    _resign_expiring(5)
+    rc, out = d.run_playbook('site.yml')
+    assert rc == 0, out[-3000:]
+    cert = controller_cert_info(os.path.join(s.CA_DIR, 'hosts', 'spark1.crt'))
+    assert (cert.not_valid_after_utc - datetime.datetime.now(datetime.timezone.utc)).days >= 363
+    after = served_fingerprint()
+    assert after != before and after == cert.fingerprint(hashes.SHA256()).hex()
+    status, body = s.curl('client', '/v1/models', s.KEY_A)
+    assert status == 200, body
