@@ -35,7 +35,8 @@ def test_real_nft_flushed_chain_and_deleted_rule_are_reloaded(tmp_path):
     table = {'path': str(tmp_path / 'nftables.conf'), 'api_port': 8000, 'upstream_port': 8001, 'master_port': 29501,
              'allowed_networks': ['10.77.0.20/32', '10.77.0.1/32', '10.1.0.0/16'],
              'fabric_addresses': ['10.77.0.11', '10.77.0.12'], 'self_address': '10.77.0.11',
-             'ephemeral_ports': '32768-60999', 'service_ports': [{'port': 9090, 'allow': 'clients', 'name': 'prometheus'}],
+             'ephemeral_ports': '32768-60999', 'service_ports': [{'port': 9090, 'allow': 'monitoring', 'name': 'prometheus'}],
+             'monitoring_networks': ['10.77.0.30/32'], 'owned_ports': [8001, 29000, 30000], 'owner_uids': [0, 33],
              'nft_bin': NFT}
     load = {'dgxspark.ds4.nft_table': table}
     delete = ('%s delete rule inet dgxspark_ds4 input handle $(%s -a list chain inet dgxspark_ds4 input | '
@@ -44,9 +45,11 @@ def test_real_nft_flushed_chain_and_deleted_rule_are_reloaded(tmp_path):
              {'ansible.builtin.command': {'argv': [NFT, 'flush', 'chain', 'inet', 'dgxspark_ds4', 'input']}},
              dict(load, register='flushed'),
              {'ansible.builtin.shell': delete},
-             dict(load, register='deleted'), dict(load, register='last'),
+             dict(load, register='deleted'),
+             {'ansible.builtin.command': {'argv': [NFT, 'flush', 'chain', 'inet', 'dgxspark_ds4', 'output']}},
+             dict(load, register='output_flushed'), dict(load, register='last'),
              {'ansible.builtin.copy': {'dest': str(tmp_path / 'results.json'), 'mode': '0644', 'content':
-                                       '{{ [first, again, flushed, deleted, last] | to_json }}'}}]
+                                       '{{ [first, again, flushed, deleted, output_flushed, last] | to_json }}'}}]
     (tmp_path / 'play.yml').write_text(yaml.safe_dump([{'hosts': 'localhost', 'gather_facts': False, 'tasks': tasks}]))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
     proc = subprocess.run(['unshare', '-n', PLAYBOOK, '-i', 'localhost,', '-c', 'local', '-e',
@@ -54,10 +57,13 @@ def test_real_nft_flushed_chain_and_deleted_rule_are_reloaded(tmp_path):
                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    first, again, flushed, deleted, last = json.loads((tmp_path / 'results.json').read_text())
+    first, again, flushed, deleted, output_flushed, last = json.loads((tmp_path / 'results.json').read_text())
     assert first['changed'] and first['loaded']
     assert not again['changed'] and again['live_differences'] == []
     assert flushed['loaded'] and not flushed['file_changed'] and flushed['live_before'] == first['digest']
     assert '-tcp dport 29501 reject with tcp reset' in flushed['live_differences'] and len(flushed['live_differences']) == 11
     assert deleted['loaded'] and deleted['live_differences'] == ['-tcp dport 29501 reject with tcp reset']
+    # the loopback ports' owner rule (issue 27 item 3) is compared like the input chain's rules
+    assert output_flushed['loaded'] and output_flushed['live_differences'] == [
+        '-oif "lo" tcp dport { 8001, 29000, 30000 } meta skuid != { 0, 33 } reject with tcp reset']
     assert not last['changed']
