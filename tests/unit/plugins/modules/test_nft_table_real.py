@@ -67,3 +67,66 @@ def test_real_nft_flushed_chain_and_deleted_rule_are_reloaded(tmp_path):
     assert output_flushed['loaded'] and output_flushed['live_differences'] == [
         '-oif "lo" tcp dport { 8001, 29000, 30000 } meta skuid != { 0, 33 } reject with tcp reset']
     assert not last['changed']
+
+
+# Run inside `unshare -n` (a network namespace of its own): loopback up, the rendered table loaded, a listener on each
+# owned port; one connect per (uid, port) from a child that dropped to that uid. Prints JSON {"uid:port": outcome}.
+OWNER_PROBE = r'''
+import json, os, socket, subprocess, sys
+nft, ruleset, ports, uids = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)
+subprocess.run([nft, '-f', ruleset], check=True)
+listeners = []
+for port in ports:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(('127.0.0.1', port))
+    s.listen(16)
+    listeners.append(s)
+out = {}
+for uid in uids:
+    for port in ports:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            c = socket.socket()
+            c.settimeout(3)
+            try:
+                c.connect(('127.0.0.1', port))
+                res = 'open'
+            except ConnectionRefusedError:
+                res = 'refused'
+            except OSError as exc:
+                res = 'error %s' % exc
+            os.write(w, res.encode())
+            os._exit(0)
+        os.close(w)
+        os.waitpid(pid, 0)
+        out['%d:%d' % (uid, port)] = os.read(r, 100).decode()
+        os.close(r)
+print(json.dumps(out))
+'''
+
+
+def test_real_owner_rule_lets_only_the_listed_uids_reach_the_owned_ports(tmp_path):
+    """The output rule by socket owner, on real sockets: root and uid 33 (www-data, the proxy) reach the owned ports
+    (vLLM's, vllm-router's admin and metrics), uid 65534 (nobody) is reset; a port not owned stays open to it."""
+    from ansible_collections.dgxspark.ds4.plugins.module_utils.nft_ruleset import render_ruleset
+    ruleset = tmp_path / 'ruleset.nft'
+    ruleset.write_text(render_ruleset({
+        'table': 'dgxspark_ds4', 'api_port': 8000, 'upstream_port': 8001, 'master_port': 29501,
+        'allowed_networks': [], 'fabric_addresses': ['10.77.0.11', '10.77.0.12'], 'self_address': '10.77.0.11',
+        'ephemeral_ports': '32768-60999', 'owned_ports': [8001, 29000, 30000], 'owner_uids': [0, 33]}))
+    ports, uids = [8001, 29000, 30000, 8000], [0, 33, 65534]
+    proc = subprocess.run(['unshare', '-n', sys.executable, '-c', OWNER_PROBE, NFT, str(ruleset), json.dumps(ports),
+                           json.dumps(uids)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    expected = dict(('%d:%d' % (uid, port), 'refused' if (uid == 65534 and port != 8000) else 'open')
+                    for uid in uids for port in ports)
+    assert seen == expected
