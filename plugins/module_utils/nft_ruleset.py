@@ -251,11 +251,15 @@ def _body(spec):
             '        type filter hook output priority filter; policy accept;',
             '        # loopback ports owned (vLLM, vllm-router admin/metrics): sockets of uid %s only'
             % ', '.join(str(u) for u in uids),
-            '        oif "lo" tcp dport { %s } meta skuid != { %s } reject with tcp reset'
-            % (', '.join(str(p) for p in ports), ', '.join(str(u) for u in uids)),
+            '        oif "lo" tcp dport %s meta skuid != %s reject with tcp reset' % (_anonymous(ports), _anonymous(uids)),
             '    }',
         ]
     return '\n'.join(lines) + '\n', table
+
+
+def _anonymous(values):
+    """An anonymous set as `nft list` prints it: one element bare, several in braces."""
+    return str(values[0]) if len(values) == 1 else '{ %s }' % ', '.join(str(v) for v in values)
 
 
 def _set_lines(name, v4, v6):

@@ -72,6 +72,15 @@ def test_owned_ports_in_an_output_chain_by_socket_owner():
                                                                                               owner_uids=[0, 33]))
 
 
+def test_one_owned_port_or_owner_rendered_bare_as_nft_lists_it():
+    # nft prints a one-element anonymous set without braces: the rendered line must be the listed one, or every
+    # run would see a difference and the load would be refused
+    lines = rules(n.render_ruleset(spec(owned_ports=[8001], owner_uids=[0])))
+    assert 'oif "lo" tcp dport 8001 meta skuid != 0 reject with tcp reset' in lines
+    lines = rules(n.render_ruleset(spec(owned_ports=[8001], owner_uids=[0, 33])))
+    assert 'oif "lo" tcp dport 8001 meta skuid != { 0, 33 } reject with tcp reset' in lines
+
+
 def test_no_owned_ports_no_output_chain():
     assert 'chain output' not in n.render_ruleset(spec(owned_ports=[], owner_uids=[0, 33]))
     assert n.render_ruleset(spec(owned_ports=[], owner_uids=[])) == n.render_ruleset(spec())

@@ -36,7 +36,8 @@ def test_real_nft_flushed_chain_and_deleted_rule_are_reloaded(tmp_path):
              'allowed_networks': ['10.77.0.20/32', '10.77.0.1/32', '10.1.0.0/16'],
              'fabric_addresses': ['10.77.0.11', '10.77.0.12'], 'self_address': '10.77.0.11',
              'ephemeral_ports': '32768-60999', 'service_ports': [{'port': 9090, 'allow': 'monitoring', 'name': 'prometheus'}],
-             'monitoring_networks': ['10.77.0.30/32'], 'owned_ports': [8001, 29000, 30000], 'owner_uids': [0, 33],
+             # one owned port (nft lists a one-element set bare) and two owners (in braces): both forms as nft lists them
+             'monitoring_networks': ['10.77.0.30/32'], 'owned_ports': [8001], 'owner_uids': [0, 33],
              'nft_bin': NFT}
     load = {'dgxspark.ds4.nft_table': table}
     delete = ('%s delete rule inet dgxspark_ds4 input handle $(%s -a list chain inet dgxspark_ds4 input | '
@@ -65,7 +66,7 @@ def test_real_nft_flushed_chain_and_deleted_rule_are_reloaded(tmp_path):
     assert deleted['loaded'] and deleted['live_differences'] == ['-tcp dport 29501 reject with tcp reset']
     # the loopback ports' owner rule (issue 27 item 3) is compared like the input chain's rules
     assert output_flushed['loaded'] and output_flushed['live_differences'] == [
-        '-oif "lo" tcp dport { 8001, 29000, 30000 } meta skuid != { 0, 33 } reject with tcp reset']
+        '-oif "lo" tcp dport 8001 meta skuid != { 0, 33 } reject with tcp reset']
     assert not last['changed']
 
 
