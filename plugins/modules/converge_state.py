@@ -21,7 +21,7 @@ description:
     the facts the role publishes for later roles (O(published)), which a later probe returns when current.
   - Drift is repaired, never recorded. With O(state=record), when the inputs digest equals the one of the last
     record and a check the probe found different from that record (O(found)) is still exactly as found, the role ran
-    and did not repair it: the module fails naming the check, writes no record and keeps the last one aside, so every
+    and did not repair it - the module fails naming the check, writes no record and keeps the last one aside, so every
     later run refuses again until the state is repaired (or the kept record is removed to accept it). Checks the
     role only observes (C(observed) in O(checks)) are exempt.
   - The action plugin of the same name computes O(digest) and O(inputs) on the controller from the role's input
@@ -68,7 +68,7 @@ options:
         unit names; UnitFileState and ActiveState), C(commands) (argv lists of read-only commands; exit code and
         output hash), C(trees) (directories; names, sizes and mtimes, no file is read).
       - C(observed) (optional) repeats the checks of the other kinds the role observes but does not render (sysfs
-        files, a file shared with the user, a request marker another role writes): their drift is recorded, not
+        files, a file shared with the user, a request marker another role writes) - their drift is recorded, not
         refused.
     type: dict
     default: {}

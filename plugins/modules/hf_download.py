@@ -22,7 +22,7 @@ description:
     module process's C(HF_TOKEN) for huggingface_hub; it is never returned. An option is used rather than the task's
     C(environment), which Ansible prints on the remote command line at C(-vvv) and shows in C(ps).
   - Once downloaded, the files written leave the page cache (C(sync -d) then C(dd iflag=nocache count=0), only those
-    files): a 149 GB download beside a live pair does not fill the page cache a running vLLM competes with on GB10.
+    files) - a 149 GB download beside a live pair does not fill the page cache a running vLLM competes with on GB10.
   - Uses C(hf_xet) when installed, else C(hf_transfer) when installed (sets C(HF_HUB_ENABLE_HF_TRANSFER=1)).
 author:
   - dgxspark.ds4 contributors (@dgxspark)

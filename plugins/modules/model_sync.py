@@ -18,11 +18,11 @@ description:
   - Files missing on the worker, of another size or modification time, or named in O(force) are copied whole;
     files shorter than the head's (an interrupted copy) are resumed with C(rsync --append-verify), which checks the
     whole file afterwards and resends it if the kept part differs. Files identical by size and mtime are skipped.
-  - A file the worker already holds in full (RV(files_replaced)) is never rewritten in place: rsync writes the new
+  - A file the worker already holds in full (RV(files_replaced)) is never rewritten in place - rsync writes the new
     copy under C(.cache/dgxspark-ds4-sync) of O(dest) and renames it over the old one when complete, so a copy that
     fails half-way leaves the worker's file as it was. Missing files are written in place (resumable).
   - Once copied, the files leave the page cache on both hosts (C(sync -d) then C(dd iflag=nocache count=0), only
-    those files): a copy beside a live pair does not fill the page cache a running vLLM competes with on GB10.
+    those files) - a copy beside a live pair does not fill the page cache a running vLLM competes with on GB10.
     A failure there is a warning (RV(drop_behind_warnings)).
   - The files are split across O(streams) rsync processes of about equal bytes, largest first.
   - Before copying, the bytes still to write (per file, head size minus worker size) are compared with the free

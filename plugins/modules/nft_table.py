@@ -16,7 +16,7 @@ description:
     C(plugins/module_utils/nft_ruleset.py)), writes it to O(path) and loads it with C(nft -f) only when the file
     changed or the live table differs from it.
   - The live table (C(nft list table), normalised) is compared with what the rendered file defines, rule by rule
-    and set element by set element, not only the sha256 the table's comment carries: a chain flushed, one rule
+    and set element by set element, not only the sha256 the table's comment carries - a chain flushed, one rule
     deleted or added by hand, or the table deleted is a difference and reloads the table (RV(live_differences)).
     After a load the live table must equal the rendered one, or the module fails naming the lines that differ.
   - The file is one atomic transaction touching only C(table <family> <table>) (create if missing, delete,
@@ -107,7 +107,7 @@ options:
     default: []
   owned_ports:
     description:
-      - Loopback TCP ports only the sockets of O(owner_uids) may connect to (chain C(output), C(oif "lo"), C(meta skuid)):
+      - Loopback TCP ports only the sockets of O(owner_uids) may connect to (chain C(output), C(oif "lo"), C(meta skuid)) -
         vLLM's port, vllm-router's admin and metrics ports. Empty = no output chain.
     type: list
     elements: int
