@@ -220,5 +220,5 @@ def drop_behind(run, root, names, ssh=None):
     if rc != 0:
         return ('dropping the page cache behind %d file(s) under %s on %s failed (rc=%d): %s; they stay cached until '
                 'the kernel reclaims them' % (len(names), root, ssh[-1] if ssh else 'this host', rc,
-                                                  (err or out).strip()[-300:]))
+                                              (err or out).strip()[-300:]))
     return None

@@ -111,7 +111,7 @@ def test_check_mode_with_a_vip_finds_the_interface_and_shows_the_keepalived_unit
     proc = _play(tmp_path, "--check", "--diff", "-v", evars=evars)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "%s on %s (VRRP priority 150, peers %s)" % (evars["router_vrrp_vip"], ifname,
-                                                      evars["router_vrrp_hosts"][1]["address"]) in proc.stdout
+                                                       evars["router_vrrp_hosts"][1]["address"]) in proc.stdout
     assert "+ExecStart=/usr/sbin/keepalived --dont-fork --vrrp --use-file=%s" % evars["router_vrrp_config_path"] \
         in proc.stdout, proc.stdout[-3000:]
     # the configuration holds the VRRP secret: no diff of it, and nothing else shows it (-v)

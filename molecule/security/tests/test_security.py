@@ -299,6 +299,7 @@ def test_prometheus_only_to_the_monitoring_network_with_tls_and_basic_auth():
     probe = subprocess.run([sys.executable, '-c', PROBE, HEAD, '9090'], stdout=subprocess.PIPE, universal_newlines=True,
                            check=False)
     assert probe.stdout.strip() == 'refused', probe.stdout
+
     # Prometheus still scrapes vLLM's owned loopback port (as its own user) and itself (through its TLS and auth)
     def targets_up():
         out = d.node('client', 'curl', '-sS', '--max-time', '10', '--cacert', CLIENT_CA, '-u', 'ds4:' + password,

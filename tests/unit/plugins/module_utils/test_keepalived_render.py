@@ -47,7 +47,7 @@ def test_both_hosts_backup_nopreempt_unicast_and_the_tracked_front():
     script = _block(text, 'vrrp_script %s' % kr.SCRIPT)
     assert 'script "/usr/local/libexec/dgxspark-ds4/router/vrrp-check 8080"' in script
     assert ['interval 1', 'timeout 1', 'fall 2', 'rise 2'] == [s for s in script if s.split()[0] in
-                                                              ('interval', 'timeout', 'fall', 'rise')]
+                                                               ('interval', 'timeout', 'fall', 'rise')]
     assert 'enable_script_security' in _block(text, 'global_defs')
     assert kr.render(SPEC) == text  # deterministic: written (and keepalived reloaded) only on change
 

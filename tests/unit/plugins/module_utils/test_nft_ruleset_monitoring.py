@@ -68,8 +68,8 @@ def test_owned_ports_in_an_output_chain_by_socket_owner():
     owned = n.expected_listing(spec(owned_ports=[8001], owner_uids=[0]))
     assert owned[2:owned.index('chain output {')] == plain[2:-1]
     assert n.ruleset_digest(spec(owned_ports=[8001], owner_uids=[0])) != n.ruleset_digest(spec())
-    assert n.ruleset_digest(spec(owned_ports=[8001], owner_uids=[0])) != n.ruleset_digest(spec(owned_ports=[8001],
-                                                                                              owner_uids=[0, 33]))
+    one_owner = n.ruleset_digest(spec(owned_ports=[8001], owner_uids=[0]))
+    assert one_owner != n.ruleset_digest(spec(owned_ports=[8001], owner_uids=[0, 33]))
 
 
 def test_one_owned_port_or_owner_rendered_bare_as_nft_lists_it():

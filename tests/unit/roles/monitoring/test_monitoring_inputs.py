@@ -46,8 +46,8 @@ def run_cases(tmp_path, cases):
             {'name': 'Passed', 'ansible.builtin.set_fact': {'results': '{{ results | combine({%r: none}) }}' % name}}],
             'rescue': [{'name': 'Refused', 'ansible.builtin.set_fact': {
                 'results': '{{ results | combine({%r: ansible_failed_result.msg}) }}' % name}}]})
-    tasks.append({'name': 'Write', 'ansible.builtin.copy': {'dest': str(tmp_path / 'out.json'), 'mode': '0644',
-                                                          'content': '{{ results | to_json }}'}})
+    write = {'dest': str(tmp_path / 'out.json'), 'mode': '0644', 'content': '{{ results | to_json }}'}
+    tasks.append({'name': 'Write', 'ansible.builtin.copy': write})
     (tmp_path / 'play.yml').write_text(yaml.safe_dump([{'hosts': 'localhost', 'gather_facts': False,
                                                         'vars': {'results': {}}, 'tasks': tasks}]))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')

@@ -263,7 +263,7 @@ SHOW = ('ExecStart={ path=/usr/local/bin/launch-old.sh ; argv[]=/usr/local/bin/l
 
 def test_dropin_dirs_are_the_units_own_and_its_prefixes():
     assert verify_unit.dropin_dir_names(DROPIN_UNIT) == ['dgxspark-ds4-head.service.d', 'dgxspark-ds4-.service.d',
-                                                  'dgxspark-.service.d']
+                                                         'dgxspark-.service.d']
 
 
 def test_foreign_dropin_is_named_with_its_path_exec_start_and_the_fix():
