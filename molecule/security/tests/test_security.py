@@ -276,7 +276,7 @@ def prom_curl(frm, url, user=None, cacert=CLIENT_CA):
 
 def test_prometheus_only_to_the_monitoring_network_with_tls_and_basic_auth():
     listening = d.node('spark1', 'ss', '-Hltn')
-    assert re.search(r'0\.0\.0\.0:9090\s', listening), listening
+    assert re.search(r'(0\.0\.0\.0|\*):9090\s', listening), listening   # every address (Go prints a dual-stack one as *)
     assert '--web.config.file=%s/web.yml' % PROM_DIR in d.node(
         'spark1', 'cat', '/etc/systemd/system/prometheus.service.d/dgxspark-ds4.conf')
     password = prom_password()
