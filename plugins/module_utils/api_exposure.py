@@ -77,7 +77,7 @@ def normalize_networks(networks, errors, var='ds4_api_allowed_networks'):
     if networks is None:
         return []
     if isinstance(networks, str) or not isinstance(networks, (list, tuple)):
-        errors.append('%s = %r: must be a list of CIDRs (e.g. [192.168.1.0/24]); [] keeps the API on loopback only.'
+        errors.append('%s = %r: must be a list of CIDRs (e.g. [192.168.1.0/24]); [] keeps it on loopback only.'
                       % (var, networks))
         return []
     out = []
@@ -89,7 +89,7 @@ def normalize_networks(networks, errors, var='ds4_api_allowed_networks'):
                           % (var, item))
             continue
         if net.is_loopback:
-            errors.append('%s entry %r: a loopback network; loopback always reaches the API. Fix: remove it.' % (var, item))
+            errors.append('%s entry %r: a loopback network; loopback always reaches it. Fix: remove it.' % (var, item))
             continue
         if str(net) not in out:
             out.append(str(net))

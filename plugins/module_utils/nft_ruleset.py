@@ -25,10 +25,15 @@ business); it rejects, for new TCP connections from anywhere but loopback:
   - the ephemeral range on this node's fabric address (ZMQ MessageQueue, Gloo, NCCL sockets) from
     outside the fabric addresses;
   - each of service_ports (e.g. Prometheus, the node exporter: role dgxspark.ds4.monitoring) from
-    outside its allowed set: "clients" = allowed_networks (none = loopback only), "fabric" = the
-    fabric addresses;
+    outside its allowed set: "clients" = allowed_networks (none = loopback only), "monitoring" =
+    monitoring_networks (none = loopback only), "fabric" = the fabric addresses, "loopback" = nobody else;
   - with vrrp_peers (the other router hosts holding the clients' one address, role dgxspark.ds4.router):
     VRRP (IP protocol 112) from anyone else (dropped: VRRP has no reset).
+
+Loopback ports owned (chain output): with owned_ports (vLLM's loopback port, vllm-router's admin and metrics
+ports), a connection to any of them over "lo" (127.0.0.1, ::1 or one of the host's own addresses) from a socket
+whose owner is not in owner_uids (root, the proxy's user, Prometheus' user) is reset. vLLM's container runs with
+--network host, so its socket is in the host's namespace and the client's SYN passes this hook with the client's uid.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -41,7 +46,7 @@ import re
 
 NAME_RE = re.compile(r'^[A-Za-z][A-Za-z0-9_]{0,31}$')
 SERVICE_NAME_RE = re.compile(r'^[A-Za-z0-9 _.-]{1,40}$')
-SERVICE_ALLOW = ('clients', 'fabric')
+SERVICE_ALLOW = ('clients', 'monitoring', 'fabric', 'loopback')
 FAMILIES = ('inet',)
 COMMENT_PREFIX = 'dgxspark.ds4 sha256:'
 
@@ -111,6 +116,7 @@ def validate(spec):
     if spec.get('upstream_port') is not None and not _port_ok(spec.get('upstream_port')):
         errors.append('upstream_port = %r: must be an integer port or null' % (spec.get('upstream_port'),))
     _nets(spec.get('allowed_networks'), errors, 'allowed_networks')
+    _nets(spec.get('monitoring_networks'), errors, 'monitoring_networks')
     fab = _addrs(spec.get('fabric_addresses'), errors, 'fabric_addresses')
     if not fab:
         errors.append('fabric_addresses is empty: the master port and inter-node ports would be closed to the peer')
@@ -120,11 +126,30 @@ def validate(spec):
     _range(spec.get('ephemeral_ports'), errors, 'ephemeral_ports')
     _services(spec, errors)
     _addrs(spec.get('vrrp_peers'), errors, 'vrrp_peers')
+    _owned(spec, errors)
     return errors
 
 
+def _owned(spec, errors):
+    """(sorted owned ports, sorted owner uids) from owned_ports / owner_uids; errors appended."""
+    ports = spec.get('owned_ports') or []
+    uids = spec.get('owner_uids') or []
+    if not isinstance(ports, list) or not all(_port_ok(p) for p in ports):
+        errors.append('owned_ports = %r: must be a list of integer ports' % (ports,))
+        return [], []
+    if not isinstance(uids, list) or not all(isinstance(u, int) and not isinstance(u, bool) and 0 <= u < 2 ** 32
+                                             for u in uids):
+        errors.append('owner_uids = %r: must be a list of integer user ids' % (uids,))
+        return [], []
+    if ports and 0 not in uids:
+        errors.append('owner_uids = %r: must include 0 (root: the collection\'s own checks, the pair guard, the router '
+                      'pool keeper reach these ports)' % (uids,))
+        return [], []
+    return sorted(set(ports)), sorted(set(uids))
+
+
 def _services(spec, errors):
-    """service_ports entries: {port, allow: clients|fabric, name}; errors appended."""
+    """service_ports entries: {port, allow: clients|monitoring|fabric|loopback, name}; errors appended."""
     out = []
     taken = set(p for p in (spec.get('api_port'), spec.get('upstream_port'), spec.get('master_port')) if p is not None)
     seen = set()
@@ -161,16 +186,11 @@ def _body(spec):
     up = spec.get('upstream_port')
     master = spec['master_port']
     v4, v6 = _nets(spec.get('allowed_networks'), errors, 'allowed_networks')
+    mon = _nets(spec.get('monitoring_networks'), errors, 'monitoring_networks')
     fab = _addrs(spec.get('fabric_addresses'), errors, 'fabric_addresses')
     eph = _range(spec.get('ephemeral_ports'), errors, 'ephemeral_ports')
     self_addr = spec.get('self_address')
-    lines = []
-    if v4:
-        lines += ['    set api_clients_v4 {', '        type ipv4_addr', '        flags interval',
-                  '        elements = { %s }' % ', '.join(v4), '    }', '']
-    if v6:
-        lines += ['    set api_clients_v6 {', '        type ipv6_addr', '        flags interval',
-                  '        elements = { %s }' % ', '.join(v6), '    }', '']
+    lines = _set_lines('api_clients', v4, v6) + _set_lines('monitoring_clients', mon[0], mon[1])
     lines += ['    set fabric_v4 {', '        type ipv4_addr', '        elements = { %s }' % ', '.join(fab), '    }', '']
     lines += [
         '    chain input {',
@@ -192,17 +212,22 @@ def _body(spec):
         '        tcp dport %d ip saddr @fabric_v4 accept' % master,
         '        tcp dport %d reject with tcp reset' % master,
     ]
+    client_sets = {'clients': ('api_clients', v4, v6), 'monitoring': ('monitoring_clients', mon[0], mon[1])}
     for port, allow, name in _services(spec, errors):
-        if allow == 'clients':
-            who = ('allowed networks ' + ', '.join(v4 + v6)) if (v4 or v6) else 'loopback only'
+        if allow in client_sets:
+            set_name, s4, s6 = client_sets[allow]
+            who = ('%s networks %s' % ('allowed' if allow == 'clients' else 'monitoring', ', '.join(s4 + s6))
+                   if (s4 or s6) else 'loopback only')
             lines.append('        # %s port %d: %s' % (name, port, who))
-            if v4:
-                lines.append('        tcp dport %d ip saddr @api_clients_v4 accept' % port)
-            if v6:
-                lines.append('        tcp dport %d ip6 saddr @api_clients_v6 accept' % port)
-        else:
+            if s4:
+                lines.append('        tcp dport %d ip saddr @%s_v4 accept' % (port, set_name))
+            if s6:
+                lines.append('        tcp dport %d ip6 saddr @%s_v6 accept' % (port, set_name))
+        elif allow == 'fabric':
             lines.append('        # %s port %d: the fabric addresses only' % (name, port))
             lines.append('        tcp dport %d ip saddr @fabric_v4 accept' % port)
+        else:
+            lines.append('        # %s port %d: loopback only' % (name, port))
         lines.append('        tcp dport %d reject with tcp reset' % port)
     vrrp = _addrs(spec.get('vrrp_peers'), errors, 'vrrp_peers')
     if vrrp:
@@ -218,7 +243,33 @@ def _body(spec):
             '        ip daddr %s tcp dport %d-%d reject with tcp reset' % (self_addr, eph[0], eph[1]),
         ]
     lines += ['    }']
+    ports, uids = _owned(spec, errors)
+    if ports:
+        lines += [
+            '',
+            '    chain output {',
+            '        type filter hook output priority filter; policy accept;',
+            '        # loopback ports owned (vLLM, vllm-router admin/metrics): sockets of uid %s only'
+            % ', '.join(str(u) for u in uids),
+            '        oif "lo" tcp dport %s meta skuid != %s reject with tcp reset' % (_anonymous(ports), _anonymous(uids)),
+            '    }',
+        ]
     return '\n'.join(lines) + '\n', table
+
+
+def _anonymous(values):
+    """An anonymous set as `nft list` prints it: one element bare, several in braces."""
+    return str(values[0]) if len(values) == 1 else '{ %s }' % ', '.join(str(v) for v in values)
+
+
+def _set_lines(name, v4, v6):
+    """The named interval sets <name>_v4 / <name>_v6 (only those with elements)."""
+    lines = []
+    for suffix, kind, nets in (('v4', 'ipv4_addr', v4), ('v6', 'ipv6_addr', v6)):
+        if nets:
+            lines += ['    set %s_%s {' % (name, suffix), '        type %s' % kind, '        flags interval',
+                      '        elements = { %s }' % ', '.join(nets), '    }', '']
+    return lines
 
 
 def ruleset_digest(spec):
@@ -236,8 +287,9 @@ def _table_block(spec, body, digest):
 def render_ruleset(spec):
     """spec: table, family (inet), api_port, upstream_port (or None), master_port, allowed_networks,
     fabric_addresses (both nodes), self_address (this node's fabric IP), ephemeral_ports ("lo-hi" or None),
-    service_ports (optional list of {port, allow: clients|fabric, name}), vrrp_peers (optional IPv4 addresses:
-    VRRP accepted from them only).
+    service_ports (optional list of {port, allow: clients|monitoring|fabric|loopback, name}), monitoring_networks
+    (optional CIDRs: the "monitoring" set), vrrp_peers (optional IPv4 addresses: VRRP accepted from them only),
+    owned_ports / owner_uids (optional: loopback ports only these socket owners may connect to; uid 0 required).
     Returns the text of the file loaded with `nft -f`."""
     errors = validate(spec)
     if errors:

@@ -124,7 +124,6 @@ UPSTREAM_0731 = 'upstream-0731-dspark'
 def test_switch_through_a_per_recipe_inventory_keeps_every_site_setting(tmp_path):
     import shutil
     import urllib.error
-    import urllib.request
     import yaml
     site = tmp_path / 'site' / 'group_vars' / 'spark'
     site.mkdir(parents=True)
@@ -152,16 +151,16 @@ def test_switch_through_a_per_recipe_inventory_keeps_every_site_setting(tmp_path
     except urllib.error.HTTPError as exc:
         assert exc.code == 401, exc.code
     # allowed networks unchanged: the collection's nft table admits the controller's address (and only it) on the API
-    # port and on Prometheus's
+    # port; Prometheus' port is not the API's: loopback only (monitoring_allowed_networks empty)
     table = d.node('spark1', 'nft', 'list', 'table', 'inet', 'dgxspark_ds4')
     clients = re.search(r'set api_clients_v4 \{.*?elements = \{ ([^}]*) \}', table, re.S)
     assert clients, table
     assert [e.strip() for e in clients.group(1).split(',')] in ([d.ip(1)], ['%s/32' % d.ip(1)]), table
     assert 'tcp dport 8000 ip saddr @api_clients_v4 accept' in table, table
-    assert 'tcp dport 9090 ip saddr @api_clients_v4 accept' in table, table
-    # monitoring on: Prometheus on the head answers the controller and scrapes vLLM
-    with urllib.request.urlopen('http://%s:9090/-/ready' % d.ip(11), timeout=10) as resp:
-        assert resp.status == 200
-    with urllib.request.urlopen('http://%s:9090/api/v1/targets' % d.ip(11), timeout=10) as resp:
-        jobs = set(t['labels']['job'] for t in json.loads(resp.read().decode())['data']['activeTargets'])
+    assert 'tcp dport 9090 reject with tcp reset' in table and 'tcp dport 9090 ip saddr' not in table, table
+    # monitoring on: Prometheus on the head's loopback answers and scrapes vLLM
+    assert d.node('spark1', 'curl', '-sS', '-o', '/dev/null', '-w', '%{http_code}', '-m', '10',
+                  'http://127.0.0.1:9090/-/ready') == '200'
+    targets = json.loads(d.node('spark1', 'curl', '-sS', '-m', '10', 'http://127.0.0.1:9090/api/v1/targets'))
+    jobs = set(t['labels']['job'] for t in targets['data']['activeTargets'])
     assert 'vllm' in jobs, jobs

@@ -6,7 +6,8 @@ Monitoring is on in this scenario (vars/drills.yml): Prometheus on spark1 scrape
 and both node exporters over ds4-fabric; the firewall admits its port from the allowed network only.
 The hang drills redeploy with a short watchdog (hang_after_s 15 s, poll 1 s) and a storm limit of 2:
 
-1. Prometheus scrapes vLLM, itself and both node exporters (targets up); spark2, not allowed, cannot reach its port;
+1. Prometheus scrapes vLLM, itself and both node exporters (targets up); it listens on the head's loopback only
+   (monitoring_allowed_networks empty): spark2 and the controller cannot reach its port;
 2. a runtime wedge under load (the simulator stops after serving some tokens; /health stays 200) is detected
    within hang_after_s + 10 s of the last progress, with its evidence kept, and the pair serves again,
    restarted worker first, with no manual step; Prometheus then fires DS4HangRecovered;
@@ -42,6 +43,8 @@ HANG_VARS = {'vllm_service_hang_after_s': HANG_AFTER_S, 'vllm_service_hang_poll_
              'vllm_service_hang_prefill_tokens_per_s': 5000,
              'vllm_service_pair_guard_max_restarts': 2, 'vllm_service_pair_guard_window_s': 900}
 PROMETHEUS = 'http://%s:9090' % d.ip(11)
+# Prometheus on the head's loopback (monitoring_allowed_networks empty): read there, as root.
+LOCAL_PROMETHEUS = 'http://127.0.0.1:9090'
 # vLLM's own port on the head: loopback only, behind the API proxy (the test inventory opens the API to the
 # controller, so vLLM moves to 127.0.0.1:8001). /sim/wedge is the simulator's test control, not a vLLM endpoint.
 LOCAL_VLLM = 'http://127.0.0.1:8001'
@@ -52,8 +55,7 @@ WORKER_UNIT = d.unit('worker')
 
 
 def prom(path):
-    with urllib.request.urlopen(PROMETHEUS + path, timeout=10) as resp:
-        body = json.loads(resp.read().decode())
+    body = json.loads(d.node('spark1', 'curl', '-sS', '-m', '10', LOCAL_PROMETHEUS + path))
     assert body['status'] == 'success', body
     return body['data']
 
@@ -181,9 +183,14 @@ def test_prometheus_scrapes_vllm_and_both_node_exporters():
 
 
 def test_prometheus_port_closed_to_a_host_not_allowed():
-    # the controller (10.77.0.1, in ds4_api_allowed_networks) is answered; spark2 (not allowed) is refused
-    with urllib.request.urlopen(PROMETHEUS + '/-/healthy', timeout=5) as resp:
-        assert resp.status == 200
+    # loopback on the head is answered; the controller (an API client, not a monitoring one) and spark2 are not
+    assert d.node('spark1', 'curl', '-sS', '-o', '/dev/null', '-w', '%{http_code}', '-m', '5',
+                  LOCAL_PROMETHEUS + '/-/healthy') == '200'
+    try:
+        urllib.request.urlopen(PROMETHEUS + '/-/healthy', timeout=5)
+        raise AssertionError('Prometheus answered the controller')
+    except (urllib.error.URLError, OSError) as exc:
+        assert not isinstance(exc, urllib.error.HTTPError), exc
     proc = subprocess.run(['docker', 'exec', d.node_container('spark2'), 'curl', '-sS', '-m', '4', PROMETHEUS + '/-/healthy'],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     assert proc.returncode in (7, 28), (proc.returncode, proc.stdout)   # refused (reject) or timed out (drop)

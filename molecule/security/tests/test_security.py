@@ -271,6 +271,110 @@ NFT_OBSERVED = ('import hashlib, subprocess\n'
 DROPIN = '/etc/systemd/system/dgxspark-ds4-head.service.d/override.conf'
 
 
+# ---------------------------------------------------------------------------------------------
+# Monitoring reachable only by whom it should (issue 27 item 2): Prometheus on the head is open to the client only
+# (monitoring_allowed_networks <net>.20/32; the controller is an API client but not a monitoring one), behind TLS
+# (a self-signed certificate made on the head) and basic auth (a generated password, kept 0600).
+PROM_DIR = '/etc/prometheus/dgxspark-ds4-web'
+PROM_URL = 'https://%s:9090' % HEAD
+CLIENT_CA = '/tmp/ds4-prometheus-ca.crt'
+
+
+def prom_password():
+    return d.node('spark1', 'cat', PROM_DIR + '/password')
+
+
+def prom_curl(frm, url, user=None, cacert=CLIENT_CA):
+    """(curl exit code, HTTP status) of one GET from a container."""
+    argv = ['curl', '-sS', '-o', '/dev/null', '-w', '%{http_code}', '--max-time', '10']
+    argv += ['--cacert', cacert] if cacert else []
+    argv += ['-u', user] if user else []
+    proc = subprocess.run(['docker', 'exec', d.node_container(frm)] + argv + [url], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    m = re.search(r'(\d{3})$', proc.stdout.strip())
+    return proc.returncode, int(m.group(1)) if m else 0
+
+
+def test_prometheus_only_to_the_monitoring_network_with_tls_and_basic_auth():
+    listening = d.node('spark1', 'ss', '-Hltn')
+    assert re.search(r'(0\.0\.0\.0|\*):9090\s', listening), listening   # every address (Go prints a dual-stack one as *)
+    assert '--web.config.file=%s/web.yml' % PROM_DIR in d.node(
+        'spark1', 'cat', '/etc/systemd/system/prometheus.service.d/dgxspark-ds4.conf')
+    password = prom_password()
+    assert re.match(r'^[A-Za-z0-9]{32}$', password), 'generated password of unexpected form'
+    assert d.node('spark1', 'stat', '-c', '%a %U', PROM_DIR + '/password') == '600 prometheus'
+    assert d.node('spark1', 'stat', '-c', '%a %U', PROM_DIR + '/tls.key') == '600 prometheus'
+    web = d.node('spark1', 'cat', PROM_DIR + '/web.yml')
+    assert 'ds4: "$2b$' in web and password not in web, 'web.yml carries the bcrypt hash only'
+    cert = d.node('spark1', 'cat', PROM_DIR + '/tls.crt')
+    d.node('client', 'sh', '-c', 'printf "%s\\n" "$1" > ' + CLIENT_CA, 'sh', cert)
+    # from the client (allowed): no credentials -> 401, a wrong password -> 401, the right ones -> 200
+    assert prom_curl('client', PROM_URL + '/api/v1/status/buildinfo') == (0, 401)
+    assert prom_curl('client', PROM_URL + '/api/v1/status/buildinfo', 'ds4:not-the-password') == (0, 401)
+    assert prom_curl('client', PROM_URL + '/api/v1/status/buildinfo', 'ds4:' + password) == (0, 200)
+    # TLS only: plain HTTP gets no answer from Prometheus; a client that does not know the CA refuses the certificate
+    assert prom_curl('client', 'http://%s:9090/api/v1/status/buildinfo' % HEAD, 'ds4:' + password)[1] != 200
+    assert prom_curl('client', PROM_URL + '/api/v1/status/buildinfo', 'ds4:' + password, cacert=None)[0] == 60
+    # not the API's client networks: the controller (an API client) and spark2 are refused at the firewall
+    assert tcp('spark2', HEAD, 9090) == 'refused'
+    probe = subprocess.run([sys.executable, '-c', PROBE, HEAD, '9090'], stdout=subprocess.PIPE, universal_newlines=True,
+                           check=False)
+    assert probe.stdout.strip() == 'refused', probe.stdout
+
+    # Prometheus still scrapes vLLM's owned loopback port (as its own user) and itself (through its TLS and auth)
+    def targets_up():
+        out = d.node('client', 'curl', '-sS', '--max-time', '10', '--cacert', CLIENT_CA, '-u', 'ds4:' + password,
+                     PROM_URL + '/api/v1/targets')
+        active = json.loads(out)['data']['activeTargets']
+        health = dict((t['labels']['job'], t['health']) for t in active)
+        return health if health.get('vllm') == 'up' and health.get('prometheus') == 'up' else None
+    health = d.wait_until('Prometheus scrapes vLLM and itself', targets_up, 90, interval=2.0)
+    assert health.get('node') == 'up', health
+
+
+def test_grafana_port_rejected_beyond_loopback():
+    # Grafana is not installed here: a stand-in listens on 0.0.0.0:3000 (where an unconfigured Grafana would)
+    assert 'tcp dport 3000 reject with tcp reset' in d.node('spark1', *NFT_TABLE)
+    pid = d.node('spark1', 'sh', '-c', 'cd /tmp && nohup python3 -m http.server 3000 >/dev/null 2>&1 & echo $!')
+    try:
+        d.wait_until('stand-in on :3000', lambda: re.search(r'0\.0\.0\.0:3000\s', d.node('spark1', 'ss', '-Hltn')), 20)
+        assert tcp('client', HEAD, 3000) == 'refused'
+        assert d.node('spark1', 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}', 'http://127.0.0.1:3000/') == '200'
+    finally:
+        d.node('spark1', 'kill', pid, check=False)
+
+
+# Loopback ports owned (issue 27 item 3): vLLM's port behind the proxy (127.0.0.1:8001; the container runs with
+# --network host, so its socket is in the node's own namespace) answers root, the proxy's user (www-data) and
+# Prometheus' user only; any other local account is reset by the table's output rule (meta skuid).
+VLLM_LOCAL = 'http://127.0.0.1:8001/health'
+
+
+def local_get(user, url):
+    """(curl exit code, HTTP status) of a GET on the head as a local user (runuser)."""
+    proc = subprocess.run(['docker', 'exec', d.node_container('spark1'), 'runuser', '-u', user, '--', 'curl', '-sS',
+                           '-o', '/dev/null', '-w', '%{http_code}', '--max-time', '5', url], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    m = re.search(r'(\d{3})$', proc.stdout.strip())
+    return proc.returncode, int(m.group(1)) if m else 0
+
+
+def test_vllm_loopback_port_owned_by_root_the_proxy_and_prometheus():
+    # the simulator's container shares the node's network namespace (as vLLM's does: docker run --network host)
+    assert d.node('spark1', 'docker', 'inspect', '-f', '{{.HostConfig.NetworkMode}}', 'dgxspark-ds4-head') == 'host'
+    uids = '0, 33, %s' % d.node('spark1', 'id', '-u', 'prometheus')
+    assert 'oif "lo" tcp dport 8001 meta skuid != { %s } reject with tcp reset' % uids in d.node('spark1', *NFT_TABLE)
+    assert local_get('nobody', VLLM_LOCAL) == (7, 0)          # refused (reset)
+    assert local_get('nobody', 'http://127.0.0.1:8001/metrics') == (7, 0)
+    assert local_get('root', VLLM_LOCAL) == (0, 200)
+    assert local_get('www-data', VLLM_LOCAL) == (0, 200)
+    assert local_get('prometheus', VLLM_LOCAL) == (0, 200)
+    # only the owned ports: the same account reaches the proxy's public port (which checks keys itself)
+    assert local_get('nobody', 'http://127.0.0.1:8000/health') == (0, 200)
+    # and the proxy still serves the client
+    assert curl('client', '/v1/models', KEY_A)[0] == 200
+
+
 def _rules(listing):
     """The table's lines, indentation dropped and set elements sorted (nft may print a hash set in any order)."""
     out = []
@@ -295,12 +399,14 @@ def test_drift_repaired_never_recorded_and_a_foreign_dropin_named_before_any_res
     before = dict((name, d.node(name, *NFT_TABLE)) for name in ('spark1', 'spark2'))
     started = d.both_started()
     d.node('spark1', 'nft', 'flush', 'chain', 'inet', 'dgxspark_ds4', 'input')
+    d.node('spark1', 'nft', 'flush', 'chain', 'inet', 'dgxspark_ds4', 'output')
     handle = re.search(r'tcp dport 29501 reject with tcp reset # handle (\d+)',
                        d.node('spark2', 'nft', '-a', 'list', 'chain', 'inet', 'dgxspark_ds4', 'input')).group(1)
     d.node('spark2', 'nft', 'delete', 'rule', 'inet', 'dgxspark_ds4', 'input', 'handle', handle)
     drifted = dict((name, d.node(name, 'python3', '-c', NFT_OBSERVED)) for name in ('spark1', 'spark2'))
     assert 'tcp dport' not in d.node('spark1', *NFT_TABLE) and 'sha256:' in d.node('spark1', *NFT_TABLE)
     assert tcp('client', HEAD, 29501) == 'open'  # the flushed chain lets the TCPStore through
+    assert local_get('nobody', VLLM_LOCAL) == (0, 200)  # the flushed output chain lets any local user to vLLM
     d.node('spark1', 'mkdir', '-p', os.path.dirname(DROPIN))
     d.node('spark1', 'sh', '-c', 'printf "[Service]\\nExecStart=\\nExecStart=/bin/true\\n" > %s' % DROPIN)
     try:
@@ -319,6 +425,7 @@ def test_drift_repaired_never_recorded_and_a_foreign_dropin_named_before_any_res
         recorded = _firewall_record(name)
         assert recorded == d.node(name, 'python3', '-c', NFT_OBSERVED) and recorded != drifted[name], name
     assert tcp('client', HEAD, 29501) == 'refused'
+    assert local_get('nobody', VLLM_LOCAL) == (7, 0)
     # the drop-in, named with the fix, before any restart of the pair
     assert 'drop-in %s was not written by dgxspark.ds4' % DROPIN in flat, out[-3000:]
     assert 'vllm_service_allowed_dropins: [%s]' % DROPIN in flat and 'Nothing was written or restarted' in flat
@@ -347,7 +454,7 @@ def test_no_secret_in_argv_or_logs():
         container_log = d.node(name, 'docker', 'logs', 'dgxspark-ds4-%s' % role, check=False)
         inspect_args = d.node(name, 'docker', 'inspect', '-f', '{{json .Args}} {{json .Config.Cmd}}',
                               'dgxspark-ds4-%s' % role)
-        for secret in SECRETS:
+        for secret in SECRETS + (prom_password(),):
             assert secret not in cmdlines, (name, 'argv')
             assert secret not in journal, (name, 'journal')
             assert secret not in container_log, (name, 'container log')
@@ -370,7 +477,7 @@ def test_containers_not_privileged():
 def test_verbose_run_leaks_no_secret_and_changes_nothing():
     rc, out = _run_v('site.yml')
     assert rc == 0, out[-3000:]
-    for secret in SECRETS:
+    for secret in SECRETS + (prom_password(),):
         assert secret not in out, 'a test secret (%s...) appears in the -v output' % secret[:6]
     assert re.search(r'spark1\s*:\s*ok=\d+\s+changed=0 ', out) and re.search(r'spark2\s*:\s*ok=\d+\s+changed=0 ', out), \
         out[-2500:]
@@ -396,7 +503,7 @@ def test_doctor_bundle_is_redacted():
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env,
                           cwd=d.PROJECT, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    for secret in SECRETS:
+    for secret in SECRETS + (prom_password(),):
         assert secret not in proc.stdout
     bundles = [os.path.join(dp, fn) for dp, _dn, fns in os.walk(home) for fn in fns if fn.endswith('.tar.gz')]
     assert len(bundles) == 1, bundles
@@ -406,7 +513,7 @@ def test_doctor_bundle_is_redacted():
             if member.isfile():
                 texts.append((member.name, tar.extractfile(member).read().decode('utf-8', 'replace')))
     joined = '\n'.join(t for _n, t in texts)
-    for secret in SECRETS:
+    for secret in SECRETS + (prom_password(),):
         assert secret not in joined, 'secret %s... in the doctor bundle' % secret[:6]
     # not vacuous: the secrets env file was collected, with its values redacted
     assert re.search(r'VLLM_API_KEY=\S', joined), [n for n, _t in texts]

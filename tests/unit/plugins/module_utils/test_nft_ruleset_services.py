@@ -63,7 +63,7 @@ def test_service_ports_change_the_digest():
     ({'port': 0, 'allow': 'fabric'}, 'integer port'),
     ({'port': 8000, 'allow': 'clients'}, 'already used'),
     ({'port': 29501, 'allow': 'fabric'}, 'already used'),
-    ({'port': 9100, 'allow': 'anyone'}, 'allow must be one of clients, fabric'),
+    ({'port': 9100, 'allow': 'anyone'}, 'allow must be one of clients, monitoring, fabric, loopback'),
     ({'port': 9100, 'allow': 'fabric', 'name': 'x"; accept'}, 'name must be'),
     ('9100', 'must be a mapping'),
 ])

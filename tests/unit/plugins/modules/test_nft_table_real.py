@@ -35,7 +35,9 @@ def test_real_nft_flushed_chain_and_deleted_rule_are_reloaded(tmp_path):
     table = {'path': str(tmp_path / 'nftables.conf'), 'api_port': 8000, 'upstream_port': 8001, 'master_port': 29501,
              'allowed_networks': ['10.77.0.20/32', '10.77.0.1/32', '10.1.0.0/16'],
              'fabric_addresses': ['10.77.0.11', '10.77.0.12'], 'self_address': '10.77.0.11',
-             'ephemeral_ports': '32768-60999', 'service_ports': [{'port': 9090, 'allow': 'clients', 'name': 'prometheus'}],
+             'ephemeral_ports': '32768-60999', 'service_ports': [{'port': 9090, 'allow': 'monitoring', 'name': 'prometheus'}],
+             # one owned port (nft lists a one-element set bare) and two owners (in braces): both forms as nft lists them
+             'monitoring_networks': ['10.77.0.30/32'], 'owned_ports': [8001], 'owner_uids': [0, 33],
              'nft_bin': NFT}
     load = {'dgxspark.ds4.nft_table': table}
     delete = ('%s delete rule inet dgxspark_ds4 input handle $(%s -a list chain inet dgxspark_ds4 input | '
@@ -44,9 +46,11 @@ def test_real_nft_flushed_chain_and_deleted_rule_are_reloaded(tmp_path):
              {'ansible.builtin.command': {'argv': [NFT, 'flush', 'chain', 'inet', 'dgxspark_ds4', 'input']}},
              dict(load, register='flushed'),
              {'ansible.builtin.shell': delete},
-             dict(load, register='deleted'), dict(load, register='last'),
+             dict(load, register='deleted'),
+             {'ansible.builtin.command': {'argv': [NFT, 'flush', 'chain', 'inet', 'dgxspark_ds4', 'output']}},
+             dict(load, register='output_flushed'), dict(load, register='last'),
              {'ansible.builtin.copy': {'dest': str(tmp_path / 'results.json'), 'mode': '0644', 'content':
-                                       '{{ [first, again, flushed, deleted, last] | to_json }}'}}]
+                                       '{{ [first, again, flushed, deleted, output_flushed, last] | to_json }}'}}]
     (tmp_path / 'play.yml').write_text(yaml.safe_dump([{'hosts': 'localhost', 'gather_facts': False, 'tasks': tasks}]))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
     proc = subprocess.run(['unshare', '-n', PLAYBOOK, '-i', 'localhost,', '-c', 'local', '-e',
@@ -54,10 +58,76 @@ def test_real_nft_flushed_chain_and_deleted_rule_are_reloaded(tmp_path):
                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    first, again, flushed, deleted, last = json.loads((tmp_path / 'results.json').read_text())
+    first, again, flushed, deleted, output_flushed, last = json.loads((tmp_path / 'results.json').read_text())
     assert first['changed'] and first['loaded']
     assert not again['changed'] and again['live_differences'] == []
     assert flushed['loaded'] and not flushed['file_changed'] and flushed['live_before'] == first['digest']
     assert '-tcp dport 29501 reject with tcp reset' in flushed['live_differences'] and len(flushed['live_differences']) == 11
     assert deleted['loaded'] and deleted['live_differences'] == ['-tcp dport 29501 reject with tcp reset']
+    # the loopback ports' owner rule (issue 27 item 3) is compared like the input chain's rules
+    assert output_flushed['loaded'] and output_flushed['live_differences'] == [
+        '-oif "lo" tcp dport 8001 meta skuid != { 0, 33 } reject with tcp reset']
     assert not last['changed']
+
+
+# Run inside `unshare -n` (a network namespace of its own): loopback up, the rendered table loaded, a listener on each
+# owned port; one connect per (uid, port) from a child that dropped to that uid. Prints JSON {"uid:port": outcome}.
+OWNER_PROBE = r'''
+import json, os, socket, subprocess, sys
+nft, ruleset, ports, uids = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)
+subprocess.run([nft, '-f', ruleset], check=True)
+listeners = []
+for port in ports:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(('127.0.0.1', port))
+    s.listen(16)
+    listeners.append(s)
+out = {}
+for uid in uids:
+    for port in ports:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            c = socket.socket()
+            c.settimeout(3)
+            try:
+                c.connect(('127.0.0.1', port))
+                res = 'open'
+            except ConnectionRefusedError:
+                res = 'refused'
+            except OSError as exc:
+                res = 'error %s' % exc
+            os.write(w, res.encode())
+            os._exit(0)
+        os.close(w)
+        os.waitpid(pid, 0)
+        out['%d:%d' % (uid, port)] = os.read(r, 100).decode()
+        os.close(r)
+print(json.dumps(out))
+'''
+
+
+def test_real_owner_rule_lets_only_the_listed_uids_reach_the_owned_ports(tmp_path):
+    """The output rule by socket owner, on real sockets: root and uid 33 (www-data, the proxy) reach the owned ports
+    (vLLM's, vllm-router's admin and metrics), uid 65534 (nobody) is reset; a port not owned stays open to it."""
+    from ansible_collections.dgxspark.ds4.plugins.module_utils.nft_ruleset import render_ruleset
+    ruleset = tmp_path / 'ruleset.nft'
+    ruleset.write_text(render_ruleset({
+        'table': 'dgxspark_ds4', 'api_port': 8000, 'upstream_port': 8001, 'master_port': 29501,
+        'allowed_networks': [], 'fabric_addresses': ['10.77.0.11', '10.77.0.12'], 'self_address': '10.77.0.11',
+        'ephemeral_ports': '32768-60999', 'owned_ports': [8001, 29000, 30000], 'owner_uids': [0, 33]}))
+    ports, uids = [8001, 29000, 30000, 8000], [0, 33, 65534]
+    proc = subprocess.run(['unshare', '-n', sys.executable, '-c', OWNER_PROBE, NFT, str(ruleset), json.dumps(ports),
+                           json.dumps(uids)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    expected = dict(('%d:%d' % (uid, port), 'refused' if (uid == 65534 and port != 8000) else 'open')
+                    for uid in uids for port in ports)
+    assert seen == expected

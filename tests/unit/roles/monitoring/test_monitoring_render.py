@@ -7,6 +7,7 @@ pass only flags the installed binaries know; Prometheus listens on loopback unle
 
 from __future__ import absolute_import, division, print_function
 
+import json
 import os
 import re
 import shutil
@@ -43,13 +44,18 @@ PLAYBOOK = """
   vars_files:
     - %(role)s/defaults/main.yml
     - %(role)s/vars/main.yml
+  vars:
+    # what tasks/secret.yml leaves for the templates (the password kept or generated on the head)
+    _monitoring_secret_value: ds4TestPrometheusPassword0123
+    _monitoring_prometheus_password_value: ds4TestPrometheusPassword0123
   tasks:
     - name: Render
       ansible.builtin.template:
         src: "%(role)s/templates/{{ item }}.j2"
         dest: "%(out)s/{{ inventory_hostname }}-{{ item }}"
         mode: "0644"
-      loop: [prometheus.yml, prometheus.override.conf, node-exporter.override.conf, grafana-datasource.yml, grafana-dashboards.yml]
+      loop: [prometheus.yml, prometheus.override.conf, node-exporter.override.conf, grafana-datasource.yml, grafana-dashboards.yml,
+             prometheus-web.yml, prometheus-tls.cnf, grafana.override.conf]
       delegate_to: localhost
 """
 
@@ -67,14 +73,20 @@ def need(binary):
 _CACHE = {}
 
 
-def render(tmp_path, exposure='loopback', port=8000):
-    """Rendered files by name; one ansible-playbook run per (exposure, port) for the whole module (slow start-up)."""
-    if (exposure, port) not in _CACHE:
-        _CACHE[(exposure, port)] = _render(tmp_path, exposure, port)
-    return _CACHE[(exposure, port)]
+PASSWORD = 'ds4TestPrometheusPassword0123'
+MONITORING = ('10.77.0.20/32',)
 
 
-def _render(tmp_path, exposure, port):
+def render(tmp_path, exposure='loopback', port=8000, networks=()):
+    """Rendered files by name; one ansible-playbook run per (exposure, port, networks) for the whole module (slow
+    start-up)."""
+    key = (exposure, port, tuple(networks))
+    if key not in _CACHE:
+        _CACHE[key] = _render(tmp_path, exposure, port, list(networks))
+    return _CACHE[key]
+
+
+def _render(tmp_path, exposure, port, networks):
     if not os.path.exists(PLAYBOOK_BIN):
         pytest.skip('no .venv (make venv)')
     out = tmp_path / 'out'
@@ -82,7 +94,9 @@ def _render(tmp_path, exposure, port):
     (tmp_path / 'hosts.yml').write_text(INVENTORY % {'port': port, 'exposure': exposure})
     (tmp_path / 'play.yml').write_text(PLAYBOOK % {'role': ROLE, 'out': out})
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
-    proc = subprocess.run([PLAYBOOK_BIN, '-i', str(tmp_path / 'hosts.yml'), str(tmp_path / 'play.yml')], cwd=REPO, env=env,
+    # extra vars: the role's defaults come in as vars_files, above inventory and play vars
+    proc = subprocess.run([PLAYBOOK_BIN, '-i', str(tmp_path / 'hosts.yml'), '-e',
+                           json.dumps({'monitoring_allowed_networks': networks}), str(tmp_path / 'play.yml')], cwd=REPO, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
     return dict((f, (out / f).read_text()) for f in os.listdir(str(out)))
@@ -132,12 +146,16 @@ def test_prometheus_config_passes_promtool(tmp_path):
     assert 'SUCCESS' in proc.stdout
 
 
-@pytest.mark.parametrize('exposure,listen', [('loopback', '127.0.0.1:9090'), ('networks', '0.0.0.0:9090')])
-def test_prometheus_listens_on_loopback_unless_networks_are_allowed(tmp_path, exposure, listen):
-    files = render(tmp_path, exposure=exposure)
+@pytest.mark.parametrize('exposure,networks,listen', [('loopback', (), '127.0.0.1:9090'),
+                                                      ('networks', (), '127.0.0.1:9090'),
+                                                      ('loopback', MONITORING, '0.0.0.0:9090')])
+def test_prometheus_listens_on_loopback_unless_monitoring_networks_are_allowed(tmp_path, exposure, networks, listen):
+    files = render(tmp_path, exposure=exposure, networks=networks)
     argv = exec_start(files['spark1-prometheus.override.conf'])
     assert argv[0] == '/usr/bin/prometheus'
     assert '--web.listen-address=%s' % listen in argv
+    # TLS and basic auth exactly when it listens beyond loopback
+    assert ('--web.config.file=/etc/prometheus/dgxspark-ds4-web/web.yml' in argv) == bool(networks)
     assert '--config.file=/etc/prometheus/dgxspark-ds4.yml' in argv
     assert '--storage.tsdb.retention.time=30d' in argv
     assert not [a for a in argv if a.startswith('--storage.tsdb.retention.size')]
@@ -168,3 +186,60 @@ def test_grafana_provisioning_points_at_prometheus_and_the_dashboard_dir(tmp_pat
     assert ds['type'] == 'prometheus' and ds['url'] == 'http://127.0.0.1:9090'
     provider = yaml.safe_load(files['spark1-grafana-dashboards.yml'])['providers'][0]
     assert provider['type'] == 'file' and provider['options']['path'] == '/var/lib/grafana/dashboards/dgxspark-ds4'
+
+
+def _self_signed(tmp_path, cnf_text):
+    """Key and certificate made as tasks/prometheus_web.yml makes them, from the rendered request."""
+    cnf = tmp_path / 'openssl.cnf'
+    cnf.write_text(cnf_text)
+    key, crt = tmp_path / 'tls.key', tmp_path / 'tls.crt'
+    subprocess.run([need('openssl'), 'req', '-x509', '-new', '-nodes', '-newkey', 'ec', '-pkeyopt',
+                    'ec_paramgen_curve:prime256v1', '-days', '825', '-config', str(cnf), '-keyout', str(key),
+                    '-out', str(crt)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True)
+    return key, crt
+
+
+def test_exposed_prometheus_web_config_tls_and_bcrypt_of_the_password(tmp_path):
+    from ansible._internal._encryption._crypt import CryptFacade
+    files = render(tmp_path, networks=MONITORING)
+    key, crt = _self_signed(tmp_path, files['spark1-prometheus-tls.cnf'])
+    text = subprocess.run([need('openssl'), 'x509', '-noout', '-text', '-in', str(crt)], stdout=subprocess.PIPE,
+                          universal_newlines=True, check=True).stdout
+    assert 'IP Address:127.0.0.1' in text and 'DNS:spark1' in text and 'IP Address:10.77.0.11' in text, text
+    web = yaml.safe_load(files['spark1-prometheus-web.yml'])
+    assert web['tls_server_config']['cert_file'] == '/etc/prometheus/dgxspark-ds4-web/tls.crt'
+    hashed = web['basic_auth_users']['ds4']
+    assert hashed.startswith('$2b$') and PASSWORD not in files['spark1-prometheus-web.yml']
+    assert CryptFacade().crypt(PASSWORD.encode(), hashed.encode()).decode() == hashed
+    assert CryptFacade().crypt(b'not-the-password', hashed.encode()).decode() != hashed
+    # the same password renders the same hash (a per-host salt): the role stays idempotent
+    assert render(tmp_path, networks=MONITORING)['spark1-prometheus-web.yml'] == files['spark1-prometheus-web.yml']
+    web['tls_server_config'].update(cert_file=str(crt), key_file=str(key))
+    (tmp_path / 'web.yml').write_text(yaml.safe_dump(web))
+    proc = subprocess.run([need('promtool'), 'check', 'web-config', str(tmp_path / 'web.yml')], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_exposed_prometheus_scrapes_itself_through_tls_and_basic_auth(tmp_path):
+    files = render(tmp_path, networks=MONITORING)
+    jobs = {j['job_name']: j for j in yaml.safe_load(files['spark1-prometheus.yml'])['scrape_configs']}
+    own = jobs['prometheus']
+    assert own['scheme'] == 'https'
+    assert own['basic_auth'] == {'username': 'ds4', 'password_file': '/etc/prometheus/dgxspark-ds4-web/password'}
+    assert own['tls_config'] == {'ca_file': '/etc/prometheus/dgxspark-ds4-web/tls.crt', 'server_name': '127.0.0.1'}
+    assert PASSWORD not in files['spark1-prometheus.yml']
+    # vLLM, the node exporters: unchanged (plain HTTP to their own listeners)
+    assert 'scheme' not in jobs['vllm'] and 'scheme' not in jobs['node']
+    assert 'scheme' not in yaml.safe_load(render(tmp_path)['spark1-prometheus.yml'])['scrape_configs'][-1]
+
+
+def test_grafana_on_loopback_with_the_admin_password_from_a_file(tmp_path):
+    files = render(tmp_path)
+    env = [ln[len('Environment='):] for ln in files['spark1-grafana.override.conf'].splitlines()
+           if ln.startswith('Environment=')]
+    assert env == ['GF_SERVER_HTTP_ADDR=127.0.0.1', 'GF_SERVER_HTTP_PORT=3000',
+                   'GF_SECURITY_ADMIN_PASSWORD__FILE=/etc/grafana/dgxspark-ds4-admin-password']
+    ds = yaml.safe_load(render(tmp_path, networks=MONITORING)['spark1-grafana-datasource.yml'])['datasources'][0]
+    assert ds['url'] == 'https://127.0.0.1:9090' and ds['basicAuth'] is True and ds['basicAuthUser'] == 'ds4'
+    assert ds['secureJsonData'] == {'basicAuthPassword': PASSWORD}
