@@ -179,6 +179,12 @@ def _services(spec, errors):
     return out
 
 
+def _anonymous(values):
+    """An anonymous set as `nft list` prints it: one element bare, several in braces (the live table is compared
+    with the rendered one line by line)."""
+    return str(values[0]) if len(values) == 1 else '{ %s }' % ', '.join(str(v) for v in values)
+
+
 def _body(spec):
     errors = []
     table = spec['table']
@@ -233,7 +239,7 @@ def _body(spec):
     if vrrp:
         lines += [
             '        # VRRP (the clients\' one address): the other router hosts only',
-            '        ip protocol vrrp ip saddr { %s } accept' % ', '.join(vrrp),
+            '        ip protocol vrrp ip saddr %s accept' % _anonymous(vrrp),
             '        ip protocol vrrp drop',
         ]
     if eph and self_addr:
@@ -255,11 +261,6 @@ def _body(spec):
             '    }',
         ]
     return '\n'.join(lines) + '\n', table
-
-
-def _anonymous(values):
-    """An anonymous set as `nft list` prints it: one element bare, several in braces."""
-    return str(values[0]) if len(values) == 1 else '{ %s }' % ', '.join(str(v) for v in values)
 
 
 def _set_lines(name, v4, v6):

@@ -31,6 +31,38 @@ def _netns_ok():
 pytestmark = pytest.mark.skipif(not os.environ.get('CI') and not _netns_ok(), reason='needs nft, unshare -n and the privilege to use them')
 
 
+def _play(tmp_path, tasks):
+    """Run the tasks with ansible-playbook in a private network namespace (unshare -n: the machine's own ruleset is
+    never touched); the list the last task wrote to results.json."""
+    (tmp_path / 'play.yml').write_text(yaml.safe_dump([{'hosts': 'localhost', 'gather_facts': False, 'tasks': tasks}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
+    proc = subprocess.run(['unshare', '-n', PLAYBOOK, '-i', 'localhost,', '-c', 'local', '-e',
+                           'ansible_python_interpreter=%s' % sys.executable, str(tmp_path / 'play.yml')],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return json.loads((tmp_path / 'results.json').read_text())
+
+
+def _results(tmp_path, names):
+    return {'ansible.builtin.copy': {'dest': str(tmp_path / 'results.json'), 'mode': '0644',
+                                     'content': '{{ [%s] | to_json }}' % ', '.join(names)}}
+
+
+@pytest.mark.parametrize('peers', [['10.77.0.13'], ['10.77.0.13', '10.77.0.15']])
+def test_real_nft_vrrp_peers_load_and_compare_equal(tmp_path, peers):
+    """One VRRP peer (two router hosts) is listed by nft without braces: the rendered rule must say it the same way,
+    or the live comparison refuses its own load (seen in Molecule replicas)."""
+    table = {'path': str(tmp_path / 'nftables.conf'), 'api_port': 8000, 'upstream_port': 8001, 'master_port': 29501,
+             'allowed_networks': ['10.77.0.1/32'], 'fabric_addresses': ['10.77.0.11', '10.77.0.12'],
+             'self_address': '10.77.0.11', 'ephemeral_ports': '32768-60999', 'vrrp_peers': peers, 'nft_bin': NFT}
+    load = {'dgxspark.ds4.nft_table': table}
+    first, again = _play(tmp_path, [dict(load, register='first'), dict(load, register='again'),
+                                    _results(tmp_path, ['first', 'again'])])
+    assert first['changed'] and first['loaded']
+    assert not again['changed'] and again['live_differences'] == [], again
+
+
 def test_real_nft_flushed_chain_and_deleted_rule_are_reloaded(tmp_path):
     table = {'path': str(tmp_path / 'nftables.conf'), 'api_port': 8000, 'upstream_port': 8001, 'master_port': 29501,
              'allowed_networks': ['10.77.0.20/32', '10.77.0.1/32', '10.1.0.0/16'],
@@ -49,16 +81,8 @@ def test_real_nft_flushed_chain_and_deleted_rule_are_reloaded(tmp_path):
              dict(load, register='deleted'),
              {'ansible.builtin.command': {'argv': [NFT, 'flush', 'chain', 'inet', 'dgxspark_ds4', 'output']}},
              dict(load, register='output_flushed'), dict(load, register='last'),
-             {'ansible.builtin.copy': {'dest': str(tmp_path / 'results.json'), 'mode': '0644', 'content':
-                                       '{{ [first, again, flushed, deleted, output_flushed, last] | to_json }}'}}]
-    (tmp_path / 'play.yml').write_text(yaml.safe_dump([{'hosts': 'localhost', 'gather_facts': False, 'tasks': tasks}]))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
-    proc = subprocess.run(['unshare', '-n', PLAYBOOK, '-i', 'localhost,', '-c', 'local', '-e',
-                           'ansible_python_interpreter=%s' % sys.executable, str(tmp_path / 'play.yml')],
-                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    first, again, flushed, deleted, output_flushed, last = json.loads((tmp_path / 'results.json').read_text())
+             _results(tmp_path, ['first', 'again', 'flushed', 'deleted', 'output_flushed', 'last'])]
+    first, again, flushed, deleted, output_flushed, last = _play(tmp_path, tasks)
     assert first['changed'] and first['loaded']
     assert not again['changed'] and again['live_differences'] == []
     assert flushed['loaded'] and not flushed['file_changed'] and flushed['live_before'] == first['digest']
