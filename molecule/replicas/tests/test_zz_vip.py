@@ -118,10 +118,11 @@ def test_vip_on_one_router_host_both_routers_serve_vrrp_between_them_only():
     figure('vip_holder_before', holders[0], 'VIP %s held by %s; both routers list both pairs' % (VIP, holders[0]))
 
 
-def front_health(node):
-    """The router front's /health on `node` (what keepalived's track script asks): HTTP status or None."""
+def front_liveness(node):
+    """The router front's /liveness on `node` (what keepalived's track script asks: vllm-router's own /liveness;
+    its /health stays 503 here, the node's own pair being dead): HTTP status or None."""
     try:
-        with urllib.request.urlopen('http://%s:8080/health' % d.ip(11 if node == 'spark1' else 13), timeout=2) as resp:
+        with urllib.request.urlopen('http://%s:8080/liveness' % d.ip(11 if node == 'spark1' else 13), timeout=2) as resp:
             return resp.status
     except urllib.error.HTTPError as exc:
         return exc.code
@@ -164,16 +165,28 @@ def test_killing_the_vip_holder_fails_over_within_bound_only_in_flight_requests_
                          60, interval=0.5)
     records = list(steady.records)
     failed = steady.failed()
-    in_flight = [r for r in records if r['start'] <= t_killed <= r['end']]
-    not_in_flight = [r for r in failed if not r['start'] <= t_killed <= r['end']]
+    # On the lost node while it died: a request in flight at any moment of the kill, from the signal until docker
+    # says the node is gone. The death is not instantaneous: its processes are killed first, then Docker removes its
+    # network namespace, and in between the VIP still on it answers a new connection with a RST (connection
+    # refused: a plain container killed the same way refused new connections for 64 ms, then dropped them; the
+    # first run of this test counted 777 failed requests, under 6 clients that retry at once, the five shown
+    # started within 0.22 s of each other). A request started after the node was gone must not fail: it waits
+    # (SYN retransmits) until the address has moved.
+    in_flight = [r for r in records if r['start'] <= t_killed and r['end'] >= t_kill]
+    not_in_flight = [r for r in failed if not (r['start'] <= t_killed and r['end'] >= t_kill)]
+    refused_dying = [r for r in failed if r['start'] >= t_kill and r['end'] <= t_killed]
     failover_s = (t_ok - t_kill) if t_ok is not None else None
     figure('failover', {'killed': lost, 'survivor': survivor, 'failover_s': failover_s, 'requests': len(records),
-                        'failed': len(failed), 'in_flight_at_kill': len(in_flight), 'failed_not_in_flight': len(not_in_flight),
+                        'failed': len(failed), 'on_the_node_while_it_died': len(in_flight),
+                        'failed_within_the_kill': len(refused_dying), 'kill_s': round(t_killed - t_kill, 3),
+                        'failed_not_on_the_dying_node': len(not_in_flight),
                         'errors': sorted(set(str(r['error'])[:120] for r in failed))[:4]},
-           'docker kill %s (VIP holder): served through the VIP again %s s after the kill (bound %.0f s); %d requests, '
-           '%d failed, all in flight at the kill (%d were), %d failed that were not; errors %s'
-           % (lost, 'never' if failover_s is None else '%.2f' % failover_s, FAILOVER_BOUND_S, len(records), len(failed),
-              len(in_flight), len(not_in_flight), sorted(set(str(r['error'])[:120] for r in failed))[:4]))
+           'docker kill %s (VIP holder, %.2f s from the signal until docker returned): served through the VIP again %s s '
+           'after the kill (bound %.0f s); %d requests, %d failed (%d of them started and ended within the kill), all on '
+           'the node while it died (%d were), %d failed that were not; errors %s'
+           % (lost, t_killed - t_kill, 'never' if failover_s is None else '%.2f' % failover_s, FAILOVER_BOUND_S,
+              len(records), len(failed), len(refused_dying), len(in_flight), len(not_in_flight),
+              sorted(set(str(r['error'])[:120] for r in failed))[:4]))
     if failover_s is None or failover_s > FAILOVER_BOUND_S:
         # what the survivor saw: its keepalived's journal, its addresses, its firewall's input chain
         evidence = '\n'.join('--- %s\n%s' % (' '.join(argv), d.node(survivor, *argv, check=False)) for argv in (
@@ -181,8 +194,7 @@ def test_killing_the_vip_holder_fails_over_within_bound_only_in_flight_requests_
             ('nft', 'list', 'chain', 'inet', 'dgxspark_ds4', 'input')))
         raise AssertionError('failover %s s (bound %.0f s)\n%s' % (failover_s, FAILOVER_BOUND_S, evidence))
     assert vip_holders() == [survivor]
-    assert not not_in_flight, not_in_flight[:5]
-    assert len(failed) <= len(in_flight)
+    assert not not_in_flight, [dict(r, t_kill=t_kill, t_killed=t_killed) for r in not_in_flight[:5]]
     # nothing on the survivor moved while the address came to it
     assert survivor_state(survivor) == before
     _KILLED.update(lost=lost, survivor=survivor, before=before, at=int(t_wall_kill))
@@ -195,7 +207,8 @@ def test_the_lost_router_host_comes_back_and_nothing_moves():
     subprocess.run(['docker', 'start', d.node_container(lost)], check=True, stdout=subprocess.PIPE)
     t_start = time.monotonic()
     # its router and front serve again, so its track script passes and it may hold the address again ...
-    d.wait_until('the router front on %s answers /health again' % lost, lambda: front_health(lost) == 200, 180, interval=0.5)
+    d.wait_until('the router front on %s answers /liveness again' % lost, lambda: front_liveness(lost) == 200, 180,
+                 interval=0.5)
     t_front = time.monotonic() - t_start
     assert d.unit_show(lost, KEEPALIVED_UNIT, 'ActiveState')['ActiveState'] == 'active'
     # ... and for several adverts after that (the track script's rise is 2 s, a BACKUP would take an unheld address
