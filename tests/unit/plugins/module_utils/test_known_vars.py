@@ -25,6 +25,7 @@ NOT_VARIABLES = {
     "router_config": "playbooks/tasks/router_config.yml and plugins/module_utils/router_config.py",
     "router_url": "option of module dgxspark.ds4.router_pool",
     "router_metrics_url": "option of module dgxspark.ds4.router_pool",
+    "monitoring_networks": "option of module dgxspark.ds4.nft_table",
     "config_play": "playbooks/config_play.yml",
     "config_options": "Molecule config key",
     "config_dir": "key of ds4_effective['service'] and of modules' options",
