@@ -12,7 +12,7 @@ name: package_hold_plan
 short_description: Which installed packages host_hardening holds and which it releases
 version_added: 0.2.0
 description:
-  - From the output of C(dpkg-query -W -f '${Package}\t${Status}\n'), the installed packages matching
+  - From the output of C(dpkg-query -W -f '${Package} ${Status}\n'), the installed packages matching
     C(host_hardening_hold_default_packages) (names or patterns) plus C(host_hardening_hold_packages), less
     C(host_hardening_unhold_packages), are held; with O(release) the whole set is released instead.
   - Packages that are not installed are never given to dpkg (it cannot hold them; the selection would never settle).
@@ -21,7 +21,7 @@ author:
   - dgxspark.ds4 contributors (@dgxspark)
 options:
   _input:
-    description: Output of C(dpkg-query -W -f '${Package}\t${Status}\n').
+    description: Output of C(dpkg-query -W -f '${Package} ${Status}\n').
     type: str
     required: true
   defaults:

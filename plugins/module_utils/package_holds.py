@@ -12,7 +12,7 @@ releases the whole set (the maintenance path: upgrade, then run again without it
 
 API:
   hold_errors(hold, unhold, installed=None, defaults=None) -> [str]   each names the variable, the value and the fix
-  installed_packages(dpkg_query_text) -> [name]   (``dpkg-query -W -f '${Package}\\t${Status}\\n'``)
+  installed_packages(dpkg_query_text) -> [name]   (``dpkg-query -W -f '${Package} ${Status}\\n'``)
   hold_plan(defaults, hold, unhold, installed, release=False) -> {'hold', 'release', 'defaults_absent'}
 """
 
@@ -82,11 +82,11 @@ def hold_errors(hold, unhold, installed=None, defaults=None):
 
 
 def installed_packages(text):
-    """Names dpkg reports installed, from ``dpkg-query -W -f '${Package}\\t${Status}\\n'`` (status
+    """Names dpkg reports installed, from ``dpkg-query -W -f '${Package} ${Status}\\n'`` (status
     ``<want> ok installed``; a held package reads ``hold ok installed``; removed ones ``... config-files``)."""
     out = []
     for line in (text or '').splitlines():
-        name, _sep, status = line.partition('\t')
+        name, _sep, status = line.strip().partition(' ')
         if name and status.split()[-1:] == ['installed'] and name not in out:
             out.append(name)
     return sorted(out)

@@ -24,7 +24,7 @@ def unpinned(effective, model_source='hub', image_source='pull'):
     if model.get('repo_id') and model.get('revision') in (None, ''):
         var, how = catalogue.revision_fix({'model': eff.get('model_name')}, model.get('repo_id'))
         served = ('the copy in model_cache_local_dir is served as it is' if model_source == 'local' else
-                  'whatever the Hub\'s main points to when a node downloads it')
+                  'whatever main points to on the Hub when a node downloads it')
         out.append('model revision of %s: null (%s). Pin it: %s' % (model['repo_id'], served, how))
     ref = (eff.get('image') or {}).get('ref')
     if ref and image_source == 'pull':

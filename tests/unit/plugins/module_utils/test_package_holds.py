@@ -67,14 +67,14 @@ def test_role_holds_the_first_week_set_by_default_and_uses_dpkg_selections():
         assert 'dgxspark.ds4.package_hold_plan' in fh.read()
 
 
-# dpkg-query -W -f '${Package}\t${Status}\n' as on a DGX OS node (one held already, one removed with its config kept)
-DPKG = """docker-ce\tinstall ok installed
-docker-ce-cli\thold ok installed
-containerd.io\tinstall ok installed
-nvidia-container-toolkit\tinstall ok installed
-nvidia-driver-580-open\tinstall ok installed
-nvidia-driver-570-open\tdeinstall ok config-files
-nginx\tinstall ok installed
+# dpkg-query -W -f '${Package} ${Status}\n' as on a DGX OS node (one held already, one removed with its config kept)
+DPKG = """docker-ce install ok installed
+docker-ce-cli hold ok installed
+containerd.io install ok installed
+nvidia-container-toolkit install ok installed
+nvidia-driver-580-open install ok installed
+nvidia-driver-570-open deinstall ok config-files
+nginx install ok installed
 """
 
 
