@@ -55,8 +55,8 @@ def test_role_holds_the_first_week_set_by_default_and_uses_dpkg_selections():
         tasks = yaml.safe_load(fh)
     selections = [t for t in tasks if 'ansible.builtin.dpkg_selections' in t]
     assert sorted(t['ansible.builtin.dpkg_selections']['selection'] for t in selections) == ['hold', 'install']
-    assert sorted(t['loop'] for t in selections) == ["{{ __host_hardening_hold_plan['hold'] }}",
-                                                    "{{ __host_hardening_hold_plan['release'] }}"]
+    loops = sorted(t['loop'] for t in selections)
+    assert loops == ["{{ __host_hardening_hold_plan['hold'] }}", "{{ __host_hardening_hold_plan['release'] }}"]
     with open(os.path.join(ROLE, 'tasks', 'converge.yml')) as fh:
         converge = yaml.safe_load(fh)
     assert any(t.get('ansible.builtin.import_tasks') == 'packages.yml' for t in converge)
