@@ -28,7 +28,11 @@ options:
     elements: str
     default: []
   installed:
-    description: Installed package names (the keys of C(ansible_facts.packages)); omitted = not checked.
+    description: Installed package names; omitted = not checked.
+    type: list
+    elements: str
+  defaults:
+    description: C(host_hardening_hold_default_packages) (names or patterns); omitted = not checked.
     type: list
     elements: str
 '''
@@ -52,8 +56,8 @@ _value:
 from ansible_collections.dgxspark.ds4.plugins.module_utils.package_holds import hold_errors
 
 
-def package_hold_errors(hold, unhold=None, installed=None):
-    return hold_errors(hold, unhold, installed)
+def package_hold_errors(hold, unhold=None, installed=None, defaults=None):
+    return hold_errors(hold, unhold, installed, defaults)
 
 
 class FilterModule(object):

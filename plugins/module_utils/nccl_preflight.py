@@ -11,6 +11,7 @@ API:
   gid_index_by_hca(discovered) -> {hca: index|None}   (RoCE v2 IPv4 GID of each fabric twin)
   twin_findings(discovered) -> [{'check', 'finding', 'fix'}]   (only when NCCL_IB_GID_INDEX is pinned)
   hca_findings(discovered, hcas, expected_mtu) -> [{'check', 'finding', 'fix'}]   (every HCA of NCCL_IB_HCA)
+  mtu_policy(expected_mtu, discovered, hcas=None, min_busbw_gbps=None) -> dict   (strict or 1500-with-a-warning)
   build_env(effective, discovered, fabric_env, gid_mode='auto') -> dict (see build_env)
   render_env_file(built, header) -> str
   ping_args(peer_ip, mtu, count=3) / ping_finding(rc, stdout, stderr, peer_ip, mtu) -> dict|None
@@ -27,6 +28,8 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils import fabric_discove
 PER_NODE_KEYS = ("VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX")
 GID_MODES = ("auto", "discover", "inventory", "unset")
 IP_HEADER = 28  # IPv4 (20) + ICMP (8) header bytes
+JUMBO_MTU = 9000     # seed 000's fabric (mtu 9000 on both nodes)
+STANDARD_MTU = 1500  # NVIDIA's connect-two-Sparks netplan sets no MTU: the netdevs stay at 1500
 
 
 def ipv4_from_interface_facts(facts):
@@ -108,6 +111,45 @@ def hca_findings(discovered, hcas, expected_mtu=9000):
                             hca, label, ifname, mtu, int(expected_mtu)),
                         "fix": "set mtu: %d on %s in netplan on both nodes and netplan apply" % (int(expected_mtu), ifname)})
     return out
+
+
+def mtu_policy(expected_mtu, discovered, hcas=None, min_busbw_gbps=None):
+    """How the fabric MTU is judged (nccl_fabric_expected_mtu).
+
+    expected_mtu set: strict, as before: the fabric netdev and every HCA twin in NCCL_IB_HCA must have at least
+    that MTU (else mtu_low / hca_mtu_low) and the ping is that size.
+    expected_mtu None (the default): STANDARD_MTU is the floor; the ping is JUMBO_MTU when the fabric netdev has at
+    least that, else STANDARD_MTU; netdevs between the two are accepted with one warning, and the all-reduce busbw
+    gate (min_busbw_gbps, None when the preflight is off) decides whether the fabric is good enough.
+
+    Returns {'strict', 'minimum', 'ping_mtu', 'below_jumbo': [[ifname, mtu]], 'warning': str|None}."""
+    if expected_mtu is not None:
+        mtu = int(expected_mtu)
+        return {"strict": True, "minimum": mtu, "ping_mtu": mtu, "below_jumbo": [], "warning": None}
+    nd = discovered.get("netdevs") or {}
+    by_hca = dict((d["hca"], name) for name, d in nd.items() if d.get("hca"))
+    fabric_ifname = discovered.get("fabric_ifname")
+    names = [fabric_ifname] if fabric_ifname in nd else []
+    names += [by_hca[h] for h in hcas or [] if h in by_hca and by_hca[h] not in names]
+    below = [[n, nd[n].get("mtu")] for n in names
+             if nd[n].get("mtu") is not None and STANDARD_MTU <= nd[n]["mtu"] < JUMBO_MTU]
+    fabric_mtu = (nd.get(fabric_ifname) or {}).get("mtu")
+    ping_mtu = JUMBO_MTU if fabric_mtu is not None and fabric_mtu >= JUMBO_MTU else STANDARD_MTU
+    warning = None
+    if below:
+        gate = ("the two-node all-reduce busbw gate (nccl_fabric_min_busbw_gbps=%s GB/s) decides whether the fabric is "
+                "good enough" % min_busbw_gbps if min_busbw_gbps is not None else
+                "the two-node all-reduce busbw gate would decide whether the fabric is good enough, but "
+                "nccl_fabric_preflight is off: nothing measures it on this run")
+        warning = ("fabric MTU below %d: %s. Accepted because nccl_fabric_expected_mtu is unset (null). NVIDIA's "
+                   "connect-two-Sparks netplan leaves MTU %d and RoCE runs at it, with an RDMA MTU of 1024 instead of "
+                   "the 4096 that jumbo frames allow; the vllm-ops notes say MTU 9000 mainly matters for TCP (the socket "
+                   "paths: Gloo, the model copy), and no measured NCCL busbw at %d versus %d on a Spark pair is known "
+                   "to this collection, so %s. Jumbo frames: mtu: %d on both nodes' netplan (and every twin); to "
+                   "refuse anything below it set nccl_fabric_expected_mtu: %d" % (
+                       JUMBO_MTU, ", ".join("%s MTU %s" % (n, m) for n, m in below), STANDARD_MTU, STANDARD_MTU,
+                       JUMBO_MTU, gate, JUMBO_MTU, JUMBO_MTU))
+    return {"strict": False, "minimum": STANDARD_MTU, "ping_mtu": ping_mtu, "below_jumbo": below, "warning": warning}
 
 
 def _fabric(effective):
@@ -294,9 +336,10 @@ def fabric_facts(params, dev_infiniband_present):
     disagreements = fabric_discovery.compare(inventory, disc)
     built = build_env(eff, disc, params.get("fabric_env") or {}, params.get("gid_index") or "auto",
                       params.get("exact_match", True))
-    findings = discovery_checks(disc, params.get("expected_mtu"), dev_infiniband_present, built["hcas"],
+    mtu = mtu_policy(params.get("expected_mtu"), disc, built["hcas"], params.get("min_busbw_gbps"))
+    findings = discovery_checks(disc, mtu["minimum"], dev_infiniband_present, built["hcas"],
                                 any(k == "NCCL_IB_GID_INDEX" for k, _v in built["env"]))
-    warnings = []
+    warnings = [mtu["warning"]] if mtu["warning"] else []
     for d in disagreements:
         used = "inventory"
         if d["key"] == "ds4_nccl_ib_gid_index" and params.get("gid_index") == "discover":
@@ -325,6 +368,6 @@ def fabric_facts(params, dev_infiniband_present):
         "discovered": disc, "fabric": summary, "disagreements": disagreements, "findings": findings,
         "dev_infiniband_present": bool(dev_infiniband_present), "env": built["env"], "env_sources": built["sources"],
         "env_file": render_env_file(built, header), "errors": built["errors"],
-        "profile_overrides": built["profile_overrides"],
+        "profile_overrides": built["profile_overrides"], "mtu_policy": mtu,
     }
     return result, warnings

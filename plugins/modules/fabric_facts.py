@@ -50,9 +50,15 @@ options:
     type: dict
     default: {}
   expected_mtu:
-    description: Lowest acceptable MTU of the fabric netdev.
+    description:
+      - Lowest acceptable MTU of the fabric netdev and of every HCA twin's netdev, and the size of the ping (strict).
+      - Omitted (null) accepts 1500 and 9000 alike; an MTU below 9000 gives one warning that names the expected
+        throughput difference and leaves the verdict to the all-reduce busbw gate (O(min_busbw_gbps)); the ping is
+        9000 bytes when the fabric netdev has at least 9000, else 1500.
     type: int
-    default: 9000
+  min_busbw_gbps:
+    description: The all-reduce busbw gate the warning of an MTU below 9000 names; omitted = the preflight is off.
+    type: float
   dev_infiniband:
     description: Path whose presence proves the RDMA devices exist.
     type: path
@@ -75,8 +81,8 @@ options:
     default: true
   peers:
     description:
-      - Fabric IPs of the other nodes. Each gets C(ping -M do -s <expected_mtu - 28> -c <ping_count>), a full-size non-fragmented packet
-        that proves jumbo frames end to end. Failures are in RV(ping_findings).
+      - Fabric IPs of the other nodes. Each gets C(ping -M do -s <MTU - 28> -c <ping_count>) (MTU as O(expected_mtu) says), a
+        full-size non-fragmented packet that proves the MTU end to end. Failures are in RV(ping_findings).
     type: list
     elements: str
     default: []
@@ -143,6 +149,10 @@ pings:
   returned: always
   type: list
   elements: dict
+mtu_policy:
+  description: How the MTU was judged (strict, minimum, ping_mtu, below_jumbo [[ifname, mtu]], warning).
+  returned: always
+  type: dict
 errors:
   description: Values neither the inventory nor discovery could provide, or conflicting settings.
   returned: always
@@ -164,7 +174,8 @@ def main():
             ipv4_by_ifname=dict(type='dict'),
             fabric_ip=dict(type='str'),
             effective=dict(type='dict', default={}),
-            expected_mtu=dict(type='int', default=9000),
+            expected_mtu=dict(type='int'),
+            min_busbw_gbps=dict(type='float'),
             dev_infiniband=dict(type='path', default='/dev/infiniband'),
             fabric_env=dict(type='dict', default={}),
             gid_index=dict(type='str', default='auto', choices=['auto', 'discover', 'inventory', 'unset']),
@@ -180,10 +191,10 @@ def main():
     result, warnings = fabric_facts(p, os.path.exists(p['dev_infiniband']))
     pings, ping_findings = [], []
     for peer in p['peers']:
-        argv = ping_args(peer, p['expected_mtu'], p['ping_count'])
+        argv = ping_args(peer, result['mtu_policy']['ping_mtu'], p['ping_count'])
         rc, out, err = module.run_command(argv)
         pings.append({'peer': peer, 'cmd': argv, 'rc': rc, 'stdout': out, 'stderr': err})
-        finding = ping_finding(rc, out, err, peer, p['expected_mtu'], dict(result['env']).get('GLOO_SOCKET_IFNAME'))
+        finding = ping_finding(rc, out, err, peer, result['mtu_policy']['ping_mtu'], dict(result['env']).get('GLOO_SOCKET_IFNAME'))
         if finding:
             ping_findings.append(finding)
     for w in warnings:

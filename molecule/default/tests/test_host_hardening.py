@@ -112,3 +112,13 @@ def test_container_runtime_limit_memlock(host):
         # systemd shows the configured value even where the container may not raise it.
         assert shown in ("LimitMEMLOCK=infinity", "LimitMEMLOCK=18446744073709551615"), (unit, shown)
     assert host.service("docker").is_running
+
+
+def test_first_week_holds_cover_what_is_installed(host):
+    """host_hardening_hold_default_packages is on by default: the node image's Docker (docker.io) and containerd are
+    held; the NVIDIA packages the Debian test node does not have are skipped, never given to dpkg."""
+    for name in ("docker.io", "containerd"):
+        want = host.run("dpkg-query -W -f '${db:Status-Want}' %s" % name)
+        assert want.rc == 0 and want.stdout.strip() == "hold", (name, want.stdout, want.stderr)
+    absent = host.run("dpkg-query -W -f '${db:Status-Want}' nvidia-container-toolkit")
+    assert absent.rc != 0, absent.stdout

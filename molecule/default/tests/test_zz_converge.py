@@ -35,6 +35,11 @@ def test_noop_run_skips_every_role_and_changes_nothing():
     for role in ROLES:
         assert '%s: as recorded on every node, skipped' % role in out, role
     assert changed_counts(out) == {'spark1': 0, 'spark2': 0}, out[-1500:]
+    # the unpinned inputs, once per run: the inventory pins the revision, the simulator image is a tag
+    flat = ' '.join(out.split())
+    assert flat.count('image ds4-vllm-sim:test: a tag, not a digest') == 1, flat[-3000:]
+    assert 'ds4_site_overrides.image.ref: ds4-vllm-sim:test@sha256:<digest>' in flat
+    assert 'model revision of' not in flat
 
 
 def test_drift_is_named_and_repaired_without_a_restart():

@@ -218,6 +218,66 @@ def test_failure_twin_mtu_low_and_unknown_hca(trees, tmp_path):
     assert "roceP2p1s0f1 (enP2p1s0f1np1)" in msg and "ds4_rdma_hcas" in msg
 
 
+def _set_mtu(root, mtus):
+    for ifname, mtu in mtus.items():
+        with open(os.path.join(root, "class", "net", ifname, "mtu"), "w") as fh:
+            fh.write("%d\n" % mtu)
+
+
+def _mtu_warnings(warnings):
+    return [w for w in warnings if "MTU" in w]
+
+
+def test_mtu_1500_unset_is_accepted_with_one_warning(trees, tmp_path):
+    """NVIDIA's connect-two-Sparks netplan: both twins at 1500, nccl_fabric_expected_mtu unset."""
+    root = _copy(trees[0], tmp_path)
+    _set_mtu(root, {"enp1s0f1np1": 1500, "enP2p1s0f1np1": 1500})
+    r, w = run(root, eff("spark1", "head", "192.168.100.10"), 10, expected_mtu=None, min_busbw_gbps=18.0)
+    assert r["findings"] == []
+    assert len(_mtu_warnings(w)) == 1 and w == _mtu_warnings(w), w
+    msg = w[0]
+    assert "enp1s0f1np1 MTU 1500, enP2p1s0f1np1 MTU 1500" in msg
+    assert "RDMA MTU of 1024 instead of the 4096" in msg and "no measured NCCL busbw" in msg
+    assert "nccl_fabric_min_busbw_gbps=18.0 GB/s) decides" in msg and "nccl_fabric_expected_mtu: 9000" in msg
+    assert r["mtu_policy"] == {"strict": False, "minimum": 1500, "ping_mtu": 1500, "warning": msg,
+                               "below_jumbo": [["enp1s0f1np1", 1500], ["enP2p1s0f1np1", 1500]]}
+    # without the all-reduce preflight the warning says nothing measures it
+    _r, w = run(root, eff("spark1", "head", "192.168.100.10"), 10, expected_mtu=None)
+    assert "nccl_fabric_preflight is off: nothing measures it" in w[0]
+
+
+def test_mtu_1500_refused_when_9000_is_set(trees, tmp_path):
+    root = _copy(trees[0], tmp_path)
+    _set_mtu(root, {"enp1s0f1np1": 1500, "enP2p1s0f1np1": 1500})
+    r, w = run(root, eff("spark1", "head", "192.168.100.10"), 10, expected_mtu=9000, min_busbw_gbps=18.0)
+    c = _checks(r)
+    assert list(c) == ["mtu_low", "hca_mtu_low"], c
+    assert "enp1s0f1np1 MTU is 1500, expected 9000" in c["mtu_low"]
+    assert _mtu_warnings(w) == [] and r["mtu_policy"]["strict"] and r["mtu_policy"]["ping_mtu"] == 9000
+
+
+def test_mtu_9000_unset_no_warning_and_a_9000_ping(trees):
+    r, w = run(trees[0], eff("spark1", "head", "192.168.100.10"), 10, expected_mtu=None, min_busbw_gbps=18.0)
+    assert r["findings"] == [] and w == []
+    assert r["mtu_policy"] == {"strict": False, "minimum": 1500, "ping_mtu": 9000, "below_jumbo": [], "warning": None}
+
+
+def test_mtu_unset_mixed_twins_and_below_1500(trees, tmp_path):
+    root = _copy(trees[0], tmp_path)
+    _set_mtu(root, {"enP2p1s0f1np1": 1500})
+    r, w = run(root, eff("spark1", "head", "192.168.100.10"), 10, expected_mtu=None)
+    # the fabric netdev keeps 9000: the ping stays 9000 (a peer left at 1500 is caught); the twin is named
+    assert r["findings"] == [] and r["mtu_policy"]["ping_mtu"] == 9000
+    assert len(w) == 1 and "enP2p1s0f1np1 MTU 1500." in w[0] and "enp1s0f1np1 MTU" not in w[0]
+    _set_mtu(root, {"enp1s0f1np1": 1280})
+    r, w = run(root, eff("spark1", "head", "192.168.100.10"), 10, expected_mtu=None)
+    assert "enp1s0f1np1 MTU is 1280, expected 1500" in _checks(r)["mtu_low"]
+    # an explicit 1500 is strict too: no warning
+    _set_mtu(root, {"enp1s0f1np1": 1500})
+    r, w = run(root, eff("spark1", "head", "192.168.100.10"), 10, expected_mtu=1500)
+    assert r["findings"] == [] and w == [] and r["mtu_policy"]["ping_mtu"] == 1500
+
+
 def test_ipv4_from_interface_facts():
     facts = {"eth0": {"device": "eth0", "ipv4": {"address": "10.77.0.11"}, "ipv4_secondaries": [{"address": "10.77.0.99"}]},
              "lo": {"device": "lo", "ipv4": {"address": "127.0.0.1"}}, "docker0": {"device": "docker0"}, "bad": "x"}

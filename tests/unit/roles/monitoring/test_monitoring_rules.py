@@ -194,7 +194,7 @@ def test_every_alert_has_a_firing_and_a_quiet_test_series():
 def test_alert_list_covers_hang_rank_storm_kv_queue_memory_and_fabric():
     alerts = {r['alert'] for r in rules()}
     for name in ('DS4EngineHung', 'DS4RankDown', 'DS4RestartStorm', 'DS4KVCacheNearFull', 'DS4RequestsWaitingNoneRunning',
-                 'DS4QueueTimeHigh', 'DS4MemoryPressure', 'DS4FabricLinkDown', 'DS4FabricDegradedToSockets',
+                 'DS4QueueTimeHigh', 'DS4MemoryPressure', 'DS4FabricLinkDown', 'DS4FabricDegradedToSockets', 'DS4NodeExporterDown',
                  'DS4TLSCertificateExpiring'):
         assert name in alerts
     for rule in rules():
