@@ -20,7 +20,7 @@ description:
   - V(deepgemm) chooses the DeepGEMM commit (pinned, recorded, or resolve); V(deepgemm_settle) records a
     resolved commit.
   - V(prune) lists derived images of this collection (by its label) that are not kept.
-  - V(cache_plan) and V(cache_record) are the derived-image cache (C(plugins/module_utils/image_cache.py)): keep,
+  - V(cache_plan) and V(cache_record) are the derived-image cache (C(plugins/module_utils/image_cache.py)), to keep,
     tag again, restore (C(docker load)), build or refuse; then the cache index, the tarball to save and the ones to drop.
 author:
   - dgxspark.ds4 contributors (@dgxspark)

@@ -110,10 +110,11 @@ def record(index, key, ref, image_id, tarball_present, free_bytes=None, size_byt
     message = ''
     if save and free_bytes is not None and size_bytes is not None and float(free_bytes) < float(size_bytes) * HEADROOM:
         save = False
+        gib = 1073741824.0
         message = ('not saving %s (%s, %.1f GiB): %.1f GiB free where the cache is, %.1f GiB needed; the derived image '
                    'cannot be restored after a docker rmi / docker system prune -a until there is room '
-                   '(container_image_cache_dir)' % (ref, image_id, size_bytes / 1073741824.0, free_bytes / 1073741824.0,
-                                                     size_bytes * HEADROOM / 1073741824.0))
+                   '(container_image_cache_dir)' % (ref, image_id, float(size_bytes) / gib, float(free_bytes) / gib,
+                                                    float(size_bytes) * HEADROOM / gib))
     current = {'key': key, 'id': image_id, 'ref': ref, 'tarball': name if (same or save) else None}
     others = [e for e in _entries(index) if e['key'] != key]
     kept = others[-(KEEP - 1):] if KEEP > 1 else []

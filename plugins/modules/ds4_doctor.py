@@ -12,7 +12,7 @@ module: ds4_doctor
 short_description: Collect read-only evidence from one node of the vLLM pair and diagnose it with the failure catalogue
 version_added: 0.1.0
 description:
-  - Reads, never changes. Collects the units' state (C(systemctl show)), the units' recent journal (vLLM's output:
+  - Reads, never changes. Collects the units' state (C(systemctl show)), the units' recent journal (vLLM's output;
     the container runs in the unit's foreground, so the unit's journal is the one copy of its log; C(docker logs) is
     not read), the container's state when a container exists,
     kernel log lines (C(journalctl -k), NVRM/Xid/OOM lines), C(/proc/meminfo), listening sockets on the master and API

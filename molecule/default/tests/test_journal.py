@@ -47,8 +47,7 @@ def test_one_journal_entry_per_container_log_line(name, role):
     d.node(name, 'journalctl', '--sync')
     entries = _marked(name, since, marker)
     where = [(e.get('_SYSTEMD_UNIT'), e.get('CONTAINER_NAME'), e.get('SYSLOG_IDENTIFIER')) for e in entries]
-    print('%s: %d journal entr%s for one container log line: %s' % (name, len(entries), 'y' if len(entries) == 1 else 'ies',
-                                                                     where))
+    print('%s: %d journal entries for one container log line: %s' % (name, len(entries), where))
     assert len(entries) == 1, where
     assert entries[0].get('_SYSTEMD_UNIT') == unit and 'CONTAINER_NAME' not in entries[0], where
     assert _message(entries[0]) == marker
