@@ -12,14 +12,16 @@ name: container_log_args
 short_description: The logging arguments of the vLLM container's docker run
 version_added: 0.1.0
 description:
-  - Returns exactly one C(--log-driver) with its options. C(journald) logs to the systemd journal (tagged with the
-    container name); C(json-file) is bounded by O(max_size) x O(max_file).
-  - Fails naming the variable, the value and the fix for an unknown driver or an unbounded json-file.
+  - Returns exactly one C(--log-driver) with its options. The unit runs C(docker run) attached, so the container's
+    output is already in the unit's journal; C(none) keeps no other copy, C(json-file) keeps a copy for C(docker logs)
+    bounded by O(max_size) x O(max_file).
+  - Fails naming the variable, the value and the fix for C(journald) (every line twice in the journal), an unknown
+    driver or an unbounded json-file.
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 options:
   _input:
-    description: The driver, C(journald) or C(json-file).
+    description: The driver, C(none) or C(json-file).
     type: str
     required: true
   max_size:
@@ -30,15 +32,12 @@ options:
     description: Number of json-file logs kept.
     type: int
     default: 3
-  tag:
-    description: Journal tag (C(SYSLOG_IDENTIFIER), C(CONTAINER_TAG)) for journald.
-    type: str
 '''
 
 EXAMPLES = r'''
 - name: Logging arguments
   ansible.builtin.debug:
-    msg: "{{ 'journald' | dgxspark.ds4.container_log_args('100m', 3, 'dgxspark-ds4-head') }}"
+    msg: "{{ 'json-file' | dgxspark.ds4.container_log_args('100m', 3) }}"
 '''
 
 RETURN = r'''
@@ -52,9 +51,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.ds4.plugins.module_utils.container_logs import docker_log_args
 
 
-def container_log_args(driver, max_size='100m', max_file=3, tag=None):
+def container_log_args(driver, max_size='100m', max_file=3):
     try:
-        return docker_log_args(driver, max_size, max_file, tag)
+        return docker_log_args(driver, max_size, max_file)
     except ValueError as exc:
         raise AnsibleFilterError(str(exc))
 

@@ -20,17 +20,21 @@ description:
   - V(deepgemm) chooses the DeepGEMM commit (pinned, recorded, or resolve); V(deepgemm_settle) records a
     resolved commit.
   - V(prune) lists derived images of this collection (by its label) that are not kept.
+  - V(cache_plan) and V(cache_record) are the derived-image cache (C(plugins/module_utils/image_cache.py)), to keep,
+    tag again, restore (C(docker load)), build or refuse; then the cache index, the tarball to save and the ones to drop.
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 options:
   _input:
-    description: The parsed record (V(plan), V(settle), V(deepgemm), V(deepgemm_settle)) or the image infos (V(prune)).
+    description: >-
+      The parsed record (V(plan), V(settle), V(deepgemm), V(deepgemm_settle)), the image infos (V(prune)) or the
+      cache index (V(cache_plan), V(cache_record)).
     type: raw
     required: true
   step:
     description: Which decision.
     type: str
-    choices: [plan, settle, deepgemm, deepgemm_settle, prune]
+    choices: [plan, settle, deepgemm, deepgemm_settle, prune, cache_plan, cache_record]
     required: true
   ref:
     description: The image tag reference (V(plan), V(settle)).
@@ -77,6 +81,33 @@ options:
   repository:
     description: C(container_image_derived_repository) (V(prune)); a candidate is tagged C(<repository>:<inputs hash[:16]>).
     type: str
+  key:
+    description: The build inputs' content hash (V(cache_plan), V(cache_record)).
+    type: str
+  images:
+    description: Docker image infos of the derived ref and the recorded IDs (V(cache_plan)).
+    type: list
+    elements: dict
+  tarball_present:
+    description: C(<key>.tar) exists in the cache directory (V(cache_plan), V(cache_record)).
+    type: bool
+    default: false
+  rebuild:
+    description: C(container_image_rebuild) (V(cache_plan)).
+    type: bool
+    default: false
+  cache_dir:
+    description: C(container_image_cache_dir) (V(cache_plan)).
+    type: str
+  image_id:
+    description: The derived image's ID after this run (V(cache_record)).
+    type: str
+  free_bytes:
+    description: Free bytes where the cache is (V(cache_record)).
+    type: int
+  size_bytes:
+    description: The derived image's size in bytes (V(cache_record)).
+    type: int
 '''
 
 EXAMPLES = r'''
@@ -93,12 +124,14 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils import image_cache
 from ansible_collections.dgxspark.ds4.plugins.module_utils import image_pins as logic
 
 
 def image_pins(data, step, ref=None, update=False, source='pull', recorded_present=False, tag_image=None,
                recorded_image=None, repo=None, pinned='', choice=None, resolved=None, keep_ids=None, texts=None,
-               repository=None):
+               repository=None, key=None, images=None, tarball_present=False, rebuild=False, cache_dir=None, image_id=None,
+               free_bytes=None, size_bytes=None):
     if step == 'plan':
         return logic.plan(data, ref, bool(update), source, bool(recorded_present))
     if step == 'settle':
@@ -110,6 +143,13 @@ def image_pins(data, step, ref=None, update=False, source='pull', recorded_prese
     if step == 'prune':
         keep = list(keep_ids or []) + sorted(logic.referenced_ids(texts))
         return logic.prune_plan(data, keep, repository)
+    try:
+        if step == 'cache_plan':
+            return image_cache.plan(data, key, ref, images, bool(tarball_present), bool(rebuild), cache_dir)
+        if step == 'cache_record':
+            return image_cache.record(data, key, ref, image_id, bool(tarball_present), free_bytes, size_bytes)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
     raise AnsibleFilterError('image_pins: unknown step %r' % (step,))
 
 

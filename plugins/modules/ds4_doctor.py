@@ -12,12 +12,13 @@ module: ds4_doctor
 short_description: Collect read-only evidence from one node of the vLLM pair and diagnose it with the failure catalogue
 version_added: 0.1.0
 description:
-  - Reads, never changes. Collects the units' state (C(systemctl show)), the units' recent journal (vLLM's output,
-    since the container runs in the unit's foreground), the container's log and state when a container exists,
+  - Reads, never changes. Collects the units' state (C(systemctl show)), the units' recent journal (vLLM's output;
+    the container runs in the unit's foreground, so the unit's journal is the one copy of its log; C(docker logs) is
+    not read), the container's state when a container exists,
     kernel log lines (C(journalctl -k), NVRM/Xid/OOM lines), C(/proc/meminfo), listening sockets on the master and API
     ports (C(ss -ltnp)), the image ID of the configured image, the rendered env files (secrets redacted), the
     fabric netdev's addresses and RDMA links, and C(/dev/shm) usage.
-  - Matches the journal, container log and kernel log against C(plugins/module_utils/failure_catalogue.py) and
+  - Matches the units' journal and the kernel log against C(plugins/module_utils/failure_catalogue.py) and
     returns the findings with one verdict line each (node, cause, fix and the matching line).
   - Every text returned is redacted (values of names containing KEY, TOKEN, SECRET, PASSWORD; C(--api-key);
     Bearer tokens; C(hf_...) tokens).
@@ -109,7 +110,7 @@ verdicts:
   type: list
   elements: str
 evidence:
-  description: Collected texts (redacted), keyed by name (C(unit_<name>), C(journal_<name>), C(container_log), C(kernel),
+  description: Collected texts (redacted), keyed by name (C(unit_<name>), C(journal_<name>), C(kernel),
     C(meminfo), C(ports), C(image), C(env_files), C(fabric), C(shm)).
   returned: always
   type: dict
@@ -208,9 +209,6 @@ def main():
     container_image = ""
     if inspected.value is not None:
         container_image = inspected.value["image"]
-        rc, out, err = run([docker, "logs", "--tail", str(p["journal_lines"]), container])
-        text = keep("container_log", out + err)
-        sources.append({"lines": text.splitlines(), "node": node, "role": role, "source": "vllm"})
 
     rc, out, err = run(node_probe.journal_argv(kernel=True, output="short-iso", lines=p["kernel_lines"]))
     if rc != 0 or not out.strip():
@@ -269,7 +267,7 @@ def main():
         for f in diagnose([src]):
             f["earlier_run"] = bool(src.get("last_start")) and f["lines"][-1]["lineno"] < src["last_start"]
             key = (f["id"], f.get("node"))
-            if key not in seen:  # the container log repeats the journal
+            if key not in seen:  # one finding per cause and node (the head and worker units of one node)
                 seen.add(key)
                 findings.append(f)
     findings.sort(key=lambda f: (f["earlier_run"], f["severity"] == "info", f["rank"]))

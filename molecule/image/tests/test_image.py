@@ -228,3 +228,41 @@ def test_sim_image_vllm_0_27_1_refused_for_a_profile_declaring_0_33_0(host):
             assert 'TASK [dgxspark.ds4.container_image : %s' % name not in out, name
     for node in ('spark1', 'spark2'):
         assert d.node(node, 'ls', '/var/lib/dgxspark-ds4/image-sim.json', check=False).endswith('No such file or directory')
+
+
+def test_deleted_derived_image_restored_with_the_same_id(host):
+    """docker rmi -f of the derived image, then the role again: restored from its tarball (docker load) with the same
+    image ID, so the unit (which pins the image by ID) does not change and nothing restarts; nothing rebuilt, nothing
+    streamed to the worker. With the tarball gone too, the role refuses (a rebuild changes the ID), naming
+    container_image_rebuild."""
+    if host.backend.get_hostname() != 'spark1':
+        pytest.skip('playbook runs from the controller, once')
+    ev = _evidence(host, 'double')
+    cache = '/var/lib/dgxspark-ds4/image-cache-double'
+    tarball = '%s/%s.tar' % (cache, ev['inputs_hash'])
+    index = json.loads(host.file(cache + '/index.json').content_string)
+    assert index['entries'] == [{'key': ev['inputs_hash'], 'id': ev['id'], 'ref': ev['ref'],
+                                 'tarball': ev['inputs_hash'] + '.tar'}]
+    assert host.file(tarball).is_file and host.file(cache).mode == 0o700
+    worker_id = d.node('spark2', 'docker', 'image', 'inspect', '-f', '{{.Id}}', ev['ref'])
+    assert worker_id == ev['id']
+    playbook = os.path.join(d.SCENARIO_DIR, 'restore_derived.yml')
+
+    # the tarball moved away and the image deleted: a rebuild would give a new ID -> refused (check mode: no change)
+    host.check_output('mv %s %s.aside && docker rmi -f %s' % (tarball, tarball, ev['ref']))
+    assert host.run('docker image inspect %s' % ev['id']).rc != 0  # gone, not only untagged
+    rc, out = d.run_playbook(playbook, args=['--check'], timeout=600)
+    flat = ' '.join(out.split())
+    assert rc != 0, out[-3000:]
+    assert 'Building it again gives a new image ID' in flat and ev['id'] in flat, out[-3000:]
+    assert 'Fix: -e container_image_rebuild=true to rebuild it (once)' in flat
+
+    # the tarball back: the next run restores the same image ID from it
+    host.check_output('mv %s.aside %s' % (tarball, tarball))
+    rc, out = d.run_playbook(playbook, timeout=600)
+    flat = ' '.join(out.split())
+    assert rc == 0, out[-3000:]
+    assert 'derived image: load: %s gave nothing; restoring the recorded %s from %s' % (ev['ref'], ev['id'], tarball) in flat
+    assert _image_id(host, ev['ref']) == ev['id']
+    assert d.node('spark2', 'docker', 'image', 'inspect', '-f', '{{.Id}}', ev['ref']) == worker_id
+    assert json.loads(host.file(cache + '/index.json').content_string) == index

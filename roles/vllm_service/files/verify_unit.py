@@ -13,8 +13,9 @@ status=127 for hours).  Checks, and names every missing path:
   * every absolute-path argument of a non-docker Exec* line exists;
   * for `docker run`: the host side of every -v/--volume, --env-file and --device exists, and
     the --entrypoint is a read-only bind mount of an executable host file; exactly one
-    --log-driver, journald or a json-file bounded by max-size and max-file (never Docker's
-    default unbounded json-file beside the journal);
+    --log-driver, none or a json-file bounded by max-size and max-file (never journald: the
+    attached output is already in the unit's journal, a second copy doubles it; never Docker's
+    default unbounded json-file);
   * `systemd-analyze verify` accepts the unit (copied under its real name).
 With --dropins (the role's preflight, before anything changes or restarts), what systemd would run
 instead of the rendered unit: every drop-in of the unit (`systemctl show -p DropInPaths`, and the
@@ -57,19 +58,22 @@ def exec_lines(text):
 
 
 def check_log_args(drivers, opts, problems):
-    """One --log-driver: journald, or json-file with max-size and max-file."""
+    """One --log-driver: none, or json-file with max-size and max-file (never journald: a second journal copy)."""
     if len(drivers) != 1:
-        problems.append('docker run has %d --log-driver (%s); exactly one is needed: journald, or json-file with '
+        problems.append('docker run has %d --log-driver (%s); exactly one is needed: none, or json-file with '
                         '--log-opt max-size and max-file (vllm_service_container_log_driver)'
-                        % (len(drivers), ', '.join(drivers) or 'none: Docker\'s default json-file grows without bound'))
+                        % (len(drivers), ', '.join(drivers) or 'none given: Docker\'s default json-file grows without bound'))
     elif drivers[0] == 'json-file':
         keys = set(o.split('=', 1)[0] for o in opts)
         missing = [k for k in ('max-size', 'max-file') if k not in keys]
         if missing:
             problems.append('docker run --log-driver json-file without --log-opt %s: the log grows without bound '
                             '(vllm_service_container_log_max_size / _max_file)' % ' and '.join(missing))
-    elif drivers[0] != 'journald':
-        problems.append('docker run --log-driver %s: use journald or a bounded json-file (vllm_service_container_log_driver)'
+    elif drivers[0] == 'journald':
+        problems.append('docker run --log-driver journald: every line would be in the journal twice (the unit already '
+                        'keeps the attached output); use none or a bounded json-file (vllm_service_container_log_driver)')
+    elif drivers[0] != 'none':
+        problems.append('docker run --log-driver %s: use none or a bounded json-file (vllm_service_container_log_driver)'
                         % drivers[0])
 
 

@@ -77,3 +77,26 @@ def test_doctor_diagnoses_and_redacts(tmp_path):
     assert "max_num_batched_tokens': 8192" in res["evidence"]["journal_dgxspark-ds4-head.service"]
     assert res["units"]["dgxspark-ds4-head.service"]["NRestarts"] == "3"
     assert "NV_ERR_NO_MEMORY" in res["evidence"]["kernel"] and "other line" not in res["evidence"]["kernel"]
+
+
+def test_doctor_reads_the_units_journal_not_docker_logs(tmp_path, monkeypatch):
+    """The unit's journal is the one copy of vLLM's log (container log driver none): the doctor never asks docker logs,
+    even with the container present, and still finds the causes in the journal."""
+    calls = []
+
+    def run(self, cmd, **kwargs):
+        calls.append(list(cmd))
+        if cmd[0].endswith("docker") and cmd[1:2] == ["inspect"]:
+            return 0, "c0ffee running=true exit=0 started=2026-11-22T08:00:00Z oom=false image=sha256:abc", ""
+        return _run_command(self, cmd, **kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run)
+    with patch_module_args({"role": "head", "node": "spark1", "config_dir": str(tmp_path)}):
+        with pytest.raises(ExitJson) as info:
+            mod.main()
+    res = info.value.args[0]
+    assert any(c[0] == "journalctl" and "dgxspark-ds4-head.service" in c for c in calls)
+    assert res["container_image"] == "sha256:abc"  # the container was found (the old code read its docker logs here)
+    assert not [c for c in calls if c[0].endswith("docker") and "logs" in c], calls
+    assert "container_log" not in res["evidence"]
+    assert "free-memory-below-utilization" in [f["id"] for f in res["findings"]]

@@ -165,7 +165,7 @@ Description=x
 ExecStartPre={prestart} {cfg}
 ExecStart={docker} run \\
     --rm --name dgxspark-ds4-head \\
-    --log-driver journald --log-opt tag=dgxspark-ds4-head \\
+    --log-driver none \\
     -v {script}:/etc/dgxspark-ds4/launch-head.sh:ro \\
     --env-file {env} \\
     --entrypoint /etc/dgxspark-ds4/launch-head.sh \\
@@ -211,10 +211,12 @@ def test_verify_unit_accepts_a_complete_unit(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize('args, expected', [
-    ([], '0 --log-driver (none: Docker\'s default json-file grows without bound)'),
-    (['--log-driver', 'journald', '--log-driver', 'json-file'], '2 --log-driver (journald, json-file)'),
+    ([], '0 --log-driver (none given: Docker\'s default json-file grows without bound)'),
+    (['--log-driver', 'none', '--log-driver', 'json-file'], '2 --log-driver (none, json-file)'),
     (['--log-driver', 'json-file', '--log-opt', 'max-size=100m'], 'json-file without --log-opt max-file'),
-    (['--log-driver', 'syslog'], '--log-driver syslog: use journald or a bounded json-file'),
+    (['--log-driver', 'journald', '--log-opt', 'tag=dgxspark-ds4-head'],
+     '--log-driver journald: every line would be in the journal twice'),
+    (['--log-driver', 'syslog'], '--log-driver syslog: use none or a bounded json-file'),
 ])
 def test_verify_unit_refuses_unbounded_or_double_container_logs(args, expected):
     problems = []
@@ -223,7 +225,7 @@ def test_verify_unit_refuses_unbounded_or_double_container_logs(args, expected):
 
 
 def test_verify_unit_accepts_one_bounded_log_driver():
-    for args in (['--log-driver', 'journald'], ['--log-driver=json-file', '--log-opt', 'max-size=100m', '--log-opt=max-file=3']):
+    for args in (['--log-driver', 'none'], ['--log-driver=json-file', '--log-opt', 'max-size=100m', '--log-opt=max-file=3']):
         problems = []
         verify_unit.check_docker_run(['--rm'] + args + ['sha256:abc'], problems)
         assert problems == [], problems
