@@ -98,8 +98,9 @@ def verdict(info, path, image_id, custom_ops_all, node_memory_gib, config_digest
 
     state: ``warm`` (non-empty, marked by this image and flags), ``missing`` (no directory), ``empty`` (no compiled
     artifact), ``other-image`` (marked by another image), ``other-config`` (this image, other flags or env),
-    ``unmarked`` (artifacts, but no start of this collection marked them: which image wrote them is unknown). ``warning`` is set for custom_ops ["all"] on a cold cache of a
-    node of at most :data:`SMALL_NODE_GIB` GiB (seed 002's freeze).
+    ``unmarked`` (artifacts, but no start of this collection marked them: which image wrote them is unknown).
+    ``warning`` is set for custom_ops ["all"] on a cold cache of a node of at most :data:`SMALL_NODE_GIB` GiB
+    (seed 002's freeze).
     """
     marker = info.get('marker') or {}
     marked_by = marker.get('image_id')

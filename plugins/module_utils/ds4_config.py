@@ -405,8 +405,9 @@ def tool_calls(merged):
         return out
     recipe = (merged.get('choice') or {}).get('recipe')
     who = ('recipe %s' % recipe) if recipe else 'ds4_profile_config (own profile)'
-    missing = ' and '.join(n for n, ok in (('--tool-call-parser', parser is not None),
-                                            ('--enable-auto-tool-choice', bool(args.get('enable-auto-tool-choice')))) if not ok)
+    flags = (('--tool-call-parser', parser is not None),
+             ('--enable-auto-tool-choice', bool(args.get('enable-auto-tool-choice'))))
+    missing = ' and '.join(name for name, ok in flags if not ok)
     out['note'] = ('%s sets no %s%s: clients that send tools with tool_choice "auto" (the default when tools are given) '
                    'get HTTP 400 from vLLM, and tool calls come back as tool_calls only with tool_choice "required" or a '
                    'named function (guided decoding); validate.yml checks the tool call with tool_choice "required". Fix '

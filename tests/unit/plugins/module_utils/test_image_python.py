@@ -27,6 +27,11 @@ def _venv(path, with_vllm, dist_only=False):
     return os.path.join(path, 'bin', 'python3'), site
 
 
+def _venv_python(path, with_vllm, dist_only=False):
+    """Only the venv's python3 (the tests that do not look at its site-packages)."""
+    return _venv(path, with_vllm, dist_only)[0]
+
+
 def _vllm_command(bindir, shebang):
     os.makedirs(bindir, exist_ok=True)
     path = os.path.join(bindir, 'vllm')
@@ -54,7 +59,7 @@ def _plain_bin(tmp_path, name, target):
 
 def test_venv_image_found_through_the_vllm_command_not_python3_on_path(tmp_path):
     """The b12x layout: python3 first on PATH has no vLLM; the venv's vllm command names its own python."""
-    system_py, _ = _venv(str(tmp_path / 'system'), with_vllm=False)
+    system_py = _venv_python(str(tmp_path / 'system'), with_vllm=False)
     venv_py, site = _venv(str(tmp_path / 'opt-env'), with_vllm=True)
     cmd_dir = str(tmp_path / 'cmd')
     _vllm_command(cmd_dir, '#!%s' % venv_py)
@@ -68,8 +73,8 @@ def test_venv_image_found_through_the_vllm_command_not_python3_on_path(tmp_path)
 
 def test_venv_image_found_next_to_the_vllm_command_with_env_shebang(tmp_path):
     """#!/usr/bin/env python3 resolves to the system python3 (no vLLM); python3 next to vllm has it."""
-    system_py, _ = _venv(str(tmp_path / 'system'), with_vllm=False)
-    venv_py, _ = _venv(str(tmp_path / 'venv'), with_vllm=True)
+    system_py = _venv_python(str(tmp_path / 'system'), with_vllm=False)
+    venv_py = _venv_python(str(tmp_path / 'venv'), with_vllm=True)
     _vllm_command(os.path.dirname(venv_py), '#!/usr/bin/env python3')
     result = _run([os.path.dirname(system_py), os.path.dirname(venv_py)], known=())
     assert result['python'] == venv_py
@@ -79,8 +84,8 @@ def test_venv_image_found_next_to_the_vllm_command_with_env_shebang(tmp_path):
 
 def test_venv_image_without_vllm_on_path_found_at_a_known_location(tmp_path):
     """Neither vllm nor the venv on PATH (an entrypoint script calls the venv): the known locations decide."""
-    system_py, _ = _venv(str(tmp_path / 'system'), with_vllm=False)
-    venv_py, _ = _venv(str(tmp_path / 'opt-env'), with_vllm=True)
+    system_py = _venv_python(str(tmp_path / 'system'), with_vllm=False)
+    venv_py = _venv_python(str(tmp_path / 'opt-env'), with_vllm=True)
     result = _run([os.path.dirname(system_py)], known=(str(tmp_path / 'absent' / 'python3'), venv_py))
     assert result['python'] == venv_py
     assert result['found'] == 'known location'
@@ -98,7 +103,7 @@ def test_system_image_python3_on_path(tmp_path):
 
 def test_system_image_with_a_shell_vllm_launcher_and_dist_info_only(tmp_path):
     """The simulator / test images: vllm is a shell launcher; python3 has only vLLM's dist-info."""
-    system_py, _ = _venv(str(tmp_path / 'usr'), with_vllm=True, dist_only=True)
+    system_py = _venv_python(str(tmp_path / 'usr'), with_vllm=True, dist_only=True)
     launcher_dir = str(tmp_path / 'launcher')
     _vllm_command(launcher_dir, '#!/bin/sh')
     result = _run([launcher_dir, os.path.dirname(system_py)], known=())
@@ -108,7 +113,7 @@ def test_system_image_with_a_shell_vllm_launcher_and_dist_info_only(tmp_path):
 
 
 def test_no_python_with_vllm_is_an_error_naming_the_image_and_the_fix(tmp_path):
-    system_py, _ = _venv(str(tmp_path / 'system'), with_vllm=False)
+    system_py = _venv_python(str(tmp_path / 'system'), with_vllm=False)
     result = _run([_plain_bin(tmp_path, 'bin', system_py)], known=(system_py,))
     assert result['python'] is None
     assert result['error'].startswith('test/image:tag: no Python in the image has vLLM. Tried: python3 (python3 on the image PATH')
