@@ -13,7 +13,7 @@ it without a cache volume (ds4_config.check_merged); this module looks into that
   the compiled artifacts below. Non-empty means at least one file under a ``<hash>/rank_*/`` directory.
 * **Which image wrote it**: the hash does not name the image, so the collection writes :data:`MARKER` into the
   cache directory after the pair passed readiness (``state=present``: the image ID of the running container and
-  the digest of the flags and env it was launched with, ds4_config.compile_cache_plan ``config_digest``).
+  the digest of the flags and env it was launched with, ds4_config.compile_cache_plan ``launch_digest``).
   Warm = non-empty, marked by the image about to start, with the same flags and env (conservative: any change of
   flags or env counts as cold, as vLLM's own hash covers most of them).
 
@@ -93,7 +93,7 @@ def inspect(path, limit=COUNT_LIMIT):
     return out
 
 
-def verdict(info, path, image_id, custom_ops_all, node_memory_gib, config_digest=None):
+def verdict(info, path, image_id, custom_ops_all, node_memory_gib, launch_digest=None):
     """State of the cache for ``image_id``: ``{'state', 'warm', 'msg', 'warning'}``.
 
     state: ``warm`` (non-empty, marked by this image and flags), ``missing`` (no directory), ``empty`` (no compiled
@@ -118,10 +118,10 @@ def verdict(info, path, image_id, custom_ops_all, node_memory_gib, config_digest
         state = 'other-image'
         why = ('%s holds %s compiled file(s) written by image %s, not %s (the image about to start): vLLM compiles '
                'its own again' % (path, count, marked_by, image_id))
-    elif config_digest and marker.get('config_digest') != config_digest:
+    elif launch_digest and marker.get('launch_digest') != launch_digest:
         state = 'other-config'
-        why = ('%s holds %s compiled file(s) written by this image with other flags or env (config digest %s, now %s): '
-               'vLLM compiles again for a changed configuration' % (path, count, marker.get('config_digest'), config_digest))
+        why = ('%s holds %s compiled file(s) written by this image with other flags or env (launch digest %s, now %s): '
+               'vLLM compiles again for a changed configuration' % (path, count, marker.get('launch_digest'), launch_digest))
     else:
         state, why = 'warm', '%s holds %s compiled file(s) written by this image (%s)' % (path, count, image_id)
     out = {'state': state, 'warm': state == 'warm', 'msg': 'compile cache %s: %s' % (state, why), 'warning': None}
@@ -136,7 +136,7 @@ def verdict(info, path, image_id, custom_ops_all, node_memory_gib, config_digest
     return out
 
 
-def marker_content(image_id, image_ref=None, config_digest=None):
+def marker_content(image_id, image_ref=None, launch_digest=None):
     """The marker's JSON text (stable: a second write with the same image and flags is no change)."""
-    return json.dumps({'image_id': image_id, 'image_ref': image_ref, 'config_digest': config_digest,
+    return json.dumps({'image_id': image_id, 'image_ref': image_ref, 'launch_digest': launch_digest,
                        'written_by': 'dgxspark.ds4 after the pair passed readiness'}, sort_keys=True, indent=2) + '\n'

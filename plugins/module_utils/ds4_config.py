@@ -417,13 +417,13 @@ def tool_calls(merged):
 
 
 def compile_cache_plan(merged):
-    """Where vLLM's torch.compile cache lands: ``{'container_dir', 'host_dir', 'custom_ops_all', 'config_digest'}``.
+    """Where vLLM's torch.compile cache lands: ``{'container_dir', 'host_dir', 'custom_ops_all', 'launch_digest'}``.
 
     ``container_dir``: ``--compilation-config`` ``cache_dir``, else ``$VLLM_CACHE_ROOT/torch_compile_cache`` (vLLM's
     layout); None with ``--enforce-eager`` or ``VLLM_DISABLE_COMPILE_CACHE=1`` (nothing is cached). ``host_dir``: its
     host side through ``container.cache_volumes`` (None when no cache volume holds it). The vllm_service role looks
     into it before a start (module compile_cache), and the readiness gate marks it with the image that served and
-    ``config_digest`` (sha256 of the node-independent serve_args and env: a changed flag counts as a cold cache).
+    ``launch_digest`` (sha256 of the node-independent serve_args and env: a changed flag counts as a cold cache).
     """
     args = merged.get('serve_args') or {}
     env = merged.get('env') or {}
@@ -431,7 +431,7 @@ def compile_cache_plan(merged):
     ops = comp.get('custom_ops')
     digest = hashlib.sha256(json.dumps({'serve_args': args, 'env': env}, sort_keys=True, default=str).encode('utf-8')).hexdigest()
     out = {'container_dir': None, 'host_dir': None, 'custom_ops_all': isinstance(ops, list) and 'all' in ops,
-           'config_digest': digest[:16]}
+           'launch_digest': digest[:16]}
     if args.get('enforce-eager') is True or str(env.get('VLLM_DISABLE_COMPILE_CACHE', '')).strip() in ('1', 'true', 'True'):
         return out
     root = env.get('VLLM_CACHE_ROOT') or DEFAULT_VLLM_CACHE_ROOT

@@ -49,9 +49,9 @@ options:
   node_memory_gib:
     description: With O(state=check), the node's memory in GiB (C(ds4_node_memory_gib)).
     type: int
-  config_digest:
+  launch_digest:
     description:
-      - Digest of the flags and env of the launch (C(ds4_effective.compile_cache.config_digest)); O(state=check) compares
+      - Digest of the flags and env of the launch (C(ds4_effective.compile_cache.launch_digest)); O(state=check) compares
         it with the marker's, O(state=present) records it.
     type: str
   container:
@@ -128,7 +128,7 @@ def _present(module, p, info):
         module.fail_json(msg='cannot read the image of container %s (rc %s: %s). Fix: run this after the pair started.'
                          % (p['container'], rc, (err or out).strip()[-300:]))
     image_id, _sep, image_ref = out.strip().partition(' ')
-    content = compile_cache.marker_content(image_id, image_ref or None, p['config_digest'])
+    content = compile_cache.marker_content(image_id, image_ref or None, p['launch_digest'])
     marker_path = os.path.join(p['path'], compile_cache.MARKER)
     current = None
     if os.path.isfile(marker_path):
@@ -153,7 +153,7 @@ def main():
             image_id=dict(type='str'),
             custom_ops_all=dict(type='bool', default=False),
             node_memory_gib=dict(type='int'),
-            config_digest=dict(type='str'),
+            launch_digest=dict(type='str'),
             container=dict(type='str'),
             docker=dict(type='str', default='docker'),
         ),
@@ -165,7 +165,7 @@ def main():
     if p['state'] == 'present':
         _present(module, p, info)
     result = compile_cache.verdict(info, p['path'], p['image_id'], p['custom_ops_all'], p['node_memory_gib'],
-                                   p['config_digest'])
+                                   p['launch_digest'])
     module.exit_json(changed=False, artifacts=info['artifacts'], marker=info['marker'], **result)
 
 

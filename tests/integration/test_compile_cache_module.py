@@ -21,7 +21,7 @@ STEP = """
         path: "{{ cache }}"
         state: %(state)s
         image_id: "%(img)s"
-        config_digest: 0123456789abcdef
+        launch_digest: 0123456789abcdef
         custom_ops_all: true
         node_memory_gib: 96
         container: dgxspark-ds4-head
@@ -80,7 +80,7 @@ def test_cold_then_marked_after_readiness_then_warm(tmp_path):
     assert r["unmarked"]["state"] == "unmarked" and r["unmarked"]["warning"]
     assert r["in_check_mode"]["changed"] and not r["after_check_mode"]["stat"]["exists"]
     assert r["marked"]["changed"] and r["marked"]["marker"] == {
-        "image_id": IMG, "image_ref": "dgxspark-ds4/vllm:0123", "config_digest": "0123456789abcdef",
+        "image_id": IMG, "image_ref": "dgxspark-ds4/vllm:0123", "launch_digest": "0123456789abcdef",
         "written_by": "dgxspark.ds4 after the pair passed readiness"}
     assert not r["again"]["changed"]
     assert r["warm"]["state"] == "warm" and r["warm"]["warm"] and r["warm"]["warning"] is None

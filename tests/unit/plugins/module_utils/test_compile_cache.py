@@ -110,7 +110,7 @@ def test_count_stops_at_the_limit(tmp_path):
 def test_marker_content_is_stable_and_names_image_and_digest():
     text = cc.marker_content(IMG, 'ref:1', DIGEST)
     assert text == cc.marker_content(IMG, 'ref:1', DIGEST)
-    assert json.loads(text)['image_id'] == IMG and json.loads(text)['config_digest'] == DIGEST
+    assert json.loads(text)['image_id'] == IMG and json.loads(text)['launch_digest'] == DIGEST
 
 
 @pytest.mark.parametrize('path, vols, host', [

@@ -186,7 +186,7 @@ def test_compile_cache_plan_maps_the_compile_cache_to_its_host_volume(inputs):
     plan = c.compute_effective(inputs, 'spark1')['compile_cache']
     assert plan['container_dir'] == '/cache/vllm/torch_compile_cache'
     assert plan['host_dir'] == '/var/cache/ds4/vllm/torch_compile_cache'
-    assert plan['custom_ops_all'] is True and len(plan['config_digest']) == 16
+    assert plan['custom_ops_all'] is True and len(plan['launch_digest']) == 16
 
 
 def test_compile_cache_plan_cache_dir_eager_and_digest(inputs):
@@ -195,7 +195,7 @@ def test_compile_cache_plan_cache_dir_eager_and_digest(inputs):
     plan = c.compile_cache_plan(merged)
     assert plan == dict(plan, container_dir='/cc', host_dir='/h/cc', custom_ops_all=False)
     other = c.compile_cache_plan(dict(merged, serve_args=dict(merged['serve_args'], **{'max-num-seqs': 4})))
-    assert other['config_digest'] != plan['config_digest']
+    assert other['launch_digest'] != plan['launch_digest']
     eager = c.compile_cache_plan(dict(merged, serve_args=dict(merged['serve_args'], **{'enforce-eager': True})))
     assert eager['container_dir'] is None and eager['host_dir'] is None
 
