@@ -96,8 +96,11 @@ MODELS = {
 }
 
 # ---------------------------------------------------------------------------------------------- image families
-# vllm: where the image's vLLM lives (the container_image role asks `python` for it with find_spec).
+# vllm: where the image's vLLM lives (described; the container_image role finds the Python that runs it in the image,
+# module image_python, and asks that Python with find_spec).
 # patches: the container_image role's runtime pieces; derived_image: whether that role builds a derived image.
+# image_source: how the image is obtained (the default of container_image_source): pull from a registry, or local
+# (built on the head by hand, never pulled; image_build says how, from the family's source).
 # api_port: the port the family's own recipes serve on (a recipe without api.port gets it).
 # kv_cache_dtypes: what the family's vLLM has (a dtype not listed is refused naming the family).
 # load_formats: the newer load formats (NEW_LOAD_FORMATS) the family has; any recipe may opt into one of them.
@@ -106,8 +109,8 @@ IMAGE_FAMILIES = {
     'eugr-nightly': {
         'description': "spark-arena's nightly of eugr's spark-vllm-docker (SM120 torch + vLLM main)",
         'vllm': "the image's python3 site-packages (a main-branch build, seed 000 build-metadata.yaml)",
-        'python': 'python3',
         'derived_image': True,
+        'image_source': 'pull',  # spark-arena's published nightly tags
         # seed 000 failure #2 (DeepGEMM missing: installed into a derived image) and the GSP-hang mxfp4 fix.
         'patches': {'mxfp4_fix': True, 'deepgemm': True},
         'api_port': 8000,  # seed 000 vllm_serve port 8000
@@ -120,10 +123,10 @@ IMAGE_FAMILIES = {
     'b12x': {
         'description': "sparkrun's DSV4 GB10 image with the B12X kernels and its own entrypoint",
         'vllm': "/opt/env (the image's venv; seed 001 points LD_PRELOAD into /opt/env/lib/python3.12)",
-        'python': 'python3',
         # The container_image role's patches as they have always applied to every family (the mxfp4 fix is
         # checked against the expected cleanup blocks; DeepGEMM is installed only when the image lacks it).
         'derived_image': True,
+        'image_source': 'pull',  # seed 001: aidendle94/sparkrun-vllm-ds4-gb10:production-ready, "pre-built"
         'patches': {'mxfp4_fix': True, 'deepgemm': True},
         'api_port': 8000,  # seed 001 port 8000
         'kv_cache_dtypes': ('auto', 'fp8'),
@@ -133,8 +136,13 @@ IMAGE_FAMILIES = {
     'dspark': {
         'description': 'the DSpark Stage C runtime overlay (vLLM 0.33 base + DSpark and Keys concurrency patches)',
         'vllm': "the image's python3 site-packages with seed 003's overlay files",
-        'python': 'python3',
         'derived_image': True,
+        # seed 003 "Build and run": ./build-dspark-vllm-runtime.sh "builds the Stage C image locally and on the worker"
+        # (recipe/Dockerfile.dspark-runtime-overlay, then recipe/nvfp4/Dockerfile.stage-a/-b/-c); no registry has it.
+        'image_source': 'local',
+        'image_build': ("seed 003 builds it on the head with ./build-dspark-vllm-runtime.sh (the DSpark runtime overlay, "
+                        "recipe/Dockerfile.dspark-runtime-overlay, then the NVFP4 stages recipe/nvfp4/Dockerfile.stage-a, "
+                        "-stage-b, -stage-c); no registry publishes it"),
         'patches': {'mxfp4_fix': True, 'deepgemm': True},
         'api_port': 8888,  # seed 003 "The API serves at http://HEAD_NODE_IP:8888/v1"
         'kv_cache_dtypes': ('auto', 'fp8', 'nvfp4_ds_mla'),  # seed 003
@@ -144,12 +152,12 @@ IMAGE_FAMILIES = {
     'vllm-openai': {
         'description': 'upstream vllm/vllm-openai release tags (multi-arch, CUDA 13 since v0.20, vllm-project/vllm#42738)',
         'vllm': "the image's python3 (a pip-installed vLLM release; its version is the tag's)",
-        'python': 'python3',
         # field notes 2026-11 "Upstream vLLM": 0.33.0 vendors DeepGEMM with the SM120 kernels (no build needed);
         # the per-layer mxfp4 release of seed 000 is not in 0.33, which frees once after all layers
         # (model_loader/base_loader.py) - a different loader the patch does not target (unverified on GB10).
         # Nothing to bake in: the tag is run as published.
         'derived_image': False,
+        'image_source': 'pull',  # Docker Hub vllm/vllm-openai
         'patches': {'mxfp4_fix': False, 'deepgemm': False},
         'api_port': 8000,
         # field notes 2026-11: KV dtypes fp8_ds_mla / nvfp4_ds_mla in 0.33.0's own source.

@@ -18,12 +18,14 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import copy
+import hashlib
 import ipaddress
 import json
 import re
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils.api_exposure import plan_exposure
 from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue
+from ansible_collections.dgxspark.ds4.plugins.module_utils import compile_cache
 from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_schema
 from ansible_collections.dgxspark.ds4.plugins.module_utils.launch_render import (
     build_argv,
@@ -387,6 +389,59 @@ def _under(path, parent):
     return path == parent or path.startswith(parent + '/')
 
 
+def tool_calls(merged):
+    """How the served endpoint handles tool calls, from serve_args: ``{'parser', 'auto', 'tool_choice', 'note'}``.
+
+    ``tool_choice`` is what validate.yml's tool-call check sends: ``auto`` (the model decides; vLLM's tool parser turns
+    its text into ``tool_calls``) when ``--enable-auto-tool-choice`` and ``--tool-call-parser`` are both set, else
+    ``required`` (vLLM forces a call of the given tools with guided decoding; no parser needed). ``note`` (None when
+    auto works) is the one line that render time (config role warnings) and validate.yml print.
+    """
+    args = merged.get('serve_args') or {}
+    parser = args.get('tool-call-parser') or None
+    auto = bool(args.get('enable-auto-tool-choice')) and parser is not None
+    out = {'parser': parser, 'auto': auto, 'tool_choice': 'auto' if auto else 'required', 'note': None}
+    if auto:
+        return out
+    recipe = (merged.get('choice') or {}).get('recipe')
+    who = ('recipe %s' % recipe) if recipe else 'ds4_profile_config (own profile)'
+    flags = (('--tool-call-parser', parser is not None),
+             ('--enable-auto-tool-choice', bool(args.get('enable-auto-tool-choice'))))
+    missing = ' and '.join(name for name, ok in flags if not ok)
+    out['note'] = ('%s sets no %s%s: clients that send tools with tool_choice "auto" (the default when tools are given) '
+                   'get HTTP 400 from vLLM, and tool calls come back as tool_calls only with tool_choice "required" or a '
+                   'named function (guided decoding); validate.yml checks the tool call with tool_choice "required". Fix '
+                   'when the image has the parser: serve_args tool-call-parser: deepseek_v4 and enable-auto-tool-choice: true.'
+                   % (who, missing, ' (seed 003 lists only core flags)' if merged.get('image', {}).get('family') == 'dspark' else ''))
+    return out
+
+
+def compile_cache_plan(merged):
+    """Where vLLM's torch.compile cache lands: ``{'container_dir', 'host_dir', 'custom_ops_all', 'launch_digest'}``.
+
+    ``container_dir``: ``--compilation-config`` ``cache_dir``, else ``$VLLM_CACHE_ROOT/torch_compile_cache`` (vLLM's
+    layout); None with ``--enforce-eager`` or ``VLLM_DISABLE_COMPILE_CACHE=1`` (nothing is cached). ``host_dir``: its
+    host side through ``container.cache_volumes`` (None when no cache volume holds it). The vllm_service role looks
+    into it before a start (module compile_cache), and the readiness gate marks it with the image that served and
+    ``launch_digest`` (sha256 of the node-independent serve_args and env: a changed flag counts as a cold cache).
+    """
+    args = merged.get('serve_args') or {}
+    env = merged.get('env') or {}
+    comp = args.get('compilation-config') if isinstance(args.get('compilation-config'), dict) else {}
+    ops = comp.get('custom_ops')
+    digest = hashlib.sha256(json.dumps({'serve_args': args, 'env': env}, sort_keys=True, default=str).encode('utf-8')).hexdigest()
+    out = {'container_dir': None, 'host_dir': None, 'custom_ops_all': isinstance(ops, list) and 'all' in ops,
+           'launch_digest': digest[:16]}
+    if args.get('enforce-eager') is True or str(env.get('VLLM_DISABLE_COMPILE_CACHE', '')).strip() in ('1', 'true', 'True'):
+        return out
+    root = env.get('VLLM_CACHE_ROOT') or DEFAULT_VLLM_CACHE_ROOT
+    cdir = comp.get('cache_dir') if isinstance(comp.get('cache_dir'), str) and comp.get('cache_dir') else root.rstrip('/') + '/torch_compile_cache'
+    vols = (merged.get('container') or {}).get('cache_volumes') or {}
+    out['container_dir'] = cdir
+    out['host_dir'] = compile_cache.host_path(cdir, vols if isinstance(vols, dict) else {})
+    return out
+
+
 def check_merged(merged, errors, warnings):
     """Rules on the merged (node-independent) configuration."""
     image = merged['image']
@@ -466,29 +521,29 @@ def check_merged(merged, errors, warnings):
         if isinstance(value, dict) and flag not in JSON_FLAGS:
             warnings.append('serve_args[%s] is a mapping; it renders as compact JSON. Check that --%s takes JSON.' % (flag, flag))
 
-    # custom_ops all without a persistent compile cache
-    comp = args.get('compilation-config')
-    if isinstance(comp, dict):
-        ops = comp.get('custom_ops')
-        if isinstance(ops, list) and 'all' in ops:
-            cache_root = env.get('VLLM_CACHE_ROOT', DEFAULT_VLLM_CACHE_ROOT)
-            # Only the writable cache volumes count: the model is mounted read-only, so a cache root under
-            # its container_dir is neither persistent nor writable (vLLM fails to write it at start).
-            vols = _cache_volumes(container, errors)
-            if not any(_under(cache_root, cdir) for _h, cdir in vols):
-                errors.append(_msg(fvar('compilation-config', '.custom_ops'), ops,
-                                   'custom_ops ["all"] without a persistent compile-cache volume: seed 002 froze both nodes '
-                                   '(TileLang/nvcc fusion compile exhausted unified memory during load); seed 000 only runs it '
-                                   'with ~/.cache/vllm on a volume',
-                                   'add container.cache_volumes {<host dir>: %s} or drop custom_ops' % cache_root))
-    else:
-        _cache_volumes(container, errors)
+    # custom_ops all without a persistent compile cache. Only the writable cache volumes count: the model is mounted
+    # read-only, so a cache under its container_dir is neither persistent nor writable (vLLM fails to write it at
+    # start). Whether the cache is warm for the image is looked at on the node before a start (vllm_service,
+    # module compile_cache: seed 002's warning on a cold cache of a 96 GB node).
+    _cache_volumes(container, errors)
+    cplan = compile_cache_plan(merged)
+    if cplan['custom_ops_all'] and cplan['container_dir'] and cplan['host_dir'] is None:
+        errors.append(_msg(fvar('compilation-config', '.custom_ops'), args['compilation-config']['custom_ops'],
+                           'custom_ops ["all"] without a persistent compile-cache volume: seed 002 froze both nodes '
+                           '(TileLang/nvcc fusion compile exhausted unified memory during load); seed 000 only runs it '
+                           'with ~/.cache/vllm on a volume',
+                           'add container.cache_volumes {<host dir>: %s} or drop custom_ops'
+                           % env.get('VLLM_CACHE_ROOT', DEFAULT_VLLM_CACHE_ROOT)))
 
     for name, where, cdir in cache_gaps(merged):
         warnings.append('%s cache at %s (env %s) is not on a persistent cache volume: every restart recompiles or '
                         're-autotunes it (seed 000: the warm compile cache is worth +39 %% decode). Fix: add '
                         'container.cache_volumes {/var/cache/dgxspark-ds4/<name>: %s} and set env %s to it.'
                         % (where, cdir, name, cdir, name))
+
+    note = tool_calls(merged)['note']
+    if note:
+        warnings.append(note)
 
     if args.get('enforce-eager') is True:
         warnings.append('serve_args[enforce-eager]: seed 000 measured decode 44 -> ~25 tok/s with --enforce-eager; '
@@ -884,6 +939,8 @@ def compute_effective(inputs, host):
         'env_file_name': 'nccl.env',
         'overrides': overrides,
         'vllm_schema': merged['vllm_schema'],
+        'tool_calls': tool_calls(merged),
+        'compile_cache': compile_cache_plan(merged),
         'warnings': warnings,
     }
     # Every bind mount of the vLLM container in docker "host:container[:mode]" form, and the

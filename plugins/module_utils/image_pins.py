@@ -143,6 +143,10 @@ def settle(record, ref, update=False, source='pull', tag_image=None, recorded_im
         else:
             out['messages'].append('%s pinned to %s%s' % (ref, entry['id'], (' (%s)' % entry['digest']) if entry.get('digest') else ''))
         return out
+    if not tag_id and source == 'local':
+        out['error'] = ('%s is not on the head: container_image_source=local means it is built there outside the collection '
+                        '(never pulled). Fix: build it on the head first, or set container_image_source to pull, load or build.' % ref)
+        return out
     if not tag_id:
         out['error'] = '%s is not on the node after container_image_source=%s. Fix: make the source provide exactly that ref.' % (ref, source)
         return out

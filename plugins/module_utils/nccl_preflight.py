@@ -277,8 +277,10 @@ def ping_finding(rc, stdout, stderr, peer_ip, mtu, ifname=None):
 
 
 def docker_argv(image, program, rank, world_size, master_addr, master_port, env_file, docker="docker",
-                gpus=True, rdma_devices=True, extra_args=None, program_args=None, name=None, timeout_s=300):
-    """docker run argv of one preflight rank (same network/ipc/ulimits/env file as the service)."""
+                gpus=True, rdma_devices=True, extra_args=None, program_args=None, name=None, timeout_s=300,
+                python="python3"):
+    """docker run argv of one preflight rank (same network/ipc/ulimits/env file as the service), run by `python`,
+    the image's Python that runs vLLM (its torch and NCCL; container_image finds it, image_python.py)."""
     argv = [docker, "run", "--rm", "--network", "host", "--ipc", "host", "--ulimit", "memlock=-1:-1",
             "--ulimit", "stack=67108864"]
     if name:
@@ -288,7 +290,7 @@ def docker_argv(image, program, rank, world_size, master_addr, master_port, env_
     if rdma_devices:
         argv += ["--device", "/dev/infiniband"]
     argv += ["--env-file", env_file, "-e", "NCCL_DEBUG=INFO", "-e", "NCCL_DEBUG_SUBSYS=INIT,NET", "-e", "PYTHONUNBUFFERED=1",
-             "-v", "%s:/ds4_allreduce.py:ro" % program, "--entrypoint", "python3"]
+             "-v", "%s:/ds4_allreduce.py:ro" % program, "--entrypoint", python]
     argv += list(extra_args or [])
     argv += [image, "/ds4_allreduce.py", "--rank", str(rank), "--world-size", str(world_size),
              "--master-addr", str(master_addr), "--master-port", str(master_port), "--timeout-s", str(timeout_s)]

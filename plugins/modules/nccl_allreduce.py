@@ -34,6 +34,12 @@ options:
     description: Container image (the profile's vLLM image).
     type: str
     required: true
+  python:
+    description:
+      - The image's Python that runs vLLM (its torch and NCCL run the program); role dgxspark.ds4.container_image finds it
+        (C(container_image_vllm_python)). A venv image such as b12x's keeps it in C(/opt/env/bin).
+    type: str
+    default: python3
   program:
     description: Host path of ds4_allreduce.py (mounted read-only as /ds4_allreduce.py).
     type: path
@@ -155,6 +161,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             image=dict(type='str', required=True),
+            python=dict(type='str', default='python3'),
             program=dict(type='path', required=True),
             env_file=dict(type='path', required=True),
             rank=dict(type='int', required=True),
@@ -175,7 +182,7 @@ def main():
     argv = nccl_preflight.docker_argv(
         p['image'], p['program'], p['rank'], p['world_size'], p['master_addr'], p['master_port'], p['env_file'],
         docker=p['docker'], gpus=p['gpus'], rdma_devices=p['rdma_devices'], program_args=p['program_args'],
-        name='dgxspark-ds4-allreduce-%d' % p['rank'], timeout_s=p['timeout_s'])
+        name='dgxspark-ds4-allreduce-%d' % p['rank'], timeout_s=p['timeout_s'], python=p['python'])
     if module.check_mode:
         module.exit_json(changed=False, skipped_run=True, cmd=argv)
     rc, out, err = module.run_command(argv)

@@ -7,7 +7,8 @@
 #                            vllm-0.22.0.dist-info in python3's dist-packages (the version container_image reads)
 #   ds4-test/vllm:double     mxfp4.py = double_patched.py.txt, a deep_gemm package (fixture), build-metadata.yaml, the same dist-info
 #   ds4-test/vllm:impostor   different content (planted on the worker under the effective tag by the scenario)
-#   ds4-test/vllm:venv       vLLM in a venv (/opt/venv first in PATH; vllm/__init__.py + mxfp4.py unpatched, no DeepGEMM),
+#   ds4-test/vllm:venv       vLLM in a venv, the b12x layout: /opt/venv/bin/vllm (#!/opt/venv/bin/python3) on PATH after
+#                            the system python3, which has no vllm (vllm/__init__.py + mxfp4.py unpatched, no DeepGEMM),
 #                            built twice: v1 and a newer v2 under the same tag (digest pinning: the tag moves); no
 #                            dist-info: its version is the package's __version__ (0.22.0+venv.v1, 0.22.0+venv.v2)
 # Output (not in .cache/images/inner itself, so the shared prepare does not load them on every node):
@@ -86,22 +87,29 @@ cp "$work/rootfs/bin/busybox" "$work/impostor/bin/"; ln -sf busybox "$work/impos
 echo impostor >"$work/impostor/IMPOSTOR"
 tar -C "$work/impostor" --numeric-owner -c . | docker import -c 'CMD ["/bin/sh"]' - ds4-test/vllm:impostor >/dev/null
 
-# vLLM in a venv (the b12x layout): only the venv's python3 finds vllm; built twice under one tag.
+# vLLM in a venv (the b12x layout): python3 on PATH is the system one (no vllm); the venv's vllm command (its #!
+# names the venv's python3) is on PATH after it. Only the venv's python3 finds vllm; built twice under one tag.
 venv_variant() {  # version
   local ctx="$work/ctx-venv-$1" site=/opt/venv/lib/python3.11/site-packages
   mkdir -p "$ctx/vllm/model_executor/layers/quantization"
   echo "__version__ = '${TEST_VLLM_VERSION}+venv.$1'" >"$ctx/vllm/__init__.py"
   cp "$FIX/unpatched.py.txt" "$ctx/vllm/model_executor/layers/quantization/mxfp4.py"
+  printf '#!/opt/venv/bin/python3\nimport vllm\nprint(vllm.__version__)\n' >"$ctx/vllm-command"
+  chmod 0755 "$ctx/vllm-command"
   cat >"$ctx/Dockerfile" <<DOCKERFILE
 FROM ds4-test/rootfs:base
 RUN ["/usr/bin/python3", "-m", "venv", "--without-pip", "/opt/venv"]
 COPY vllm ${site}/vllm
-ENV PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin
+COPY vllm-command /opt/venv/bin/vllm
+ENV PATH=/usr/local/bin:/usr/bin:/bin:/opt/venv/bin
 LABEL org.opencontainers.image.title="ds4 test image (venv $1)" org.dgxspark.ds4.test-variant=venv-$1 ${LABEL}=${key}
 DOCKERFILE
   DOCKER_BUILDKIT=0 docker build --network none -q -t ds4-test/vllm:venv "$ctx" >/dev/null
-  docker run --rm --network none --entrypoint python3 ds4-test/vllm:venv -c 'import vllm' \
-    || { log "venv $1: python3 does not import vllm"; exit 1; }
+  docker run --rm --network none --entrypoint vllm ds4-test/vllm:venv >/dev/null \
+    || { log "venv $1: the vllm command does not run with the venv's python3"; exit 1; }
+  if docker run --rm --network none --entrypoint python3 ds4-test/vllm:venv -c 'import vllm' 2>/dev/null; then
+    log "venv $1: python3 on PATH imports vllm; the image must keep it in the venv only"; exit 1
+  fi
 }
 mkdir -p "$OUT_DIR"
 venv_variant v1

@@ -43,8 +43,10 @@ def _preflight(tmp_path, extra):
 @pytest.mark.parametrize("extra, needle", [
     ({"container_image_mxfp4_path": "vllm/mxfp4.py"},
      "container_image_mxfp4_path=vllm/mxfp4.py is not an absolute path of a .py file in the image: set it to mxfp4.py"),
-    ({"container_image_python": ""},
-     'container_image_mxfp4_path="" asks the image Python where vllm is, but container_image_python is empty: set'),
+    ({"container_image_python": "venv/bin/python3"},
+     "container_image_python=venv/bin/python3 is not an absolute path nor python/python3 on the image PATH: set the Python"),
+    ({"container_image_deepgemm_probe": []},
+     "container_image_deepgemm_probe=[] must be a non-empty argv"),
     ({"container_image_deepgemm_resolve": []},
      "container_image_deepgemm_resolve=[] must be a non-empty argv"),
     ({"container_image_prune_keep_files": ["etc/unit"]},

@@ -142,6 +142,21 @@ def test_mxfp4_found_by_the_image_python_in_a_venv(host):
     assert unp['mxfp4']['path'] == MXFP4 and unp['mxfp4']['path_from'] == 'container_image_mxfp4_path'
 
 
+def test_image_python_found_in_the_image_not_assumed(host):
+    """The venv image (b12x layout): python3 on PATH has no vllm, the vllm command's #! names the venv's python3;
+    the system images: python3 on PATH (only vLLM's dist-info there). Shared with the worker, in the evidence."""
+    assert host.run("docker run --rm --network none --entrypoint python3 %s -c 'import vllm'" % VENV_REF).rc != 0
+    for name in ('venv', 'kept', 'updated'):
+        python = _evidence(host, name)['python']
+        assert python['path'] == '/opt/venv/bin/python3'
+        assert python['found'].startswith('interpreter of the vllm command /opt/venv/bin/vllm (vllm at '
+                                          '/opt/venv/lib/python3.11/site-packages/vllm)')
+    for name in ('unpatched', 'double'):
+        python = _evidence(host, name)['python']
+        assert python['path'] == 'python3' and python['found'].startswith('python3 on the image PATH')
+        assert 'vllm 0.22.0 dist-info' in python['found']
+
+
 def test_deepgemm_default_branch_resolved_recorded_and_labelled(host):
     ev = _evidence(host, 'venv')
     assert ev['deepgemm']['installed_by_role'] is True
@@ -149,9 +164,9 @@ def test_deepgemm_default_branch_resolved_recorded_and_labelled(host):
     labels = _labels(host, ev['ref'])
     assert labels['org.dgxspark.ds4.derived.deepgemm-ref'] == RESOLVED
     assert labels['org.dgxspark.ds4.derived.deepgemm-ref-source'] == 'resolved'
-    out = host.check_output("docker run --rm --network none --entrypoint python3 %s -c "
+    out = host.check_output("docker run --rm --network none --entrypoint /opt/venv/bin/python3 %s -c "
                             "'import deep_gemm; print(deep_gemm.__version__)'" % ev['ref'])
-    assert out == RESOLVED
+    assert out == RESOLVED  # installed with {python} -m ... into the venv vLLM imports from, not the system python3
     unp = _evidence(host, 'unpatched')
     assert unp['deepgemm']['ref'] == PINNED and unp['deepgemm']['ref_source'] == 'pinned'
     assert _labels(host, unp['ref'])['org.dgxspark.ds4.derived.deepgemm-ref'] == PINNED

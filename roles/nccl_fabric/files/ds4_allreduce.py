@@ -7,7 +7,7 @@ Run inside the profile's image with the service's env file, e.g.
   docker run --rm --network host --ipc host --gpus all --device /dev/infiniband \
     --ulimit memlock=-1 --env-file /etc/dgxspark-ds4/nccl.env -e NCCL_DEBUG=INFO \
     -e NCCL_DEBUG_SUBSYS=INIT,NET -v /usr/local/libexec/dgxspark-ds4/ds4_allreduce.py:/ds4_allreduce.py:ro \
-    <image> python3 /ds4_allreduce.py --rank R --world-size 2 --master-addr <head fabric ip> --master-port 29511
+    --entrypoint <image python> <image> /ds4_allreduce.py --rank R --world-size 2 --master-addr <head fabric ip> --master-port 29511
 
 Prints nccl-tests style rows on rank 0 (parsed by dgxspark.ds4 nccl_log.parse_rows):
   #       size         count      type   redop    root     time   algbw   busbw

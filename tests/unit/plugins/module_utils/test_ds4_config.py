@@ -177,6 +177,49 @@ def test_custom_ops_all_with_cache_root_env_on_volume_ok(inputs):
     c.compute_effective(inputs, 'spark1')
 
 
+def test_compile_cache_plan_maps_the_compile_cache_to_its_host_volume(inputs):
+    """Where the custom_ops guard looks on the node: $VLLM_CACHE_ROOT/torch_compile_cache through cache_volumes."""
+    cfg = inputs['ds4_profile_config']
+    cfg['container']['cache_volumes'] = {'/var/cache/ds4': '/cache'}
+    cfg['env']['VLLM_CACHE_ROOT'] = '/cache/vllm'
+    set_everywhere(inputs, 'ds4_profile_config', cfg)
+    plan = c.compute_effective(inputs, 'spark1')['compile_cache']
+    assert plan['container_dir'] == '/cache/vllm/torch_compile_cache'
+    assert plan['host_dir'] == '/var/cache/ds4/vllm/torch_compile_cache'
+    assert plan['custom_ops_all'] is True and len(plan['launch_digest']) == 16
+
+
+def test_compile_cache_plan_cache_dir_eager_and_digest(inputs):
+    merged = {'serve_args': {'compilation-config': {'cache_dir': '/cc', 'custom_ops': ['none']}}, 'env': {},
+              'container': {'cache_volumes': {'/h/cc': '/cc'}}}
+    plan = c.compile_cache_plan(merged)
+    assert plan == dict(plan, container_dir='/cc', host_dir='/h/cc', custom_ops_all=False)
+    other = c.compile_cache_plan(dict(merged, serve_args=dict(merged['serve_args'], **{'max-num-seqs': 4})))
+    assert other['launch_digest'] != plan['launch_digest']
+    eager = c.compile_cache_plan(dict(merged, serve_args=dict(merged['serve_args'], **{'enforce-eager': True})))
+    assert eager['container_dir'] is None and eager['host_dir'] is None
+
+
+def test_recipe_without_tool_parser_says_so_and_validate_forces_required():
+    """dspark-c16 sets no tool-call parser (seed 003 lists only core flags): one warning naming the recipe."""
+    inp = regen.inventory_inputs('dspark-c16')  # the shipped recipe, chosen by ds4_profile
+    errors, warnings, merged, _o, _n = c.validate_all(inp)
+    assert errors == []
+    notes = [w for w in warnings if 'tool-call-parser' in w]
+    assert len(notes) == 1
+    assert notes[0].startswith('recipe dspark-c16 sets no --tool-call-parser and --enable-auto-tool-choice '
+                               '(seed 003 lists only core flags): clients that send tools with tool_choice "auto"')
+    assert 'validate.yml checks the tool call with tool_choice "required"' in notes[0]
+    tc = c.tool_calls(merged)
+    assert tc['tool_choice'] == 'required' and tc['parser'] is None and tc['note'] == notes[0]
+
+
+def test_recipe_with_tool_parser_checks_auto_and_warns_nothing(inputs):
+    errors, warnings, merged, _o, _n = c.validate_all(inputs)
+    assert errors == [] and not [w for w in warnings if 'tool-call-parser' in w]
+    assert c.tool_calls(merged) == {'parser': 'deepseek_v4', 'auto': True, 'tool_choice': 'auto', 'note': None}
+
+
 def test_gpu_util_cap_96(inputs):
     for hv in inputs['hostvars'].values():
         hv['ds4_node_memory_gib'] = 96

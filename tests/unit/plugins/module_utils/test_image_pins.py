@@ -106,6 +106,16 @@ def test_missing_tag_on_first_run_is_an_error_with_the_fix():
     assert out['error'] and 'Fix:' in out['error']
 
 
+def test_local_image_missing_on_first_run_says_it_is_built_on_the_head_not_pulled():
+    """source=local (the DSpark family: seed 003 builds the image on the head): nothing is obtained, absent is refused."""
+    assert ip.plan(None, REF, source='local')['action'] == 'obtain'
+    out = ip.settle(None, REF, source='local', tag_image=None)
+    assert out['error'].startswith('%s is not on the head: container_image_source=local' % REF)
+    assert 'never pulled' in out['error'] and 'Fix: build it on the head first' in out['error']
+    found = ip.settle(None, REF, source='local', tag_image=_img(NEW))
+    assert found['error'] is None and found['record']['images'][REF]['source'] == 'local'
+
+
 def test_deepgemm_pinned_wins_then_recorded_then_resolve():
     rec = {'deepgemm': {'r': {'commit': C1, 'history': []}}}
     assert ip.deepgemm_choice(rec, 'r', pinned=C2) == {'commit': C2, 'source': 'pinned', 'resolve': False}

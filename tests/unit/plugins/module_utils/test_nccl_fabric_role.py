@@ -348,3 +348,11 @@ def test_docker_argv_matches_the_service_container():
                  "img:1 /ds4_allreduce.py --rank 1 --world-size 2 --master-addr 192.168.100.10 --master-port 29511"):
         assert part in text
     assert "--gpus" not in npf.docker_argv("i", "/p", 0, 2, "a", 1, "/e", gpus=False, rdma_devices=False)
+
+
+def test_docker_argv_runs_the_image_python_found_by_container_image():
+    """A venv image (b12x: /opt/env/bin) runs the program with its own Python, not python3 on the image's PATH."""
+    argv = npf.docker_argv("img:1", "/p", 0, 2, "a", 1, "/e", python="/opt/env/bin/python3")
+    assert argv[argv.index("--entrypoint") + 1] == "/opt/env/bin/python3"
+    assert argv[argv.index("img:1") + 1] == "/ds4_allreduce.py"
+    assert npf.docker_argv("img:1", "/p", 0, 2, "a", 1, "/e")[argv.index("--entrypoint") + 1] == "python3"
