@@ -950,7 +950,10 @@ class Watch(object):
             say('%s: stopping the pair, worker first (a stopped pair restarts in minutes, a frozen GB10 needs the power '
                 'button); start it again with playbooks/restart.yml once the memory is found' % why)
             self.state.event('memory_stop', 'memory_pressure', why, now)
-            self.stop_workers(why, quiet=True)
+            # The worker's stop is queued first, the head's follows at once: a head that exits when its peer goes
+            # (vLLM's engine death) waits RestartSec before systemd restarts it, and this stop cancels that restart;
+            # a blocking worker stop (up to its TimeoutStopSec) could let the head restart and take a fresh worker.
+            self.stop_workers(why, quiet=True, block=False)
             self.runner(['systemctl', 'stop', self.cfg['head_unit']], timeout=120)
             self.stopped_workers = False
             return 'stop'
@@ -962,8 +965,9 @@ class Watch(object):
                                      cfg.get('container') or 'dgxspark-ds4-head'])
         return rc == 0 and out.strip() == 'true'
 
-    def stop_workers(self, why, quiet=False):
-        """Stop every worker rank that still runs; True when one was stopped. quiet: the caller said why already."""
+    def stop_workers(self, why, quiet=False, block=True):
+        """Stop every worker rank that still runs; True when one was stopped. quiet: the caller said why already;
+        block=False: only queue the stop (the caller stops the head right after)."""
         if self.stopped_workers:
             return False
         stopped = False
@@ -976,7 +980,8 @@ class Watch(object):
             if state['ActiveState'] in ('active', 'activating', 'reloading'):
                 if not quiet:
                     say('%s: stopping %s on %s too (the pair lives and dies together)' % (why, peer['unit'], peer['name']))
-                self.runner(list(peer['ssh']) + ['systemctl', 'stop', peer['unit']], timeout=120)
+                self.runner(list(peer['ssh']) + ['systemctl', 'stop'] + ([] if block else ['--no-block']) + [peer['unit']],
+                            timeout=120)
                 stopped = True
         self.stopped_workers = True
         return stopped

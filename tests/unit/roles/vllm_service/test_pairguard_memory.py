@@ -29,6 +29,7 @@ class Nodes(FakeSystemd):
     def __init__(self, tmp_path):
         super(Nodes, self).__init__()
         self.sources = {}
+        self.argvs = []
         self.paths = [str(tmp_path / 'meminfo'), str(tmp_path / 'pressure-memory')]
         self.set('head', 4.0)
         self.set('worker', 9.8)  # seed 000: a healthy pair under 8 concurrent requests
@@ -42,6 +43,7 @@ class Nodes(FakeSystemd):
             self.sources[node] = meminfo(free_gib) + psi
 
     def __call__(self, argv, timeout=30):
+        self.argvs.append(list(argv))
         if argv[:len(SSH)] == SSH and argv[len(SSH)] == 'cat':
             self.calls.append((SSH[-1], 'cat', argv[-1]))
             return 0, self.sources['worker'], ''
@@ -105,6 +107,9 @@ def test_rising_pressure_gates_then_stops_worker_first_one_line_each_and_no_rest
                                                'GiB < floor 1.00 GiB, PSI full avg10 30.0% >= 25.0%')
     assert 'stopping the pair, worker first' in out[0]
     assert nodes.actions() == [(SSH[-1], 'stop', WORKER), ('local', 'stop', HEAD)]
+    # the worker's stop is queued (no wait), the head's follows at once (it cancels a restart of a head whose peer went)
+    assert [a for a in nodes.argvs if 'stop' in a] == [SSH + ['systemctl', 'stop', '--no-block', WORKER],
+                                                      ['systemctl', 'stop', HEAD]]
     assert guard.state.data['memory_gates_total'] == 1 and guard.state.data['memory_stops_total'] == 1
     prom = (tmp_path / 'guard.prom').read_text()
     assert 'dgxspark_ds4_memguard_stops_total 1' in prom and 'dgxspark_ds4_memguard_level{node="spark1"} 2' in prom
