@@ -46,6 +46,8 @@ UNGUARDED_PATHS = (
 )
 # Unauthenticated on purpose only: nothing but liveness.
 OPEN_OK_PATHS = ('/health', '/ping', '/version')
+# The router front's liveness path (vllm-router's own /liveness), for keepalived's track script.
+FRONT_LIVENESS_PATH = '/liveness'
 
 KEY_RE = re.compile(r'^[A-Za-z0-9._~+/=-]{16,256}$')
 PATH_RE = re.compile(r'^/[A-Za-z0-9._~/-]*$')
@@ -243,6 +245,9 @@ def render_proxy_conf(spec):
         for key in ('cert_path', 'key_path'):
             if not (isinstance(tls.get(key), str) and re.match(r'^/[A-Za-z0-9._/-]+$', tls[key]) and '..' not in tls[key]):
                 errors.append('tls.%s = %r: must be an absolute path of [A-Za-z0-9._/-]' % (key, tls.get(key)))
+    if front and any(isinstance(ep, dict) and ep.get('path') == FRONT_LIVENESS_PATH for ep in spec.get('endpoints') or []):
+        errors.append('endpoints: %s is the router front\'s own liveness path (keepalived\'s track script); it cannot '
+                      'be listed' % FRONT_LIVENESS_PATH)
     if errors:
         raise ExposureError(errors)
     upstream = '%s:%d' % (spec.get('upstream_host', '127.0.0.1'), up)
@@ -307,6 +312,18 @@ def _server_block(spec, listen, port, upstream_name, authorization, auth_comment
         '        proxy_send_timeout %ss;' % spec.get('read_timeout_s', 3600),
         '',
     ]
+    if authorization == '$http_authorization':
+        # The router front only: keepalived's track script (roles/router/files/vrrp-check) asks this path. vllm-router's
+        # /liveness answers 200 "OK" while the router runs, whatever its workers do; its /health answers 503 as soon as
+        # ONE listed worker is unhealthy, which is the state every surviving router is in when the router host that
+        # died was also a pair's head: tracking /health put the survivor in FAULT and nobody held the VIP (measured,
+        # Molecule replicas). Nothing but "OK" is answered here: no key needed.
+        lines += [
+            '        location = %s {' % FRONT_LIVENESS_PATH,
+            '            limit_except GET { deny all; }',
+            '            proxy_pass http://%s;' % upstream_name,
+            '        }',
+        ]
     for ep in spec['endpoints']:
         methods = ' '.join(ep.get('methods', ['GET', 'POST']))
         lines.append('        location = %s {' % ep['path'])

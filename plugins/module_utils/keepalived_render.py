@@ -11,8 +11,9 @@ router host starts ``state BACKUP`` with ``nopreempt``: a host that comes back n
 start at once. Adverts are unicast between the router hosts' own addresses (``unicast_src_ip``/``unicast_peer``:
 no multicast on the client network), every ``advert_int`` (1 s): a BACKUP takes the address 3 adverts plus a
 skew after the last one it heard (about 3.5 s). A ``vrrp_script`` asks the local router front (and through it
-the router) for ``/health`` every second: a router or front that stops answering puts its host in FAULT, which
-gives the address away although the host lives.
+the router) for ``/liveness`` every second (not ``/health``: vllm-router answers it 503 as soon as one listed
+worker is unhealthy): a router or front that stops answering puts its host in FAULT, which gives the address away
+although the host lives.
 
 ``vip_errors`` is the inventory check (``pairs.router_plan``, before any host changes); ``render`` the file the
 router role writes (checked on the host with ``keepalived -t -f`` before it replaces the old one).
@@ -164,7 +165,7 @@ def render(spec):
         '    enable_script_security',
         '}',
         '',
-        '# the local router front answers /health through to vllm-router; failing: FAULT, the address goes',
+        '# the local router front answers /liveness through to vllm-router; failing: FAULT, the address goes',
         'vrrp_script %s {' % SCRIPT,
         '    script "%s"' % ' '.join(spec['check_command']),
         '    interval %d' % spec['check_interval'],

@@ -90,14 +90,33 @@ options:
         type: int
         required: true
       allow:
-        description: V(clients) = O(allowed_networks) (none = loopback only); V(fabric) = O(fabric_addresses).
+        description:
+          - V(clients) = O(allowed_networks) (none = loopback only); V(monitoring) = O(monitoring_networks) (none =
+            loopback only); V(fabric) = O(fabric_addresses); V(loopback) = nobody but loopback.
         type: str
         required: true
-        choices: [clients, fabric]
+        choices: [clients, monitoring, fabric, loopback]
       name:
         description: What listens there (a comment in the ruleset).
         type: str
         default: service
+  monitoring_networks:
+    description: CIDRs allowed to reach the V(monitoring) service ports (Prometheus). Empty = loopback only.
+    type: list
+    elements: str
+    default: []
+  owned_ports:
+    description:
+      - Loopback TCP ports only the sockets of O(owner_uids) may connect to (chain C(output), C(oif "lo"), C(meta skuid)) -
+        vLLM's port, vllm-router's admin and metrics ports. Empty = no output chain.
+    type: list
+    elements: int
+    default: []
+  owner_uids:
+    description: The user ids allowed on O(owned_ports); must include 0 (root) when O(owned_ports) is set.
+    type: list
+    elements: int
+    default: []
   vrrp_peers:
     description:
       - The other router hosts' IPv4 addresses (role C(dgxspark.ds4.router) with C(ds4_router_vip)) - VRRP (IP protocol
@@ -120,9 +139,13 @@ EXAMPLES = r"""
     fabric_addresses: [192.168.100.10, 192.168.100.11]
     self_address: 192.168.100.10
     ephemeral_ports: 32768-60999
+    monitoring_networks: [192.168.1.50/32]
     service_ports:
-      - {port: 9090, allow: clients, name: prometheus}
+      - {port: 9090, allow: monitoring, name: prometheus}
       - {port: 9100, allow: fabric, name: node exporter}
+      - {port: 3000, allow: loopback, name: grafana}
+    owned_ports: [8001]
+    owner_uids: [0, 33]
 """
 
 RETURN = r"""
@@ -191,9 +214,12 @@ def main():
             ephemeral_ports=dict(type='str'),
             service_ports=dict(type='list', elements='dict', default=[], options=dict(
                 port=dict(type='int', required=True),
-                allow=dict(type='str', required=True, choices=['clients', 'fabric']),
+                allow=dict(type='str', required=True, choices=['clients', 'monitoring', 'fabric', 'loopback']),
                 name=dict(type='str', default='service'),
             )),
+            monitoring_networks=dict(type='list', elements='str', default=[]),
+            owned_ports=dict(type='list', elements='int', default=[]),
+            owner_uids=dict(type='list', elements='int', default=[]),
             vrrp_peers=dict(type='list', elements='str', default=[]),
             nft_bin=dict(type='path'),
         ),
@@ -223,7 +249,8 @@ def main():
     spec = dict(table=p['table'], family=p['family'], api_port=p['api_port'], upstream_port=p['upstream_port'],
                 master_port=p['master_port'], allowed_networks=p['allowed_networks'],
                 fabric_addresses=p['fabric_addresses'], self_address=p['self_address'],
-                ephemeral_ports=p['ephemeral_ports'], service_ports=p['service_ports'], vrrp_peers=p['vrrp_peers'])
+                ephemeral_ports=p['ephemeral_ports'], service_ports=p['service_ports'], vrrp_peers=p['vrrp_peers'],
+                monitoring_networks=p['monitoring_networks'], owned_ports=p['owned_ports'], owner_uids=p['owner_uids'])
     try:
         content = render_ruleset(spec)
         expected = expected_listing(spec)

@@ -21,6 +21,9 @@ __metaclass__ = type
 
 import signal
 import time
+import urllib.error
+
+import pytest
 
 from router_rig import MAX_EVICTION_S, Load, Router, http_get, wait_until  # pylint: disable=import-error
 
@@ -63,6 +66,14 @@ def _outage(sims, router, how):
     t_out = wait_until(lambda: not router.healthy().get(victim.url, True), MAX_EVICTION_S + 5)
     assert t_out is not None, "still in rotation after %d s: %s" % (MAX_EVICTION_S + 5, router.tail())
     evicted = t_out - t_break
+    if how == "kill":
+        # what keepalived's track script may ask (roles/router/files/vrrp-check): with one listed worker dead the
+        # router's /health answers 503 "Unhealthy servers" while it routes to the other pair; /liveness stays 200
+        # (tracking /health put the surviving router host in FAULT when the lost router host was also a head)
+        with pytest.raises(urllib.error.HTTPError) as health:
+            http_get(router.url("/health"))
+        assert health.value.code == 503 and victim.url in health.value.read().decode(), router.tail()
+        assert http_get(router.url("/liveness")) == (200, "OK"), router.tail()
     other_before = other.served()
     time.sleep(3)
     after = load.between(t_out + 0.5, time.monotonic())

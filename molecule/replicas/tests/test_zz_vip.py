@@ -140,12 +140,9 @@ def _first_success_after(t_kill, bound_s):
     return None
 
 
-# KNOWN DEFECT (fresh-clone CI, 2026-11-26): in the deployed fleet the address did not move. spark3 (the holder)
-# killed under load through the VIP: no request answered within the bound (1062 of 1097 failed; errors: connection
-# refused, no route to host, timed out). keepalived alone in two containers failed over in 3.25 s (router README);
-# what differs in the deploy (the firewall's rules for the front port on the VIP, the fronts' listen addresses,
-# ARP on the Docker network) is not established. strict: the day it passes, this marker fails the run and goes.
-@pytest.mark.xfail(strict=True, reason='known defect: the VIP does not fail over in the deployed fleet (issue 26)')
+# The lost router host is also pair 2's head: the surviving router then lists one unhealthy worker and its /health
+# answers 503. keepalived's track script asks the front's /liveness (vllm-router's own) for that reason; when it asked
+# /health, the survivor went to FAULT and nobody held the address (fresh-clone CI, 2026-11-26: 1062 of 1097 failed).
 def test_killing_the_vip_holder_fails_over_within_bound_only_in_flight_requests_fail():
     holder = vip_holders()
     assert len(holder) == 1, holder

@@ -160,6 +160,14 @@ def test_proxy_conf_health_gate_and_router_front():
     blocks = dict((m.group(1), m.group(2)) for m in re.finditer(r'location = (\S+) \{(.*?)\n        \}', front, re.S))
     assert '$ds4_key_ok = 0' in blocks['/v1/chat/completions'] and 'proxy_pass http://ds4_router;' in blocks['/v1/models']
     assert 'location = /metrics' not in front and "return 404" in front.split('location / {')[1]
+    # keepalived's track script asks the front's /liveness (vllm-router's own, "OK" whatever its workers do); the head's
+    # proxy has no such path, and the front's endpoint list cannot take it over
+    assert 'limit_except GET { deny all; }' in blocks['/liveness'] and '$ds4_key_ok' not in blocks['/liveness']
+    assert 'proxy_pass http://ds4_router;' in blocks['/liveness'] and 'location = /liveness' not in conf
+    with pytest.raises(x.ExposureError) as exc:
+        x.render_proxy_conf(spec(pass_client_key=True, endpoints=[{'path': '/liveness', 'auth': True, 'methods': ['GET']}]))
+    assert exc.value.errors == ["endpoints: /liveness is the router front's own liveness path (keepalived's track "
+                                "script); it cannot be listed"]
     assert 'health_gate' not in x.render_proxy_conf(spec())
     with pytest.raises(x.ExposureError) as exc:
         x.render_proxy_conf(spec(health_gate='/run/x y', pass_client_key=True))
