@@ -68,11 +68,13 @@ def test_previous_boot_freeze_holds_the_pair_status_names_it_ack_releases_it():
     try:
         d.node('spark1', 'systemctl', 'stop', HEAD_UNIT)
         d.node('spark2', 'systemctl', 'stop', WORKER_UNIT)
+        d.node('spark1', 'systemctl', 'reset-failed', HEAD_UNIT, check=False)
+        d.node('spark2', 'systemctl', 'reset-failed', WORKER_UNIT, check=False)
         t0 = time.monotonic()
         # a boot: systemd starts both enabled units at once
         d.node('spark2', 'systemctl', 'start', '--no-block', WORKER_UNIT)
         d.node('spark1', 'systemctl', 'start', '--no-block', HEAD_UNIT)
-        text = d.wait_until('the head held at "previous boot"', lambda: 'FAILED at previous boot: pair held' in journal(
+        text = d.wait_until('the head held at "previous boot"', lambda: 'prestart: pair held: the previous boot crashed' in journal(
             'spark1', HEAD_UNIT) and journal('spark1', HEAD_UNIT), 90)
         d.wait_until('both units stopped, none retried', lambda: inactive('spark1', HEAD_UNIT) and inactive('spark2', WORKER_UNIT), 60)
         print('DRILL previous-boot freeze -> pair held in %.1f s' % (time.monotonic() - t0))

@@ -277,8 +277,10 @@ def previous_boot(cfg, runner=None):
     except forensics.ForensicsError as exc:
         raise PrestartError(str(exc))
     if record:
+        # Said before the stops are queued: the stop of this unit ends this process (SIGTERM) at any moment after.
+        say(forensics.held_message(record))
         forensics.hold(cfg, runner=runner)
-        raise PrestartError(forensics.held_message(record))
+        raise PrestartError('pair held for a crash of the previous boot (the line above says why and how to release it)')
 
 
 # ------------------------------------------------------------------ 6. memory

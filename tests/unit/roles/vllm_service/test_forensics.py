@@ -208,14 +208,16 @@ def test_forensics_off_or_on_a_worker_reads_nothing(tmp_path):
     assert prestart.previous_boot(c) is None
 
 
-def test_prestart_step_holds_before_the_worker_rank_starts(tmp_path):
+def test_prestart_step_holds_before_the_worker_rank_starts(tmp_path, capsys):
     steps = [label for label, _step in prestart.STEPS]
     assert steps.index('workers') < steps.index('previous boot') < steps.index('worker ranks')
     c = config(tmp_path)
     nodes = Nodes(FREEZE, CLEAN)
     with pytest.raises(prestart.PrestartError) as err:
         prestart.previous_boot(c, runner=nodes)
-    assert str(err.value).startswith('pair held: the previous boot crashed')
+    assert str(err.value) == 'pair held for a crash of the previous boot (the line above says why and how to release it)'
+    # the line is out before the stops are queued (the head's own stop may end the prestart at once)
+    assert capsys.readouterr().out.startswith('dgxspark-ds4 prestart: pair held: the previous boot crashed (incident ')
     # held: the worker unit is stopped first, then a stop job for this head unit (no Restart= retry)
     assert [call for call in nodes.calls if call[1][0] == 'systemctl'] == [
         ('worker', ['systemctl', 'stop', '--no-block', WORKER]),
