@@ -165,5 +165,5 @@ def test_memory_pressure_gates_then_stops_the_pair_worker_first_and_never_restar
     d.node('spark1', 'systemctl', 'reset-failed', HEAD_UNIT, check=False)
     d.node('spark1', 'systemctl', 'start', HEAD_UNIT)
     d.wait_serving(120)
-    d.wait_until('the health gate open again', lambda: d.node('spark1', 'sh', '-c', 'test -e %s && echo closed || echo open'
-                                                           % GATE) == 'open', 30)
+    check = 'test -e %s && echo closed || echo open' % GATE
+    d.wait_until('the health gate open again', lambda: d.node('spark1', 'sh', '-c', check) == 'open', 30)

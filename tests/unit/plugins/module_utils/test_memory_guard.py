@@ -35,8 +35,9 @@ ROWS = list(mg.DEFAULT_THRESHOLDS)
 def test_parsers():
     info = mg.parse_meminfo(meminfo(128, 4.0))
     assert info['MemTotal'] == TOTAL[128] * 1024 and info['MemFree'] == 4 * GIB and info['HugePages_Total'] == 0
-    assert mg.parse_psi(psi(12.5, 3.0)) == {'some': {'avg10': 12.5, 'avg60': 0.0, 'avg300': 0.0, 'total': 1234.0},
-                                           'full': {'avg10': 3.0, 'avg60': 0.0, 'avg300': 0.0, 'total': 567.0}}
+    assert mg.parse_psi(psi(12.5, 3.0)) == {
+        'some': {'avg10': 12.5, 'avg60': 0.0, 'avg300': 0.0, 'total': 1234.0},
+        'full': {'avg10': 3.0, 'avg60': 0.0, 'avg300': 0.0, 'total': 567.0}}
     assert mg.parse_psi('') == {} and mg.parse_psi('garbage\nsome nothing\n') == {}
 
 
@@ -95,7 +96,7 @@ def test_rising_pressure_gates_first_then_stops_after_stop_polls_then_nothing():
 
 def test_a_jump_straight_to_the_floor_still_gates_first():
     guard = mg.MemoryGuard({'memory_stop_polls': 1})
-    assert [guard.decide(readings('stop', 'ok')) for _ in range(3)] == ['gate', 'stop', None]
+    assert [guard.decide(readings('stop', 'ok')) for _poll in range(3)] == ['gate', 'stop', None]
 
 
 def test_a_stop_level_blip_does_not_stop():
@@ -108,7 +109,7 @@ def test_the_gate_lifts_after_clear_polls_at_ok_and_a_new_head_rearms():
     assert [guard.decide(readings(lvl)) for lvl in ('gate', 'ok', 'gate', 'ok', 'ok', 'ok')] == [
         'gate', None, None, None, 'clear', None]
     guard = mg.MemoryGuard({'memory_stop_polls': 1})
-    assert [guard.decide(readings('stop')) for _ in range(2)] == ['gate', 'stop']
+    assert [guard.decide(readings('stop')) for _poll in range(2)] == ['gate', 'stop']
     guard.reset()
     assert guard.decide(readings('stop')) == 'gate'
 

@@ -145,6 +145,6 @@ def test_guard_summary_names_the_memory_guard():
     s = ops_status.guard_summary(state, NOW)
     assert s['text'].endswith('; memory guard: 2 out of rotation, 1 stops (last 0m30s ago)')
     unit = ops_status.parse_systemctl_show('ActiveState=inactive\nSubState=dead\n')
-    lines = ops_status.format_table([ops_status.build_row('spark1', 'head', unit, ops_status.parse_docker_inspect('[]'), None,
-                                                         None, NOW, state)])
+    row = ops_status.build_row('spark1', 'head', unit, ops_status.parse_docker_inspect('[]'), None, None, NOW, state)
+    lines = ops_status.format_table([row])
     assert lines[-1] == '  last memory guard action: ' + state['last_memory_why']

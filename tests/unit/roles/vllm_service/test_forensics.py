@@ -68,8 +68,8 @@ def test_gb10_freeze_on_the_head_holds_the_pair_with_one_record_of_both_nodes(tm
     nodes = Nodes(FREEZE, CLEAN)
     record = forensics.check(c, runner=nodes, clock=lambda: 1764040000)
     assert record['held'] is True
-    assert [f['id'] for f in record['findings']] == ['nv-err-no-memory', 'gsp-timeout', 'nvrm-xid', 'kernel-hang',
-                                                      'unclean-shutdown']
+    assert [f['id'] for f in record['findings']] == [
+        'nv-err-no-memory', 'gsp-timeout', 'nvrm-xid', 'kernel-hang', 'unclean-shutdown']
     assert {f['node'] for f in record['findings']} == {'spark1'}
     # the same reader on both nodes: cat of the configured file, locally and over the peer key
     assert ('head', ['cat', '/var/lib/ds4-test/prev-boot.log']) in nodes.calls

@@ -108,14 +108,14 @@ def test_rising_pressure_gates_then_stops_worker_first_one_line_each_and_no_rest
     assert 'stopping the pair, worker first' in out[0]
     assert nodes.actions() == [(SSH[-1], 'stop', WORKER), ('local', 'stop', HEAD)]
     # the worker's stop is queued (no wait), the head's follows at once (it cancels a restart of a head whose peer went)
-    assert [a for a in nodes.argvs if 'stop' in a] == [SSH + ['systemctl', 'stop', '--no-block', WORKER],
-                                                      ['systemctl', 'stop', HEAD]]
+    assert [a for a in nodes.argvs if 'stop' in a] == [
+        SSH + ['systemctl', 'stop', '--no-block', WORKER], ['systemctl', 'stop', HEAD]]
     assert guard.state.data['memory_gates_total'] == 1 and guard.state.data['memory_stops_total'] == 1
     prom = (tmp_path / 'guard.prom').read_text()
     assert 'dgxspark_ds4_memguard_stops_total 1' in prom and 'dgxspark_ds4_memguard_level{node="spark1"} 2' in prom
     assert 'dgxspark_ds4_memguard_psi_full_avg10{node="spark1"} 30.00' in prom
     # no restart loop: pressure stays, the guard keeps polling, nobody starts the pair again
-    for _ in range(10):
+    for _poll in range(10):
         clock.now += 5
         assert guard.step() is None
     assert nodes.actions() == [(SSH[-1], 'stop', WORKER), ('local', 'stop', HEAD)]
@@ -129,12 +129,12 @@ def test_pressure_that_recedes_puts_the_pair_back_without_a_stop(tmp_path, capsy
     nodes.set('head', 3, psi='some avg10=12.00 avg60=1.00 avg300=0.10 total=9\nfull avg10=0.00 avg60=0 avg300=0 total=0\n')
     assert guard.step() is None and gate(tmp_path).startswith('memory guard: spark1 (128 GB node): PSI some avg10 12.0% >= 10.0%')
     nodes.set('head', 4.0)
-    for _ in range(2):
+    for _poll in range(2):
         clock.now += 5
         guard.step()
     assert gate(tmp_path) is None
-    assert capsys.readouterr().out.splitlines()[-1] == ('dgxspark-ds4 pairguard: memory guard: pressure gone on every node; '
-                                                      'pair back in rotation')
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        'dgxspark-ds4 pairguard: memory guard: pressure gone on every node; pair back in rotation')
     assert nodes.actions() == []
 
 
@@ -142,7 +142,7 @@ def test_a_new_head_rearms_the_guard(tmp_path):
     nodes, clock = Nodes(tmp_path), Clock()
     guard = watch(tmp_path, nodes, clock)
     nodes.set('worker', 0)
-    for _ in range(2):
+    for _poll in range(2):
         guard.step()
         clock.now += 5
     assert nodes.actions() == [(SSH[-1], 'stop', WORKER), ('local', 'stop', HEAD)]
