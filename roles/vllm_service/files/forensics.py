@@ -188,7 +188,7 @@ def check(cfg, runner=pairguard.run, clock=time.time):
         return None
     if incident not in seen:
         seen[incident] = write_record(fcfg, incident, logs, findings, fcfg.get('after_crash', 'hold'), now)
-        pairguard.save_record(fcfg['state_file'], {'seen': seen, 'acked': acked})
+        pairguard.save_record(fcfg['state_file'], {'seen': dict(list(seen.items())[-100:]), 'acked': acked})
     record = {'incident': incident, 'after_crash': fcfg.get('after_crash', 'hold'), 'evidence': seen[incident],
               'found_at': now, 'held': mode != 'start', 'fallback_recipe': recipe,
               'findings': [{'node': f['node'], 'id': f['id'], 'cause': f['cause'], 'fix': f['fix'], 'source': f['source'],
