@@ -982,9 +982,23 @@ class Watch(object):
                     say('%s: stopping %s on %s too (the pair lives and dies together)' % (why, peer['unit'], peer['name']))
                 self.runner(list(peer['ssh']) + ['systemctl', 'stop'] + ([] if block else ['--no-block']) + [peer['unit']],
                             timeout=120)
+                if not block:
+                    self.left_active(peer)
                 stopped = True
         self.stopped_workers = True
         return stopped
+
+    def left_active(self, peer, tries=50):
+        """After a queued stop: wait (bounded, ~5 s) until the worker unit has left 'active', so its stop has begun
+        before the caller stops the head (a --no-block stop returns before systemd runs the job)."""
+        for _try in range(tries):
+            try:
+                if unit_state(peer['unit'], peer['ssh'], self.runner)['ActiveState'] != 'active':
+                    return True
+            except GuardError:
+                return False
+            time.sleep(0.1)
+        return False
 
     def act(self, why, cause='worker', evidence=None, restart=True):
         """Restart the pair (the head; its prestart restarts the worker first), or stop it past the storm limit.

@@ -107,9 +107,12 @@ def test_rising_pressure_gates_then_stops_worker_first_one_line_each_and_no_rest
                                                'GiB < floor 1.00 GiB, PSI full avg10 30.0% >= 25.0%')
     assert 'stopping the pair, worker first' in out[0]
     assert nodes.actions() == [(SSH[-1], 'stop', WORKER), ('local', 'stop', HEAD)]
-    # the worker's stop is queued (no wait), the head's follows at once (it cancels a restart of a head whose peer went)
-    assert [a for a in nodes.argvs if 'stop' in a] == [
-        SSH + ['systemctl', 'stop', '--no-block', WORKER], ['systemctl', 'stop', HEAD]]
+    # the worker's stop is queued, the guard sees it begin (the worker left 'active'), then the head's stop follows at
+    # once (it cancels a restart of a head whose peer went)
+    stop_and_after = [a[len(SSH):] if a[:len(SSH)] == SSH else a for a in nodes.argvs]
+    first = stop_and_after.index(['systemctl', 'stop', '--no-block', WORKER])
+    assert stop_and_after[first + 1][:2] == ['systemctl', 'show'] and stop_and_after[first + 1][-1] == WORKER
+    assert stop_and_after[first + 2] == ['systemctl', 'stop', HEAD]
     assert guard.state.data['memory_gates_total'] == 1 and guard.state.data['memory_stops_total'] == 1
     prom = (tmp_path / 'guard.prom').read_text()
     assert 'dgxspark_ds4_memguard_stops_total 1' in prom and 'dgxspark_ds4_memguard_level{node="spark1"} 2' in prom
