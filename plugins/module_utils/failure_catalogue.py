@@ -19,6 +19,12 @@ Entry fields:
             role is unknown unless 'needs_role' is True
   rank      root-cause priority: lower sorts first.  Generic wrappers (engine core init failed,
             EngineDeadError, worker proc died) rank last so a specific cause above them wins.
+  absent    (optional, with empty patterns) an absence rule: the entry matches a log that has a line
+            matching one of ``requires`` (so the log can tell) and no line matching any of ``absent``;
+            its evidence is the log's last line (where it stopped).
+
+The 'kernel' entries are also the signatures the boot forensics (roles/vllm_service/files/forensics.py,
+which imports this file on the node) look for in the previous boot's kernel log of both nodes.
 
 API:
   match(lines, node=None, source=None, role=None, max_lines=5) -> list of findings
@@ -69,6 +75,31 @@ CATALOGUE = (
         "where": ("vllm",),
         "roles": ("worker",),
         "rank": 10,
+    },
+    {
+        "id": "mlx5-error",
+        "patterns": (r"mlx5_core \S+: .*(?:health compromised|[Ff]atal|internal error|cmd_work_handler.*timeout)",),
+        "cause": "the ConnectX-7 (mlx5) reported a fatal or health error: the fabric between the two nodes failed",
+        "fix": "check the cable and both ports (dgxspark.ds4 fabric checks), the NIC firmware and the AER lines around it; "
+               "re-run playbooks/site.yml --tags nccl_fabric",
+        "source": "field notes 2026-11 (what users report, item 3: mlx5/AER in the previous boot's kernel log; item 6: GID "
+                  "moving after a port flap or firmware update)",
+        "severity": "error",
+        "where": ("kernel",),
+        "roles": ROLES_BOTH,
+        "rank": 25,
+    },
+    {
+        "id": "pcie-aer",
+        "patterns": (r"AER: (?:Multiple )?(?:Uncorrected|Corrected) \((?:Fatal|Non-Fatal)\) error",
+                     r"PCIe Bus Error: severity=(?:Uncorrected|Corrected)"),
+        "cause": "PCIe Advanced Error Reporting logged bus errors (NIC or GPU link)",
+        "fix": "read the device named on the line (lspci -s); reseat/replace the cable or update firmware; keep the evidence record",
+        "source": "field notes 2026-11 (what users report, item 3: 'NVRM, NV_ERR_NO_MEMORY, Xid, mlx5/AER')",
+        "severity": "error",
+        "where": ("kernel",),
+        "roles": ROLES_BOTH,
+        "rank": 26,
     },
     {
         "id": "master-port-in-use",
@@ -316,6 +347,78 @@ CATALOGUE = (
         "rank": 43,
     },
     {
+        "id": "gsp-timeout",
+        "patterns": (
+            r"Timeout after \d+s of waiting for RPC response from GPU\d+ GSP",
+            r"Timeout waiting for RPC from GPU\d+ GSP",
+            r"_kgspRpcRecvPoll|_kgspLogXid119",
+        ),
+        "cause": "the GPU's GSP firmware stopped answering (Xid 119 RPC timeout): the GB10 hang that stops NCCL and ssh on both "
+                 "nodes until a power cycle",
+        "fix": "apply the mxfp4 per-layer tensor release (dgxspark.ds4 mxfp4_patch) or an image that has it; keep "
+               "--gpu-memory-utilization at the recipe's value; power-cycle both nodes if they hang",
+        "source": "seed 000 (mxfp4 cleanup: 'MoE kernel initialization triggers a GSP firmware hang ... physically power-cycling "
+                  "both Sparks'); field notes 2026-11 (what users report, item 3: NVRM/Xid in the previous boot's kernel log)",
+        "severity": "error",
+        "where": ("kernel",),
+        "roles": ROLES_BOTH,
+        "rank": 44,
+    },
+    {
+        "id": "nvrm-xid",
+        "patterns": (r"NVRM: Xid \(PCI:[0-9a-fA-F:.]+\): \d+",),
+        "cause": "the NVIDIA driver reported a GPU error (Xid); after a hard reset it is the last word of the GPU before the freeze",
+        "fix": "look the Xid number up in NVIDIA's Xid catalogue; keep the evidence record; for memory Xids lower "
+               "--gpu-memory-utilization / --max-num-seqs; power-cycle if the GPU fell off the bus",
+        "source": "field notes 2026-11 (what users report, item 3: 'the evidence is in the previous boot's kernel log (NVRM, "
+                  "NV_ERR_NO_MEMORY, Xid, mlx5/AER)'; vllm#46307, #56824)",
+        "severity": "error",
+        "where": ("kernel",),
+        "roles": ROLES_BOTH,
+        "rank": 45,
+    },
+    {
+        "id": "oom-killer",
+        "patterns": (r"invoked oom-killer: gfp_mask=", r"Out of memory: Killed process \d+"),
+        "cause": "the kernel OOM killer ran: unified memory (GPU + CPU, one pool on GB10) was exhausted",
+        "fix": "lower --gpu-memory-utilization (seed 002: 0.78, 0.82 went OOM) or --max-num-seqs; keep the memory guard on; "
+               "cap the container (docker --memory) and keep swap off",
+        "source": "seed 002 ('OOM Safety on GB10 Unified Memory': 'OOM does not produce a graceful CUDA error ... the entire "
+                  "machine freezes'; gpu_mem 0.82 OOM); field notes 2026-11 (item 3)",
+        "severity": "error",
+        "where": ("kernel",),
+        "roles": ROLES_BOTH,
+        "rank": 46,
+    },
+    {
+        "id": "kernel-hang",
+        "patterns": (r"INFO: task \S+ blocked for more than \d+ seconds", r"Kernel panic - not syncing",
+                     r"watchdog: BUG: soft lockup - CPU#\d+ stuck"),
+        "cause": "the kernel saw tasks stuck, a soft lockup or a panic: the node froze before it was reset",
+        "fix": "read the lines before it in the evidence record (memory, GPU, NIC); keep the memory guard on; power-cycle both nodes",
+        "source": "seed 002 ('the entire machine freezes, SSH hangs, and a hard power cycle is required'); seed 000 (GSP hang, "
+                  "'SSH dies on both nodes')",
+        "severity": "error",
+        "where": ("kernel",),
+        "roles": ROLES_BOTH,
+        "rank": 47,
+    },
+    {
+        "id": "unclean-shutdown",
+        "patterns": (),
+        "requires": (r"systemd-journald\[\d+\]: Journal started",),
+        "absent": (r"systemd-journald\[\d+\]: Journal stopped",),
+        "cause": "the previous boot ended without a clean shutdown (its journal was never stopped): a freeze, a hard reset or "
+                 "power loss",
+        "fix": "read the evidence record for the cause above this line; if there is none, check power and the BMC event log",
+        "source": "field notes 2026-11 (what users report, item 3: 'unified-memory exhaustion freezing or hard-resetting the host'); "
+                  "systemd-journald logs 'Journal stopped' when it stops at a clean shutdown",
+        "severity": "warning",
+        "where": ("kernel",),
+        "roles": ROLES_BOTH,
+        "rank": 85,
+    },
+    {
         "id": "rendezvous-timeout",
         "patterns": (
             r"Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined",
@@ -502,8 +605,7 @@ def match(lines, node=None, source=None, role=None, max_lines=5):
     severity, source, rank, node, lines (list of {'lineno': 1-based int, 'text': str},
     at most max_lines per finding).  An 'info' entry never outranks an error.
     """
-    if isinstance(lines, str):
-        lines = lines.splitlines()
+    lines = lines.splitlines() if isinstance(lines, str) else list(lines)
     role = _role_of(node, role)
     candidates = [e for e in CATALOGUE if e["patterns"] and _applies(e, role, source)]
     hits = dict((e["id"], []) for e in candidates)
@@ -521,8 +623,26 @@ def match(lines, node=None, source=None, role=None, max_lines=5):
     if hits.get("headless-missing") and "master-port-in-use" in hits:
         hits["master-port-in-use"] = []
     findings = [_finding(_BY_ID[i], node, h) for i, h in hits.items() if h]
+    findings.extend(_finding(e, node, [last]) for e, last in _absences(lines, role, source))
     findings.sort(key=lambda f: (f["severity"] == "info", f["rank"], f["lines"][0]["lineno"]))
     return findings
+
+
+def _absences(lines, role, source):
+    """[(entry, last line)] for the absence rules the log breaks: a line matching 'requires', none matching 'absent'."""
+    rules = [e for e in CATALOGUE if e.get("absent") and _applies(e, role, source)]
+    if not rules:
+        return []
+    numbered = [(n, raw.rstrip("\r\n")) for n, raw in enumerate(lines, 1)]
+    last = [{"lineno": n, "text": t} for n, t in numbered if t.strip()][-1:]
+    out = []
+    for ent in rules:
+        requires = [re.compile(p) for p in ent["requires"]]
+        absent = [re.compile(p) for p in ent["absent"]]
+        if (last and any(rx.search(t) for _n, t in numbered for rx in requires)
+                and not any(rx.search(t) for _n, t in numbered for rx in absent)):
+            out.append((ent, last[0]))
+    return out
 
 
 def diagnose(sources, max_lines=5):

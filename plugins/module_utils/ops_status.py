@@ -12,14 +12,18 @@ Pure Python (no Ansible imports).  The unit and container are read by the node p
   parse_iso8601(text) -> epoch seconds | None;  human_duration(seconds) -> '2d03h' / '1h02m' / '4m05s'
   metrics_summary(text) -> {kv_cache_usage_perc, requests_running, requests_waiting, ...}
   guard_summary(state, now) -> the pair guard's state file (pairguard-state.json) summarised: last hang, last cause
-  build_row(node, role, unit, container, deployed, endpoint, now, guard) -> row
-  format_table(rows) -> [line, ...] (table, then one "pair guard" line per row that has guard state)
+  read_json(path) -> a state file's content or None
+  crash_summary(record) -> the boot forensics' crash-hold.json summarised (held or started anyway, cause, fix,
+                            evidence, how to release); None when there is none
+  build_row(node, role, unit, container, deployed, endpoint, now, guard, crash) -> row
+  format_table(rows) -> [line, ...] (table, then the "previous boot" and "pair guard" lines of each row)
 """
 
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import calendar
+import json
 import re
 import time
 
@@ -117,8 +121,46 @@ def guard_summary(state, now=None):
         parts.append("no hang")
     if out["storm_stops"]:
         parts.append("%d storm stops" % out["storm_stops"])
+    out["memory_gates"] = int(state.get("memory_gates_total") or 0)
+    out["memory_stops"] = int(state.get("memory_stops_total") or 0)
+    out["last_memory_why"] = state.get("last_memory_why") or None
+    if out["memory_gates"] or out["memory_stops"]:
+        parts.append("memory guard: %d out of rotation, %d stops (last %s)" % (
+            out["memory_gates"], out["memory_stops"], ago(state.get("last_memory_at")) or "?"))
     out["text"] = "; ".join(parts)
     return out
+
+
+def read_json(path):
+    """The JSON file's content, or None when there is no path, no file or no JSON (a state file that may be absent)."""
+    if not path:
+        return None
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def crash_summary(record):
+    """The boot forensics' record of the incident that holds the pair (roles/vllm_service/files/forensics.py,
+    crash-hold.json) -> {held, incident, text, lines}; None when there is none (nothing held or acknowledged)."""
+    if not isinstance(record, dict) or not record.get("incident") or not record.get("findings"):
+        return None
+    findings = record["findings"]
+    first = findings[0]
+    state = "HELD (not started)" if record.get("held") else "started anyway (vllm_service_after_crash: start)"
+    lines = ["previous boot crashed, pair %s: incident %s, vllm_service_after_crash %s" % (
+        state, record["incident"], record.get("after_crash") or "hold")]
+    for f in findings:
+        lines.append("  %s: %s (%s) [%s]" % (f.get("node"), f.get("cause"), f.get("id"), (f.get("line") or "").strip()[:160]))
+    lines.append("  fix: %s" % first.get("fix"))
+    if record.get("fallback_recipe"):
+        lines.append("  then switch to the safer recipe: ansible-playbook playbooks/switch.yml -e ds4_profile=%s"
+                     % record["fallback_recipe"])
+    lines.append("  evidence: %s; release: ansible-playbook playbooks/ack.yml" % record.get("evidence"))
+    return {"held": bool(record.get("held")), "incident": record["incident"], "signatures": [f.get("id") for f in findings],
+            "text": lines[0], "lines": lines}
 
 
 def _short_id(image_id):
@@ -127,10 +169,10 @@ def _short_id(image_id):
     return image_id.split(":", 1)[-1][:12]
 
 
-def build_row(node, role, unit, container, deployed=None, endpoint=None, now=None, guard=None):
+def build_row(node, role, unit, container, deployed=None, endpoint=None, now=None, guard=None, crash=None):
     """unit: parse_systemctl_show dict; container: parse_docker_inspect dict; deployed: the
     deployed-<role>.json mapping or None; endpoint (head): {health, model, answer, seconds, error, metrics};
-    guard (head): the pair guard's state file mapping or None."""
+    guard (head): the pair guard's state file mapping or None; crash (head): crash-hold.json mapping or None."""
     now = time.time() if now is None else now
     deployed = deployed or {}
     started = parse_iso8601(container.get("started_at")) if container.get("running") else None
@@ -168,6 +210,9 @@ def build_row(node, role, unit, container, deployed=None, endpoint=None, now=Non
     summary = guard_summary(guard, now)
     if summary is not None:
         row["guard"] = summary
+    crashed = crash_summary(crash)
+    if crashed is not None:
+        row["crash"] = crashed
     row["healthy"] = (unit.get("ActiveState") == "active" and bool(container.get("running"))
                       and (endpoint is None or (not endpoint.get("error") and endpoint.get("health") == 200)))
     return row
@@ -182,10 +227,15 @@ def format_table(rows):
     for r in ordered:
         lines.append(fmt % tuple(str(r.get(k, "-")) for k, _t in cols))
     for r in ordered:
+        if r.get("crash"):
+            lines.append("%s: %s" % (r.get("node"), r["crash"]["lines"][0]))
+            lines.extend(r["crash"]["lines"][1:])
         if r.get("guard"):
             lines.append("pair guard on %s: %s" % (r.get("node"), r["guard"]["text"]))
             if r["guard"].get("last_hang_why"):
                 lines.append("  last hang: %s" % r["guard"]["last_hang_why"])
             if r["guard"].get("last_why") and r["guard"].get("last_why") != r["guard"].get("last_hang_why"):
                 lines.append("  last cause: %s" % r["guard"]["last_why"])
+            if r["guard"].get("last_memory_why") and r["guard"].get("last_memory_why") != r["guard"].get("last_why"):
+                lines.append("  last memory guard action: %s" % r["guard"]["last_memory_why"])
     return [ln.rstrip() for ln in lines]

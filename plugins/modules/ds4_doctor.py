@@ -75,6 +75,11 @@ options:
     description: Docker CLI.
     type: str
     default: docker
+  crash_hold:
+    description:
+      - The boot forensics' record of a crash of the previous boot (head, C(<state_dir>/crash-hold.json)); when present
+        its lines (held or not, cause, fix, evidence, playbooks/ack.yml) lead the verdicts.
+    type: path
   secrets:
     description: Literal secret values to redact as well (for example the API key).
     type: list
@@ -137,7 +142,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe
+from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe, ops_status
 from ansible_collections.dgxspark.ds4.plugins.module_utils.failure_catalogue import diagnose, verdict
 from ansible_collections.dgxspark.ds4.plugins.module_utils.redact import redact
 
@@ -162,6 +167,7 @@ def main():
             journal_lines=dict(type="int", default=400),
             kernel_lines=dict(type="int", default=3000),
             docker_cli=dict(type="str", default="docker"),
+            crash_hold=dict(type="path"),
             secrets=dict(type="list", elements="str", default=[], no_log=True),
         ),
         supports_check_mode=True,
@@ -275,6 +281,9 @@ def main():
         for ln in f.get("lines") or []:
             ln["text"] = redact(ln["text"], secrets)
     verdicts = [("(earlier run) " if f["earlier_run"] else "") + verdict(f) for f in findings]
+    crash = ops_status.crash_summary(ops_status.read_json(p["crash_hold"]))
+    if crash:
+        verdicts = ["%s: %s" % (node, crash["lines"][0])] + crash["lines"][1:] + verdicts
     summary = ["%s: %s %s/%s, NRestarts %s, last exit status %s" % (node, unit, st.get("ActiveState"), st.get("SubState"),
                                                                     st.get("NRestarts"), st.get("ExecMainStatus"))
                for unit, st in unit_state.items() if st.get("LoadState") == "loaded"]

@@ -56,6 +56,12 @@ options:
         found by the watchdog, storm stops, the last cause and the last hang with its evidence directory.
       - Absent or unreadable = no guard line.
     type: path
+  crash_hold:
+    description:
+      - The boot forensics' record of a crash incident (head, C(/var/lib/dgxspark-ds4/crash-hold.json)) - the previous
+        boot's crash signatures of both nodes, whether the pair is held, the fix, the evidence and how to release it.
+      - Absent = no incident to report (none found, or acknowledged with playbooks/ack.yml).
+    type: path
   url:
     description: Base URL of the endpoint (head only; the worker serves no HTTP), for example V(http://127.0.0.1:8000).
     type: str
@@ -89,7 +95,9 @@ RETURN = r'''
 row:
   description: Node, role, unit state, container state, image (short ID, full ID, ref), profile, uptime, endpoint answer,
     KV cache usage and running/waiting requests, healthy; with O(guard_state) also C(guard) (restarts, hangs, storm
-    stops, last cause, last restart and last hang, evidence directory, a one-line text).
+    stops, last cause, last restart and last hang, evidence directory, the memory guard's gates and stops, a one-line
+    text); with O(crash_hold) and an incident also C(crash) (held or not, incident, signatures, the lines that name
+    the cause, the fix, the evidence and playbooks/ack.yml).
   returned: always
   type: dict
 '''
@@ -138,6 +146,7 @@ def main():
             container=dict(type='str', required=True),
             evidence=dict(type='path'),
             guard_state=dict(type='path'),
+            crash_hold=dict(type='path'),
             url=dict(type='str'),
             api_key=dict(type='str', no_log=True),
             chat=dict(type='bool', default=True),
@@ -167,17 +176,12 @@ def main():
                 deployed = json.load(f)
         except (IOError, OSError, ValueError):
             deployed = None
-    guard = None
-    if p['guard_state']:
-        try:
-            with open(p['guard_state']) as f:
-                guard = json.load(f)
-        except (IOError, OSError, ValueError):
-            guard = None
+    guard = ops_status.read_json(p['guard_state'])
+    crash = ops_status.read_json(p['crash_hold'])
     endpoint = None
     if p['role'] == 'head' and p['url']:
         endpoint = _endpoint(p['url'], p['api_key'], p['chat'], p['timeout'])
-    row = ops_status.build_row(p['node'], p['role'], unit, container, deployed, endpoint, time.time(), guard)
+    row = ops_status.build_row(p['node'], p['role'], unit, container, deployed, endpoint, time.time(), guard, crash)
     msg = '%s %s, container %s, endpoint %s' % (p['role'], row['unit'], row['container'], row['endpoint'])
     module.exit_json(changed=False, row=row, msg=msg)
 

@@ -54,6 +54,12 @@ InvocationID that the running head was paired with (state file, JSON):
     The first poll that sees the pair whole again removes it. A blip costs one poll out of rotation,
     never a restart.
 
+  * Memory guard (same loop, cfg memory_guard; the logic in memguard.py): MemFree and memory PSI of both
+    nodes every memory_poll_s (the head's files, the worker's over the same ssh connection). Rising
+    pressure first gates the pair out of rotation (one line), then, past the floor for memory_stop_polls
+    polls, stops it cleanly, worker first (one line): a stopped pair restarts in minutes, a frozen GB10
+    needs the power button. Once per head: never a restart loop.
+
   * One ssh connection, and no cold restart for a blip: the watch loop reaches each worker over ONE
     OpenSSH connection (ControlMaster=auto, ControlPersist, ControlPath ssh-%C in ssh_control_dir, a
     root-only 0700 runtime directory; ServerAlive* drops a dead master within ~10 s) instead of a new
@@ -82,6 +88,12 @@ try:
     import http.client as httplib
 except ImportError:  # pragma: no cover - python 2 is not supported on the nodes
     import httplib  # type: ignore
+
+# memory_guard.py (the collection's plugins/module_utils/memory_guard.py) is installed next to this file; the unit
+# tests load this file from the source tree, where it is in plugins/module_utils.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'plugins', 'module_utils'))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import memory_guard as memguard  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 TAG = 'dgxspark-ds4 pairguard'
 
@@ -559,12 +571,15 @@ class GuardState(object):
     # (crash, upgrade, reboot of the guard unit) does not start counting from zero.
     FIELDS = {'restarts_total': 0, 'hangs_total': 0, 'storm_stops_total': 0, 'last_cause': '', 'last_why': '',
               'last_action': '', 'last_restart_at': None, 'last_hang_at': None, 'last_hang_why': '',
-              'last_hang_evidence': '', 'restarts_by_cause': {}, 'restart_times': []}
+              'last_hang_evidence': '', 'restarts_by_cause': {}, 'restart_times': [],
+              'memory_gates_total': 0, 'memory_stops_total': 0, 'last_memory_at': None, 'last_memory_why': ''}
 
     def __init__(self, cfg):
         self.path = cfg.get('state_file')
         self.textfile = cfg.get('textfile')
         self.watchdog = bool(cfg.get('hang_watchdog'))
+        self.memory_guard = bool(cfg.get('memory_guard'))
+        self.memory = {}
         self.data = dict((k, (type(v)(v) if isinstance(v, (dict, list)) else v)) for k, v in self.FIELDS.items())
         if self.path:
             self.data.update(dict((k, v) for k, v in load_record(self.path).items()
@@ -584,6 +599,10 @@ class GuardState(object):
             d['restarts_by_cause'][cause] = d['restarts_by_cause'].get(cause, 0) + 1
         elif action == 'stop':
             d['storm_stops_total'] += 1
+        elif action in ('memory_gate', 'memory_stop'):
+            d[action + 's_total'] += 1
+            d['last_memory_at'] = now
+            d['last_memory_why'] = why
         if cause.startswith('hang'):
             d['hangs_total'] += 1
             d['last_hang_at'] = now
@@ -637,10 +656,33 @@ class GuardState(object):
                ['dgxspark_ds4_guard_last_restart_timestamp_seconds %d' % (d['last_restart_at'] or 0)])
         metric('dgxspark_ds4_guard_last_hang_timestamp_seconds', 'gauge', 'Time of the last hang (0 = none).',
                ['dgxspark_ds4_guard_last_hang_timestamp_seconds %d' % (d['last_hang_at'] or 0)])
+        metric('dgxspark_ds4_memguard_enabled', 'gauge', '1 when the memory guard is on.',
+               ['dgxspark_ds4_memguard_enabled %d' % int(self.memory_guard)])
+        if self.memory_guard:
+            self.render_memory(metric)
         metric('dgxspark_ds4_guard_last_cause_info', 'gauge', 'Cause and action of the last guard event.',
                ['dgxspark_ds4_guard_last_cause_info{cause="%s",action="%s"} 1'
                 % (_esc(d['last_cause'] or 'none'), _esc(d['last_action'] or 'none'))])
         return '\n'.join(out) + '\n'
+
+    def render_memory(self, metric):
+        """The memory guard's series (counters, and per node its level, MemFree and PSI of the last reading)."""
+        d = self.data
+        metric('dgxspark_ds4_memguard_gates_total', 'counter', 'Times the memory guard took the pair out of rotation.',
+               ['dgxspark_ds4_memguard_gates_total %d' % d['memory_gates_total']])
+        metric('dgxspark_ds4_memguard_stops_total', 'counter', 'Times the memory guard stopped the pair (worker first).',
+               ['dgxspark_ds4_memguard_stops_total %d' % d['memory_stops_total']])
+        readings = [r for _n, r in sorted(self.memory.items()) if r.get('level')]
+        metric('dgxspark_ds4_memguard_level', 'gauge', 'Memory guard level per node: 0 ok, 1 out of rotation, 2 stop.',
+               ['dgxspark_ds4_memguard_level{node="%s"} %d' % (_esc(r['node']), memguard.LEVELS.index(r['level']))
+                for r in readings])
+        metric('dgxspark_ds4_memguard_memfree_bytes', 'gauge', 'MemFree as the memory guard read it (not MemAvailable).',
+               ['dgxspark_ds4_memguard_memfree_bytes{node="%s"} %d' % (_esc(r['node']), r['mem_free']) for r in readings])
+        for kind in ('some', 'full'):
+            metric('dgxspark_ds4_memguard_psi_%s_avg10' % kind, 'gauge',
+                   'Memory PSI %s avg10 (percent of time), as the memory guard read it.' % kind,
+                   ['dgxspark_ds4_memguard_psi_%s_avg10{node="%s"} %.2f' % (kind, _esc(r['node']), r['psi_%s_avg10' % kind])
+                    for r in readings if r.get('psi_%s_avg10' % kind) is not None])
 
     def export(self, now, every_s=10.0):
         """Write the textfile atomically when something changed or every_s passed; never raises."""
@@ -713,6 +755,10 @@ class Watch(object):
         self.head_nrestarts = None
         self.evidence_jobs = []
         self.suspect = None
+        self.memory = memguard.MemoryGuard(cfg) if cfg.get('memory_guard') else None
+        self.memory_poll_s = float(cfg.get('memory_poll_s', 5))
+        self.memory_polled_at = None
+        self.memory_head = None
         self.gate = cfg.get('health_gate') or None
         if self.gate:
             gate_write(self.gate, None)  # a gate left from before (a crash, a reboot) is re-decided by the next poll
@@ -773,6 +819,8 @@ class Watch(object):
             self.down = {}
             self.reset_hang()
             return None
+        if self.watch_memory(head.get('InvocationID', '')) == 'stop':
+            return 'stop'
         record = load_record(cfg['pair_state_file']).get('workers') or {}
         for peer in cfg.get('peers') or []:
             name = peer['name']
@@ -856,14 +904,70 @@ class Watch(object):
         self.reset_hang()
         return self.act('%s; evidence in %s' % (found['why'], job.path), cause=found['cause'], evidence=job.path)
 
+    def read_memory(self):
+        """One reading per node (memguard.assess): the head's sources directly, each worker's with `cat` over ssh."""
+        cfg = self.cfg
+        paths = [cfg.get('meminfo_path') or '/proc/meminfo', cfg.get('psi_path') or '/proc/pressure/memory']
+        texts = []
+        for path in paths:
+            try:
+                with open(path) as handle:
+                    texts.append(handle.read())
+            except (IOError, OSError):
+                texts.append('')
+        readings = [memguard.assess(cfg.get('head_name') or 'head', texts[0], texts[1], self.memory.rows)]
+        for peer in cfg.get('peers') or []:
+            if peer.get('ssh'):
+                # cat prints what it can read (a kernel without PSI: meminfo only, rc 1); both parsers skip the other.
+                _rc, out, _err = self.runner(list(peer['ssh']) + ['cat'] + paths, timeout=15)
+                readings.append(memguard.assess(peer['name'], out, out, self.memory.rows))
+        return readings
+
+    def watch_memory(self, head_invocation):
+        """The memory guard's poll (memguard.py): gate the pair out of rotation, then stop it worker first."""
+        if self.memory is None:
+            return None
+        if head_invocation != self.memory_head:
+            self.memory_head = head_invocation
+            self.memory.reset()
+        now = self.clock()
+        if self.memory_polled_at is None or now - self.memory_polled_at >= self.memory_poll_s:
+            self.memory_polled_at = now
+            action = self.memory.decide(self.read_memory())
+            self.state.memory = dict(self.memory.readings)
+            self.state.dirty = True
+        else:
+            action = None
+        why = 'memory guard: %s' % self.memory.why
+        if self.memory.gated or action == 'stop':
+            self.suspect = why
+        if action == 'gate':
+            say('%s: pair out of rotation (health gate)' % why)
+            self.state.event('memory_gate', 'memory_pressure', why, now)
+        elif action == 'clear':
+            say('memory guard: pressure gone on every node; pair back in rotation')
+        elif action == 'stop':
+            say('%s: stopping the pair, worker first (a stopped pair restarts in minutes, a frozen GB10 needs the power '
+                'button); start it again with playbooks/restart.yml once the memory is found' % why)
+            self.state.event('memory_stop', 'memory_pressure', why, now)
+            # The worker's stop is queued first, the head's follows at once: a head that exits when its peer goes
+            # (vLLM's engine death) waits RestartSec before systemd restarts it, and this stop cancels that restart;
+            # a blocking worker stop (up to its TimeoutStopSec) could let the head restart and take a fresh worker.
+            self.stop_workers(why, quiet=True, block=False)
+            self.runner(['systemctl', 'stop', self.cfg['head_unit']], timeout=120)
+            self.stopped_workers = False
+            return 'stop'
+        return None
+
     def head_container_running(self):
         cfg = self.cfg
         rc, out, _err = self.runner([cfg.get('docker') or 'docker', 'inspect', '-f', '{{.State.Running}}',
                                      cfg.get('container') or 'dgxspark-ds4-head'])
         return rc == 0 and out.strip() == 'true'
 
-    def stop_workers(self, why):
-        """Stop every worker rank that still runs; True when one was stopped."""
+    def stop_workers(self, why, quiet=False, block=True):
+        """Stop every worker rank that still runs; True when one was stopped. quiet: the caller said why already;
+        block=False: only queue the stop (the caller stops the head right after)."""
         if self.stopped_workers:
             return False
         stopped = False
@@ -874,11 +978,27 @@ class Watch(object):
                 say('%s; cannot read the worker %s to stop it: %s' % (why, peer['name'], exc))
                 continue
             if state['ActiveState'] in ('active', 'activating', 'reloading'):
-                say('%s: stopping %s on %s too (the pair lives and dies together)' % (why, peer['unit'], peer['name']))
-                self.runner(list(peer['ssh']) + ['systemctl', 'stop', peer['unit']], timeout=120)
+                if not quiet:
+                    say('%s: stopping %s on %s too (the pair lives and dies together)' % (why, peer['unit'], peer['name']))
+                self.runner(list(peer['ssh']) + ['systemctl', 'stop'] + ([] if block else ['--no-block']) + [peer['unit']],
+                            timeout=120)
+                if not block:
+                    self.left_active(peer)
                 stopped = True
         self.stopped_workers = True
         return stopped
+
+    def left_active(self, peer, tries=50):
+        """After a queued stop: wait (bounded, ~5 s) until the worker unit has left 'active', so its stop has begun
+        before the caller stops the head (a --no-block stop returns before systemd runs the job)."""
+        for _try in range(tries):
+            try:
+                if unit_state(peer['unit'], peer['ssh'], self.runner)['ActiveState'] != 'active':
+                    return True
+            except GuardError:
+                return False
+            time.sleep(0.1)
+        return False
 
     def act(self, why, cause='worker', evidence=None, restart=True):
         """Restart the pair (the head; its prestart restarts the worker first), or stop it past the storm limit.
@@ -975,6 +1095,12 @@ def watch_forever(cfg):
         ('on (%s, no progress for %ss; %ss without a KV-cache usage series)'
          % (cfg.get('metrics_url'), cfg.get('hang_after_s', 120), cfg.get('hang_after_no_kv_s') or cfg.get('hang_after_s', 120)))
         if loop.hang else 'off'))
+    if loop.memory:
+        say('memory guard on: MemFree and PSI of %s and %s every %.0fs (sources %s, %s; thresholds by node size: %s)' % (
+            cfg.get('head_name') or 'head', ', '.join(p['name'] for p in cfg.get('peers') or []) or 'no worker',
+            loop.memory_poll_s, cfg.get('meminfo_path') or '/proc/meminfo', cfg.get('psi_path') or '/proc/pressure/memory',
+            '; '.join('%(node_gb)s GB: gate below %(gate_free_gib)s GiB or PSI some %(gate_psi_some_avg10)s%%, stop below '
+                      '%(stop_free_gib)s GiB or PSI full %(stop_psi_full_avg10)s%%' % row for row in loop.memory.rows)))
     while True:
         try:
             if loop.step() == 'restart':
@@ -995,7 +1121,7 @@ def main(argv):
     except (IOError, OSError, ValueError) as exc:
         print('%s: cannot read config %s: %s' % (TAG, argv[2], exc), file=sys.stderr)
         return 1
-    problems = check_config(cfg) if isinstance(cfg, dict) else ['the config is not a JSON object']
+    problems = (check_config(cfg) + memguard.check_config(cfg)) if isinstance(cfg, dict) else ['the config is not a JSON object']
     if problems:
         for problem in problems:
             print('%s: config %s: %s' % (TAG, argv[2], problem), file=sys.stderr)

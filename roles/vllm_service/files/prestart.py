@@ -16,6 +16,9 @@ Steps, in order (seed 000 "required cleanup sequence before any cold restart"):
   5. head only: wait (bounded) until every worker host answers over the fabric, then make sure
      every worker rank is a fresh one (pairguard.py: a worker that was paired with the previous
      head, or is down, is restarted first -- the pair restarts worker first);
+  5b. head only: the previous boot's kernel log of both nodes (forensics.py): a crash signature of the
+     failure catalogue that is not acknowledged holds the pair (not started) or lets it start, per
+     vllm_service_after_crash; one evidence record per incident;
   6. sync + drop the page cache (skippable on test hosts that share a kernel), then wait
      (bounded) until MemFree >= fraction x MemTotal. MemFree, not MemAvailable: on GB10 CUDA's
      free memory leaves out the page cache (seed 000: "Free memory on device cuda:0
@@ -39,6 +42,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # pairguard.py is installed next to this file.
 import pairguard  # noqa: E402  pylint: disable=wrong-import-position
+import forensics  # noqa: E402  pylint: disable=wrong-import-position
 
 TAG = 'dgxspark-ds4 prestart'
 CID_RE = re.compile(r'(?:docker[-/]|/docker/)([0-9a-f]{64})')
@@ -264,6 +268,21 @@ def fresh_workers(cfg):
         raise PrestartError(str(exc))
 
 
+def previous_boot(cfg, runner=None):
+    if cfg.get('role') != 'head':
+        return
+    runner = runner or pairguard.run
+    try:
+        record = forensics.check(cfg, runner=runner)
+    except forensics.ForensicsError as exc:
+        raise PrestartError(str(exc))
+    if record:
+        # Said before the stops are queued: the stop of this unit ends this process (SIGTERM) at any moment after.
+        say(forensics.held_message(record))
+        forensics.hold(cfg, runner=runner)
+        raise PrestartError('pair held for a crash of the previous boot (the line above says why and how to release it)')
+
+
 # ------------------------------------------------------------------ 6. memory
 
 def meminfo(cfg):
@@ -338,6 +357,7 @@ STEPS = (
     ('ports', check_ports),
     ('shared memory', clear_shm),
     ('workers', wait_for_peers),
+    ('previous boot', previous_boot),
     ('worker ranks', fresh_workers),
     ('page cache', drop_caches),
     ('memory', memory_gate),

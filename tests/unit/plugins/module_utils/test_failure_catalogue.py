@@ -79,6 +79,25 @@ VERBATIM = [
                                       "budget after excluding external process's weights (0.85, 101.7 GiB).", None, None),
     ("nv-err-no-memory", "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from "
                          "_memdescAllocInternal", "worker", "kernel"),
+    # kernel signatures of the boot forensics (the forms the NVIDIA open kernel module and Linux print)
+    ("gsp-timeout", "NVRM: Xid (PCI:000f:01:00): 119, pid=2981, name=VLLM::Worker, Timeout after 6s of waiting for RPC "
+                    "response from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL) (0x2080014b 0x4).", "head", "kernel"),
+    ("gsp-timeout", "NVRM: _kgspLogXid119: ********************************* GSP Timeout **********************************",
+     None, "kernel"),
+    ("nvrm-xid", "NVRM: Xid (PCI:000f:01:00): 79, pid=2981, name=VLLM::Worker, GPU has fallen off the bus.", None, "kernel"),
+    ("oom-killer", "VLLM::Worker invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, "
+                   "oom_score_adj=0", "worker", "kernel"),
+    ("oom-killer", "Out of memory: Killed process 2981 (VLLM::Worker) total-vm:181234560kB, anon-rss:9123456kB, file-rss:0kB, "
+                   "shmem-rss:0kB, UID:0 pgtables:212340kB oom_score_adj:0", None, "kernel"),
+    ("kernel-hang", "INFO: task kworker/u40:2:1234 blocked for more than 122 seconds.", None, "kernel"),
+    ("kernel-hang", "watchdog: BUG: soft lockup - CPU#3 stuck for 23s! [VLLM::Worker:2981]", None, "kernel"),
+    ("kernel-hang", "Kernel panic - not syncing: Out of memory and no killable processes...", None, "kernel"),
+    ("mlx5-error", "mlx5_core 0000:01:00.0: poll_health:800:(pid 0): device's health compromised - reached miss count", None,
+     "kernel"),
+    ("mlx5-error", "mlx5_core 0000:01:00.1: cmd_work_handler:1006:(pid 812): cmd[0]: CREATE_MKEY(0x200) No done completion "
+                   "(timeout)", None, "kernel"),
+    ("pcie-aer", "pcieport 0000:00:00.0: AER: Uncorrected (Fatal) error received: 0000:01:00.0", None, "kernel"),
+    ("pcie-aer", "mlx5_core 0000:01:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)", None, "kernel"),
     ("rendezvous-timeout", "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/4 clients joined.",
      None, None),
     ("head-died", "[W1122 07:01:02.123456 ProcessGroupNCCL.cpp:1771] [c10d] recvValue failed on SocketImpl(fd=42, "
@@ -347,3 +366,32 @@ def test_diagnose_across_nodes_and_sources():
     ]
     assert fc.verdict(findings[0]).startswith("spark2: the unified-memory pool is exhausted")
     assert fc.diagnose([]) == []
+
+
+# ------------------------------------------------------------------ absence rule (unclean shutdown)
+CLEAN_BOOT = """\
+2026-11-20T06:58:01+0000 spark1 kernel: Linux version 6.11.0-1016-nvidia (buildd@bos03-arm64-012) #16-Ubuntu SMP
+2026-11-20T06:58:03+0000 spark1 systemd-journald[612]: Journal started
+2026-11-20T06:58:09+0000 spark1 kernel: mlx5_core 0000:01:00.0: Port module event: module 0, Cable plugged
+2026-11-21T09:00:00+0000 spark1 systemd-journald[612]: Journal stopped
+"""
+
+
+def test_unclean_shutdown_is_a_journal_that_never_stopped():
+    lines = CLEAN_BOOT.splitlines()[:-1]
+    findings = fc.match(lines, node="spark1", source="kernel")
+    assert [f["id"] for f in findings] == ["unclean-shutdown"]
+    assert findings[0]["lines"] == [{"lineno": 3, "text": lines[-1]}]
+    assert findings[0]["severity"] == "warning"
+
+
+def test_clean_shutdown_and_a_log_that_cannot_tell_match_nothing():
+    assert fc.match(CLEAN_BOOT, node="spark1", source="kernel") == []
+    # journalctl -k alone has no journald line: the absence rule does not judge it
+    kernel_only = [ln for ln in CLEAN_BOOT.splitlines() if "journald" not in ln]
+    assert fc.match(kernel_only, node="spark1", source="kernel") == []
+    assert fc.match([], node="spark1", source="kernel") == []
+
+
+def test_absence_rule_is_kernel_only():
+    assert fc.match(CLEAN_BOOT.splitlines()[:-1], node="spark1", source="vllm") == []

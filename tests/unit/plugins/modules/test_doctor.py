@@ -100,3 +100,23 @@ def test_doctor_reads_the_units_journal_not_docker_logs(tmp_path, monkeypatch):
     assert not [c for c in calls if c[0].endswith("docker") and "logs" in c], calls
     assert "container_log" not in res["evidence"]
     assert "free-memory-below-utilization" in [f["id"] for f in res["findings"]]
+
+
+def test_doctor_leads_with_a_crash_of_the_previous_boot(tmp_path):
+    hold = tmp_path / "crash-hold.json"
+    hold.write_text(json.dumps({
+        "incident": "3f2a9c1b7d4e", "after_crash": "hold", "held": True,
+        "evidence": "/var/lib/dgxspark-ds4/evidence/crash-20251124T150000Z-3f2a9c1b7d4e",
+        "findings": [{"node": "spark1", "id": "gsp-timeout", "cause": "the GPU's GSP firmware stopped answering",
+                      "fix": "apply the mxfp4 per-layer tensor release", "source": "seed 000",
+                      "line": "NVRM: Xid (PCI:000f:01:00): 119, pid=2981, name=VLLM::Worker, Timeout after 6s of waiting for RPC "
+                              "response from GPU0 GSP!"}]}))
+    args = {"role": "head", "node": "spark1", "config_dir": str(tmp_path), "crash_hold": str(hold)}
+    with patch_module_args(args):
+        with pytest.raises(ExitJson) as info:
+            mod.main()
+    verdicts = info.value.args[0]["verdicts"]
+    assert verdicts[0] == ("spark1: previous boot crashed, pair HELD (not started): incident 3f2a9c1b7d4e, "
+                           "vllm_service_after_crash hold")
+    assert verdicts[2] == "  fix: apply the mxfp4 per-layer tensor release"
+    assert verdicts[3].endswith("release: ansible-playbook playbooks/ack.yml")

@@ -91,3 +91,60 @@ def test_module_without_a_readable_guard_state_has_no_guard(tmp_path, content):
         path.write_text(content)
     kind, result = run({'role': 'head', 'unit': 'u.service', 'container': 'c', 'guard_state': str(path)})
     assert kind is ExitJson and 'guard' not in result['row']
+
+
+# --------------------------------------------------------------------------- boot forensics and memory guard
+# crash-hold.json as roles/vllm_service/files/forensics.py writes it (the GB10 freeze fixture of tests/fixtures/kernel)
+CRASH = {
+    'incident': '3f2a9c1b7d4e', 'after_crash': 'hold', 'held': True, 'fallback_recipe': None, 'found_at': NOW - 60,
+    'evidence': '/var/lib/dgxspark-ds4/evidence/crash-20251124T150000Z-3f2a9c1b7d4e',
+    'findings': [
+        {'node': 'spark1', 'id': 'nv-err-no-memory', 'cause': 'the unified-memory pool is exhausted',
+         'fix': 'lower --gpu-memory-utilization / --max-num-seqs', 'source': 'vllm-ops.md §2.3G',
+         'line': '2026-11-25T02:41:07+0000 spark1 kernel: NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory '
+                 '[NV_ERR_NO_MEMORY] (0x00000051)'},
+        {'node': 'spark1', 'id': 'unclean-shutdown', 'cause': 'the previous boot ended without a clean shutdown',
+         'fix': 'read the evidence record', 'source': 'field notes 2026-11', 'line': 'INFO: task kworker/u40:2:1234 blocked'},
+    ],
+}
+
+
+def test_status_names_a_held_crash_with_its_fix_evidence_and_release():
+    unit = ops_status.parse_systemctl_show('ActiveState=inactive\nSubState=dead\n')
+    cont = ops_status.parse_docker_inspect('[]')
+    head = ops_status.build_row('spark1', 'head', unit, cont, None, None, NOW, None, CRASH)
+    lines = ops_status.format_table([head])
+    assert lines[3:] == [
+        'spark1: previous boot crashed, pair HELD (not started): incident 3f2a9c1b7d4e, vllm_service_after_crash hold',
+        '  spark1: the unified-memory pool is exhausted (nv-err-no-memory) [2026-11-25T02:41:07+0000 spark1 kernel: NVRM: '
+        'nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051)]',
+        '  spark1: the previous boot ended without a clean shutdown (unclean-shutdown) [INFO: task kworker/u40:2:1234 blocked]',
+        '  fix: lower --gpu-memory-utilization / --max-num-seqs',
+        '  evidence: /var/lib/dgxspark-ds4/evidence/crash-20251124T150000Z-3f2a9c1b7d4e; release: ansible-playbook '
+        'playbooks/ack.yml']
+    started = ops_status.crash_summary(dict(CRASH, held=False, after_crash='start'))
+    assert started['text'].startswith('previous boot crashed, pair started anyway (vllm_service_after_crash: start)')
+    fallback = ops_status.crash_summary(dict(CRASH, after_crash='fallback:latency', fallback_recipe='latency'))
+    assert '  then switch to the safer recipe: ansible-playbook playbooks/switch.yml -e ds4_profile=latency' in fallback['lines']
+    assert ops_status.crash_summary(None) is None and ops_status.crash_summary({'incident': 'x', 'findings': []}) is None
+
+
+def test_module_reads_the_crash_hold_file(tmp_path):
+    path = tmp_path / 'crash-hold.json'
+    path.write_text(json.dumps(CRASH))
+    kind, result = run({'role': 'head', 'unit': 'u.service', 'container': 'c', 'crash_hold': str(path)})
+    assert kind is ExitJson and result['row']['crash']['held'] is True
+    assert result['row']['crash']['signatures'] == ['nv-err-no-memory', 'unclean-shutdown']
+    kind, result = run({'role': 'head', 'unit': 'u.service', 'container': 'c', 'crash_hold': str(tmp_path / 'absent.json')})
+    assert 'crash' not in result['row']
+
+
+def test_guard_summary_names_the_memory_guard():
+    state = dict(STATE, memory_gates_total=2, memory_stops_total=1, last_memory_at=NOW - 30,
+                 last_memory_why='memory guard: spark2 (128 GB node): MemFree 0.50 GiB < floor 1.00 GiB (MemAvailable 61.0 GiB)')
+    s = ops_status.guard_summary(state, NOW)
+    assert s['text'].endswith('; memory guard: 2 out of rotation, 1 stops (last 0m30s ago)')
+    unit = ops_status.parse_systemctl_show('ActiveState=inactive\nSubState=dead\n')
+    row = ops_status.build_row('spark1', 'head', unit, ops_status.parse_docker_inspect('[]'), None, None, NOW, state)
+    lines = ops_status.format_table([row])
+    assert lines[-1] == '  last memory guard action: ' + state['last_memory_why']

@@ -79,9 +79,21 @@ def guard_series():
         from vllm_service.role_files import load  # pylint: disable=import-error,import-outside-toplevel
     finally:
         sys.path.pop(0)
-    state = load('pairguard.py').GuardState({'hang_watchdog': True})
+    pairguard = load('pairguard.py')
+    state = pairguard.GuardState({'hang_watchdog': True, 'memory_guard': True})
     state.rank('head', 'spark1', True)
+    psi = 'some avg10=1.00 avg60=0 avg300=0 total=1\nfull avg10=0.50 avg60=0 avg300=0 total=1\n'
+    state.memory = {'spark1': pairguard.memguard.assess('spark1', 'MemTotal: 125483648 kB\nMemFree: 4194304 kB\n', psi,
+                                                        pairguard.memguard.DEFAULT_THRESHOLDS)}
     text = state.render(0)
+    # the boot forensics' textfile (roles/vllm_service/files/forensics.py), written by the head's prestart
+    forensics = load('forensics.py')
+    path = os.path.join(TESTS, '..', '.cache', 'forensics-series.prom')
+    finding = {'node': 'spark1', 'id': 'gsp-timeout'}
+    forensics.export({'textfile': path}, [finding], True, 0)
+    with open(path) as fh:
+        text += fh.read()
+    os.unlink(path)
     return {ln.split('{', 1)[0].split(' ', 1)[0] for ln in text.splitlines() if ln and not ln.startswith('#')}
 
 
