@@ -68,7 +68,7 @@ BACKENDS = {
                      'gpu-memory-utilization': 0.3, 'kv-cache-memory-bytes': '4G', 'enforce-eager': True},
         'env': {'VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS': '30'},
         'head_delay': 5.0, 'startup_timeout': 400.0, 'probe_dt': 0.5, 'metrics_dt': 0.25, 'slow_dt': 1.0,
-        'prefill_words': 130000, 'decode_tokens': 64, 'long_tokens': 20000, 'warm_s': 3.0, 'freeze_s': 20.0,
+        'prefill_words': 130000, 'decode_tokens': 64, 'long_tokens': 20000, 'warm_s': 3.0, 'freeze_s': 20.0, 'settle_s': 1.0,
         'thaw_s': 5.0, 'idle_s': 8.0, 'second_request_after_s': 8.0, 'exit_wait_s': 60.0, 'post_s': 3.0,
         'bench_levels': [1, 2, 4], 'bench_tokens': 64,
     },
@@ -87,7 +87,7 @@ BACKENDS = {
                 'VLLM_SIM_STATS_INTERVAL_S': '1', 'VLLM_SIM_WATCHDOG_S': '0.5', 'VLLM_SIM_SHM_WAIT_LOG_S': '60',
                 'VLLM_SIM_RENDEZVOUS_TIMEOUT_S': '20', 'VLLM_SIM_PYTHON': sys.executable},
         'head_delay': 0.3, 'startup_timeout': 30.0, 'probe_dt': 0.1, 'metrics_dt': 0.1, 'slow_dt': 0.2,
-        'prefill_words': 9000, 'decode_tokens': 32, 'long_tokens': 5000, 'warm_s': 1.0, 'freeze_s': 1.5,
+        'prefill_words': 9000, 'decode_tokens': 32, 'long_tokens': 5000, 'warm_s': 1.0, 'freeze_s': 1.5, 'settle_s': 0.3,
         'thaw_s': 1.0, 'idle_s': 1.0, 'second_request_after_s': 0.6, 'exit_wait_s': 15.0, 'post_s': 0.5,
         'bench_levels': [1, 2], 'bench_tokens': 16,
     },
@@ -561,6 +561,10 @@ def sc_worker_frozen(c, cfg):
         wait_for(stream.first.is_set, 60.0, c)
         sleep_checked(c, cfg['warm_s'])
         c.signal_worker(signal.SIGSTOP)
+        # what was produced before the stop (the step in flight, chunks already in the socket) reaches the client
+        # first: the frozen window starts once that has arrived (without it the simulator, whose steps are 10 ms,
+        # was once seen to deliver a chunk after the mark on a loaded machine)
+        sleep_checked(c, cfg['settle_s'])
         c.mark('worker_stopped', chunks=stream.count)
         sleep_checked(c, cfg['freeze_s'])
         c.signal_worker(signal.SIGCONT)
