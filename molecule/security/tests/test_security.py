@@ -283,14 +283,14 @@ DROPIN = '/etc/systemd/system/dgxspark-ds4-head.service.d/override.conf'
 # (a self-signed certificate made on the head) and basic auth (a generated password, kept 0600).
 PROM_DIR = '/etc/prometheus/dgxspark-ds4-web'
 PROM_URL = 'https://%s:9090' % HEAD
-CLIENT_CA = '/tmp/ds4-prometheus-ca.crt'
+PROM_CLIENT_CA = '/tmp/ds4-prometheus-ca.crt'  # not CLIENT_CA: that name is the fronts' CA (above)
 
 
 def prom_password():
     return d.node('spark1', 'cat', PROM_DIR + '/password')
 
 
-def prom_curl(frm, url, user=None, cacert=CLIENT_CA):
+def prom_curl(frm, url, user=None, cacert=PROM_CLIENT_CA):
     """(curl exit code, HTTP status) of one GET from a container."""
     argv = ['curl', '-sS', '-o', '/dev/null', '-w', '%{http_code}', '--max-time', '10']
     argv += ['--cacert', cacert] if cacert else []
@@ -313,7 +313,7 @@ def test_prometheus_only_to_the_monitoring_network_with_tls_and_basic_auth():
     web = d.node('spark1', 'cat', PROM_DIR + '/web.yml')
     assert 'ds4: "$2b$' in web and password not in web, 'web.yml carries the bcrypt hash only'
     cert = d.node('spark1', 'cat', PROM_DIR + '/tls.crt')
-    d.node('client', 'sh', '-c', 'printf "%s\\n" "$1" > ' + CLIENT_CA, 'sh', cert)
+    d.node('client', 'sh', '-c', 'printf "%s\\n" "$1" > ' + PROM_CLIENT_CA, 'sh', cert)
     # from the client (allowed): no credentials -> 401, a wrong password -> 401, the right ones -> 200
     assert prom_curl('client', PROM_URL + '/api/v1/status/buildinfo') == (0, 401)
     assert prom_curl('client', PROM_URL + '/api/v1/status/buildinfo', 'ds4:not-the-password') == (0, 401)
@@ -329,7 +329,7 @@ def test_prometheus_only_to_the_monitoring_network_with_tls_and_basic_auth():
 
     # Prometheus still scrapes vLLM's owned loopback port (as its own user) and itself (through its TLS and auth)
     def targets_up():
-        out = d.node('client', 'curl', '-sS', '--max-time', '10', '--cacert', CLIENT_CA, '-u', 'ds4:' + password,
+        out = d.node('client', 'curl', '-sS', '--max-time', '10', '--cacert', PROM_CLIENT_CA, '-u', 'ds4:' + password,
                      PROM_URL + '/api/v1/targets')
         active = json.loads(out)['data']['activeTargets']
         health = dict((t['labels']['job'], t['health']) for t in active)
