@@ -284,7 +284,8 @@ def render_proxy_conf(spec):
     ]
     if front:
         lines += _server_block(spec, listen, port, name, '$http_authorization',
-                               '# The client key is checked here and passed on: every head\'s proxy checks it again.')
+                               '# The client key is checked here and passed on: every head\'s proxy checks it again.',
+                               liveness=True)
     else:
         lines += _server_block(spec, listen, port, name, '$ds4_upstream_authorization',
                                '# The client key is checked here and never forwarded; vLLM gets its own key (or none).',
@@ -293,7 +294,7 @@ def render_proxy_conf(spec):
     return '\n'.join(lines) + '\n'
 
 
-def _server_block(spec, listen, port, upstream_name, authorization, auth_comment, gate=None):
+def _server_block(spec, listen, port, upstream_name, authorization, auth_comment, gate=None, liveness=False):
     tls = spec.get('tls')
     suffix = ' ssl' if tls else ''
     lines = ['', '    server {'] + ['        listen %s%s;' % (_listen_words(a, port), suffix) for a in listen] + (
@@ -312,7 +313,7 @@ def _server_block(spec, listen, port, upstream_name, authorization, auth_comment
         '        proxy_send_timeout %ss;' % spec.get('read_timeout_s', 3600),
         '',
     ]
-    if authorization == '$http_authorization':
+    if liveness:
         # The router front only: keepalived's track script (roles/router/files/vrrp-check) asks this path. vllm-router's
         # /liveness answers 200 "OK" while the router runs, whatever its workers do; its /health answers 503 as soon as
         # ONE listed worker is unhealthy, which is the state every surviving router is in when the router host that
