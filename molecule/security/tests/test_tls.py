@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """TLS on the head's API proxy (ds4_tls, on; no user certificate: the collection's CA on the controller, in the
 scenario's ephemeral directory). Seen from the `client` container and the controller: a client that verifies the
-certificate against that CA gets answers (curl --cacert; a streamed chat through the collection's own HTTPS client);
+certificate against that CA gets answers (curl --cacert; streamed chats through the collection's own HTTPS client and the OpenAI SDK);
 plain HTTP on the port is refused; a client trusting another CA, or only the system's, is refused; the key files are
 0600; the expiry reaches the node exporter textfile and status.yml; a certificate inside the renewal window is
 renewed by a plain site.yml and served at once. Runs after test_security.py (file order)."""
@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 import datetime
 import os
 import re
+import ssl
 import stat
 import subprocess
 import sys
@@ -70,6 +71,25 @@ def test_a_streamed_chat_through_the_collections_https_client_verifies_the_ca(mo
     monkeypatch.setenv('SSL_CERT_FILE', '/etc/ssl/certs/ca-certificates.crt')
     rec = vllm_client.stream_chat('https://%s:8000' % s.HEAD, body, api_key=s.KEY_A, timeout=60)
     assert rec['error'] and 'CERTIFICATE_VERIFY_FAILED' in rec['error'], rec
+
+
+def test_the_openai_sdk_streams_a_chat_verifying_the_certificate():
+    """The client most users point at the endpoint: the OpenAI Python SDK (pinned in requirements.txt), streaming,
+    verifying the certificate against the collection's CA; the same SDK trusting only the system's CAs is refused."""
+    import openai  # pylint: disable=import-outside-toplevel
+
+    def client(cafile):
+        return openai.OpenAI(base_url='https://%s:8000/v1' % s.HEAD, api_key=s.KEY_A, max_retries=0, timeout=60,
+                             http_client=openai.DefaultHttpx2Client(verify=ssl.create_default_context(cafile=cafile)))
+    messages = [{'role': 'user', 'content': 'What is 2+2? Answer with one word.'}]
+    stream = client(os.path.join(s.CA_DIR, 'ca.crt')).chat.completions.create(
+        model='deepseek-v4-flash', messages=messages, max_tokens=16, temperature=0, stream=True)
+    chunks = [c.choices[0].delta.content or '' for c in stream if c.choices]
+    assert ''.join(chunks).strip() == 'Four' and len(chunks) >= 2, chunks
+    with pytest.raises(openai.APIConnectionError) as refused:
+        client(None).chat.completions.create(model='deepseek-v4-flash', messages=messages, max_tokens=16, stream=True)
+    assert 'CERTIFICATE_VERIFY_FAILED' in repr(refused.value.__cause__) + str(refused.value.__context__), (
+        refused.value, refused.value.__cause__)
 
 
 def test_plain_http_is_refused_on_the_port():
