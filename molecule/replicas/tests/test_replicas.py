@@ -164,8 +164,8 @@ def test_bench_through_the_router_is_the_sum_of_the_pairs():
     """6 streams on each pair on its own, then 12 through the router. The simulator decodes 50 tok/s per stream
     up to max-num-seqs (8) streams: one pair cannot serve 12 streams at that rate, so a router aggregate equal to
     the sum of the pairs' means both pairs decoded side by side, at no cost from the router's hop."""
-    pair1 = _bench('http://%s:8000' % d.ip(11), 6)
-    pair2 = _bench('http://%s:8000' % d.ip(13), 6)
+    pair1 = _bench('%s://%s:8000' % (d.SCHEME, d.ip(11)), 6)
+    pair2 = _bench('%s://%s:8000' % (d.SCHEME, d.ip(13)), 6)
     routed = _bench(load.ROUTER_URL, 12)
     ratio = routed / (pair1 + pair2)
     figure('bench: pair1 %.1f tok/s, pair2 %.1f tok/s (6 streams each), router %.1f tok/s (12 streams): %.3f of the sum'
@@ -235,7 +235,7 @@ def test_router_front_is_its_own_nginx_a_fault_there_leaves_the_head_proxy_servi
     front, proxy = 'dgxspark-ds4-router-front.service', 'dgxspark-ds4-proxy.service'
     assert d.unit_show('spark1', front, 'ActiveState')['ActiveState'] == 'active'
     assert '8080' not in d.node('spark1', 'cat', '/etc/dgxspark-ds4/proxy/nginx.conf')
-    head_url = 'http://%s:%s' % (d.ip(11), pool_workers()[0].rsplit(':', 1)[1])  # pair1's API port now
+    head_url = '%s://%s:%s' % (d.SCHEME, d.ip(11), pool_workers()[0].rsplit(':', 1)[1])  # pair1's API port now
     d.node('spark1', 'systemctl', 'stop', front)
     squat = ("import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
              "s.bind(('0.0.0.0', 8080)); s.listen(1); time.sleep(300)")

@@ -25,7 +25,7 @@ import ds4_load as load  # noqa: E402  pylint: disable=wrong-import-position
 pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
 
 P2 = 'spark_pair2'
-HEAD2_HEALTH = 'http://%s:8000/health' % d.ip(13)
+HEAD2_HEALTH = '%s://%s:8000/health' % (d.SCHEME, d.ip(13))
 MAX_EVICTION_S = 5.0
 
 

@@ -35,7 +35,7 @@ import ds4_load as load  # noqa: E402  pylint: disable=wrong-import-position
 pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
 
 VIP = d.ip(100)
-VIP_URL = 'http://%s:8080' % VIP
+VIP_URL = '%s://%s:8080' % (d.SCHEME, VIP)
 ROUTER_HOSTS = ('spark1', 'spark3')
 PAIR_OF = {'spark1': ('spark_pair1', 'spark2'), 'spark3': ('spark_pair2', 'spark4')}
 KEEPALIVED_UNIT = 'dgxspark-ds4-keepalived.service'
@@ -98,7 +98,7 @@ def test_vip_on_one_router_host_both_routers_serve_vrrp_between_them_only():
         d.wait_until('both pairs in the rotation of the router on %s' % node,
                      lambda n=node: load.in_rotation('spark_pair1', host=n) and load.in_rotation('spark_pair2', host=n),
                      60, interval=0.5)
-        front = 'http://%s:8080' % d.ip(11 if node == 'spark1' else 13)
+        front = '%s://%s:8080' % (d.SCHEME, d.ip(11 if node == 'spark1' else 13))
         assert load.chat_once(front) == (200, None), node
         # the firewall takes VRRP from the other router host only; the keepalived file holds the secret: 0600
         other = d.ip(13 if node == 'spark1' else 11)
@@ -110,7 +110,7 @@ def test_vip_on_one_router_host_both_routers_serve_vrrp_between_them_only():
     rc, out = d.run_playbook('status.yml', {'ds4_status_chat': False})
     words = ' '.join(out.split())
     assert rc == 0, out[-3000:]
-    assert 'clients: http://%s:8080 (VIP %s/24 held by %s)' % (VIP, VIP, holders[0]) in words, out[-3000:]
+    assert 'clients: %s (VIP %s/24 held by %s)' % (VIP_URL, VIP, holders[0]) in words, out[-3000:]
     for node in ROUTER_HOSTS:
         assert ('router on %s (http://127.0.0.1:30000; front: port 8080%s)'
                 % (node, ', holds the VIP' if node == holders[0] else '')) in words, out[-3000:]
@@ -122,7 +122,8 @@ def front_liveness(node):
     """The router front's /liveness on `node` (what keepalived's track script asks: vllm-router's own /liveness;
     its /health stays 503 here, the node's own pair being dead): HTTP status or None."""
     try:
-        with urllib.request.urlopen('http://%s:8080/liveness' % d.ip(11 if node == 'spark1' else 13), timeout=2) as resp:
+        with urllib.request.urlopen('%s://%s:8080/liveness' % (d.SCHEME, d.ip(11 if node == 'spark1' else 13)),
+                                    timeout=2) as resp:
             return resp.status
     except urllib.error.HTTPError as exc:
         return exc.code

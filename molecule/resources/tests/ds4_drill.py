@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -39,7 +40,6 @@ def node_container(name):
     return PREFIX + name
 
 
-HEAD_URL = 'http://%s:8000' % ip(11)
 # The test deployment opens the API to the controller (<net>.1/32) through the api_proxy role,
 # which requires one of ds4_api_keys (molecule/resources/inventory/group_vars/spark/test.yml).
 API_KEY = 'ds4-molecule-controller-key-0000'
@@ -64,6 +64,17 @@ def _scenario_vars():
 
 
 SCENARIO_VARS = _scenario_vars()
+# The fronts' scheme: https where the scenario's extra-vars turn TLS on (ds4_tls: replicas; security reads its own
+# inventory), with the CA the collection made in the scenario's ephemeral directory (its ds4_tls_ca_dir there) trusted
+# by this process's HTTPS clients (urllib, http.client: the collection's vllm_client): never by the playbooks the tests
+# run, which must trust it by themselves.
+TLS = SCENARIO_VARS.get('ds4_tls') is True
+SCHEME = 'https' if TLS else 'http'
+TLS_CA_FILE = os.path.join(os.environ.get('MOLECULE_EPHEMERAL_DIRECTORY') or '/tmp/ds4-%s' % os.path.basename(
+    SCENARIO_DIR.rstrip('/')), 'tls-ca', 'ca.crt')
+if TLS:
+    ssl._create_default_https_context = lambda: ssl.create_default_context(cafile=TLS_CA_FILE)  # pylint: disable=protected-access
+HEAD_URL = '%s://%s:8000' % (SCHEME, ip(11))
 # Where a rank lives (roles/vllm_service inputs, published as ds4_effective['service']): the role's defaults unless
 # the scenario overrides them (the drills scenario overrides every one).
 CONFIG_DIR = SCENARIO_VARS.get('vllm_service_config_dir', '/etc/dgxspark-ds4')

@@ -19,22 +19,22 @@ import time
 import urllib.error
 import urllib.request
 
-from ds4_drill import ip, node_container
+from ds4_drill import SCHEME, ip, node_container
 
-ROUTER_URL = 'http://%s:8080' % ip(11)
+ROUTER_URL = '%s://%s:8080' % (SCHEME, ip(11))
 ROUTER_HOST = 'spark1'
 ROUTER_ADMIN = 'http://127.0.0.1:30000'
 API_KEY = 'ds4-molecule-controller-key-0000'
 # pair name -> (head node, head fabric address); the head's proxy serves the API on :8000, vLLM itself listens on
 # 127.0.0.1:8001 inside the head. The router names each pair by its head's ansible_host (in Molecule the container
-# name, <prefix>spark1, resolved by Docker's DNS): http://<prefix>spark1:8000, http://<prefix>spark3:8000.
+# name, <prefix>spark1, resolved by Docker's DNS): https://<prefix>spark1:8000, https://<prefix>spark3:8000 (TLS on).
 PAIRS = {'spark_pair1': ('spark1', ip(11)), 'spark_pair2': ('spark3', ip(13))}
 VLLM_UPSTREAM = 'http://127.0.0.1:8001'
 
 
 def worker_url(pair, port=8000):
     """The pair's head as the router lists it (the API port of the recipe it runs)."""
-    return 'http://%s:%d' % (node_container(PAIRS[pair][0]), port)
+    return '%s://%s:%d' % (SCHEME, node_container(PAIRS[pair][0]), port)
 
 
 def _exec(node, *argv):
@@ -220,7 +220,7 @@ class HealthWindows(object):
                 ok = False
                 for port in self.ports:  # a switch to a recipe on another port: either one serving counts
                     try:
-                        with urllib.request.urlopen('http://%s:%d/health' % (addr, port), timeout=1.0) as resp:
+                        with urllib.request.urlopen('%s://%s:%d/health' % (SCHEME, addr, port), timeout=1.0) as resp:
                             ok = resp.status == 200
                     except (urllib.error.URLError, OSError, ValueError):
                         ok = False
