@@ -12,11 +12,13 @@ Pure Python (no Ansible imports).  The unit and container are read by the node p
   parse_iso8601(text) -> epoch seconds | None;  human_duration(seconds) -> '2d03h' / '1h02m' / '4m05s'
   metrics_summary(text) -> {kv_cache_usage_perc, requests_running, requests_waiting, ...}
   guard_summary(state, now) -> the pair guard's state file (pairguard-state.json) summarised: last hang, last cause
+  canary_summary(state, config, now) -> the quality canary's last run from the same state file, on or off and its
+                            interval from the guard's config (pairguard.json: only `canary`, `canary_interval_s`)
   read_json(path) -> a state file's content or None
   crash_summary(record) -> the boot forensics' crash-hold.json summarised (held or started anyway, cause, fix,
                             evidence, how to release); None when there is none
-  build_row(node, role, unit, container, deployed, endpoint, now, guard, crash) -> row
-  format_table(rows) -> [line, ...] (table, then the "previous boot" and "pair guard" lines of each row)
+  build_row(node, role, unit, container, deployed, endpoint, now, guard, crash, guard_config) -> row
+  format_table(rows) -> [line, ...] (table, then the "previous boot", "pair guard" and "quality canary" lines of each row)
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -87,6 +89,16 @@ def metrics_summary(text):
     }
 
 
+def _ago(ts, now):
+    """'3m05s ago' for an epoch time; None for none (0, null, not a number)."""
+    return "%s ago" % human_duration(now - ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) and ts else None
+
+
+def _number(value):
+    """A float from a JSON number; None for anything else (null, a string, a bool)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def guard_summary(state, now=None):
     """The pair guard's state (roles/vllm_service/files/pairguard.py, GuardState) -> summary with a one-line text;
     None when there is no state (guard off or never ran)."""
@@ -95,7 +107,7 @@ def guard_summary(state, now=None):
     now = time.time() if now is None else now
 
     def ago(ts):
-        return "%s ago" % human_duration(now - ts) if isinstance(ts, (int, float)) and ts else None
+        return _ago(ts, now)
 
     out = {
         "restarts": int(state.get("restarts_total") or 0),
@@ -128,6 +140,64 @@ def guard_summary(state, now=None):
         parts.append("memory guard: %d out of rotation, %d stops (last %s)" % (
             out["memory_gates"], out["memory_stops"], ago(state.get("last_memory_at")) or "?"))
     out["text"] = "; ".join(parts)
+    return out
+
+
+def _timings(ttft_s, decode_tps, labelled):
+    """'ttft 0.21 s, decode 49.8 tok/s' (labelled) or '0.20 s, 50.1 tok/s'; an unknown part is left out."""
+    parts = []
+    if ttft_s is not None:
+        parts.append("%s%.2f s" % ("ttft " if labelled else "", ttft_s))
+    if decode_tps is not None:
+        parts.append("%s%.1f tok/s" % ("decode " if labelled else "", decode_tps))
+    return ", ".join(parts)
+
+
+def canary_summary(state, config, now=None):
+    """The quality canary of a pair (the pair guard's state file: canary_* and last_canary_* keys; config: the guard's
+    pairguard.json, of which only `canary` and `canary_interval_s` are read) -> summary with a one-line text; None when
+    neither says anything (no config and no canary run: a guard without the canary)."""
+    state = state if isinstance(state, dict) else {}
+    config = config if isinstance(config, dict) else {}
+    now = time.time() if now is None else now
+    known = "canary" in config
+    enabled = bool(config.get("canary")) if known else None
+    interval = _number(config.get("canary_interval_s"))
+    out = {
+        "enabled": enabled,
+        "interval_s": interval,
+        "runs": int(state.get("canary_runs_total") or 0),
+        "failures": int(state.get("canary_failures_total") or 0),
+        "skips": int(state.get("canary_skips_total") or 0),
+        "consecutive": int(state.get("canary_consecutive") or 0),
+        "last_ago": _ago(state.get("last_canary_at"), now),
+        "last_ok": state.get("last_canary_ok") if isinstance(state.get("last_canary_ok"), bool) else None,
+        "last_why": state.get("last_canary_why") or None,
+        "last_evidence": state.get("last_canary_evidence") or None,
+        "ttft_s": _number(state.get("last_canary_ttft_s")),
+        "decode_tps": _number(state.get("last_canary_decode_tps")),
+    }
+    baseline = state.get("canary_baseline") if isinstance(state.get("canary_baseline"), dict) else {}
+    out["baseline_ttft_s"] = _number(baseline.get("ttft_s"))
+    out["baseline_decode_tps"] = _number(baseline.get("decode_tps"))
+    counts = "; %d runs, %d failed" % (out["runs"], out["failures"])
+    skipped = ", %d skipped (saturated)" % out["skips"] if out["skips"] else ""
+    if enabled is False:
+        out["text"] = "off"
+    elif out["last_ago"] is None or out["last_ok"] is None:
+        if not known and not out["runs"] and not out["skips"]:
+            return None
+        out["text"] = "no run yet%s%s" % (" (every %d s)" % interval if interval is not None else "", skipped)
+    elif out["last_ok"]:
+        timings = _timings(out["ttft_s"], out["decode_tps"], True)
+        base = _timings(out["baseline_ttft_s"], out["baseline_decode_tps"], False)
+        detail = [timings] if timings else []
+        detail.append("baseline " + base if base else "no baseline yet")
+        out["text"] = "last run %s: ok (%s)%s%s" % (out["last_ago"], "; ".join(detail), counts, skipped)
+    else:
+        out["text"] = "last run %s: FAILED (%s), %d in a row%s%s%s" % (
+            out["last_ago"], out["last_why"] or "no reason recorded", out["consecutive"],
+            ", evidence " + out["last_evidence"] if out["last_evidence"] else "", counts, skipped)
     return out
 
 
@@ -169,10 +239,12 @@ def _short_id(image_id):
     return image_id.split(":", 1)[-1][:12]
 
 
-def build_row(node, role, unit, container, deployed=None, endpoint=None, now=None, guard=None, crash=None):
+def build_row(node, role, unit, container, deployed=None, endpoint=None, now=None, guard=None, crash=None,
+              guard_config=None):
     """unit: parse_systemctl_show dict; container: parse_docker_inspect dict; deployed: the
     deployed-<role>.json mapping or None; endpoint (head): {health, model, answer, seconds, error, metrics};
-    guard (head): the pair guard's state file mapping or None; crash (head): crash-hold.json mapping or None."""
+    guard (head): the pair guard's state file mapping or None; crash (head): crash-hold.json mapping or None;
+    guard_config (head): the pair guard's pairguard.json mapping or None (the canary's `canary`, `canary_interval_s`)."""
     now = time.time() if now is None else now
     deployed = deployed or {}
     started = parse_iso8601(container.get("started_at")) if container.get("running") else None
@@ -210,6 +282,9 @@ def build_row(node, role, unit, container, deployed=None, endpoint=None, now=Non
     summary = guard_summary(guard, now)
     if summary is not None:
         row["guard"] = summary
+    canary = canary_summary(guard, guard_config, now)
+    if canary is not None:
+        row["canary"] = canary
     crashed = crash_summary(crash)
     if crashed is not None:
         row["crash"] = crashed
@@ -238,4 +313,6 @@ def format_table(rows):
                 lines.append("  last cause: %s" % r["guard"]["last_why"])
             if r["guard"].get("last_memory_why") and r["guard"].get("last_memory_why") != r["guard"].get("last_why"):
                 lines.append("  last memory guard action: %s" % r["guard"]["last_memory_why"])
+        if r.get("canary"):
+            lines.append("quality canary on %s: %s" % (r.get("node"), r["canary"]["text"]))
     return [ln.rstrip() for ln in lines]

@@ -55,6 +55,14 @@ options:
       - The pair guard's state file (head, C(/var/lib/dgxspark-ds4/pairguard-state.json)) - pair restarts by cause, hangs
         found by the watchdog, storm stops, the last cause and the last hang with its evidence directory.
       - Absent or unreadable = no guard line.
+      - Also the quality canary's last run (pass or failure with its reason and evidence directory, timings against
+        the pair's baseline, runs, failures, skips).
+    type: path
+  guard_config:
+    description:
+      - The pair guard's config (head, C(/etc/dgxspark-ds4/pairguard.json)); only its C(canary) (on or off) and
+        C(canary_interval_s) are read, for the quality canary line.
+      - Absent or unreadable = the canary line comes from O(guard_state) alone.
     type: path
   crash_hold:
     description:
@@ -96,6 +104,8 @@ row:
   description: Node, role, unit state, container state, image (short ID, full ID, ref), profile, uptime, endpoint answer,
     KV cache usage and running/waiting requests, healthy; with O(guard_state) also C(guard) (restarts, hangs, storm
     stops, last cause, last restart and last hang, evidence directory, the memory guard's gates and stops, a one-line
+    text); with O(guard_state) or O(guard_config) also C(canary) (the quality canary: on or off, interval, runs,
+    failures, skips, failures in a row, the last run's result, reason, evidence and timings, the baseline, a one-line
     text); with O(crash_hold) and an incident also C(crash) (held or not, incident, signatures, the lines that name
     the cause, the fix, the evidence and playbooks/ack.yml).
   returned: always
@@ -146,6 +156,7 @@ def main():
             container=dict(type='str', required=True),
             evidence=dict(type='path'),
             guard_state=dict(type='path'),
+            guard_config=dict(type='path'),
             crash_hold=dict(type='path'),
             url=dict(type='str'),
             api_key=dict(type='str', no_log=True),
@@ -178,10 +189,12 @@ def main():
             deployed = None
     guard = ops_status.read_json(p['guard_state'])
     crash = ops_status.read_json(p['crash_hold'])
+    guard_config = ops_status.read_json(p['guard_config'])
     endpoint = None
     if p['role'] == 'head' and p['url']:
         endpoint = _endpoint(p['url'], p['api_key'], p['chat'], p['timeout'])
-    row = ops_status.build_row(p['node'], p['role'], unit, container, deployed, endpoint, time.time(), guard, crash)
+    row = ops_status.build_row(p['node'], p['role'], unit, container, deployed, endpoint, time.time(), guard, crash,
+                               guard_config)
     msg = '%s %s, container %s, endpoint %s' % (p['role'], row['unit'], row['container'], row['endpoint'])
     module.exit_json(changed=False, row=row, msg=msg)
 

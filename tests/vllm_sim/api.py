@@ -141,6 +141,19 @@ def make_handler(state):
                 state.engine.wedge(after)
                 self._send(200, {'wedged': state.engine.wedged.is_set(), 'wedge_at_tokens': state.engine.wedge_at_tokens,
                                  'generation_tokens': state.engine.generation_tokens})
+            elif path == '/sim/garble' and self.command == 'POST':
+                # test control (not a vLLM endpoint): garble every later reply (null: clean again) while /health stays
+                # 200 and the counters keep moving: output that decays with uptime (field notes). A tool-call request
+                # gets the garbled text and no tool call (_plan).
+                body = self._read_json()
+                mode = (body or {}).get('mode', '')
+                if body is None or 'mode' not in body or (mode is not None and mode not in eng.GARBLE_MODES):
+                    got = 'no JSON object' if body is None else json.dumps(mode) if 'mode' in body else 'no "mode"'
+                    self._error(400, '"mode" must be one of %s or null (clean replies), got %s: send e.g. '
+                                     '{"mode": "cjk"}' % (', '.join(eng.GARBLE_MODES), got))
+                    return
+                state.garble = mode
+                self._send(200, {'garble': mode})
             elif path == '/metrics' and get:
                 self._send(200, state.engine.render_metrics(), 'text/plain; version=0.0.4; charset=utf-8')
             elif path == '/v1/models' and get:
@@ -237,7 +250,7 @@ def make_handler(state):
         def _plan(self, answer_prompt, max_tokens, call_tool, thinking):
             """List of (kind, text) tokens and the finish reason."""
             cfg = state.cfg
-            garble = eng.garble_mode_for(answer_prompt, cfg.garble)
+            garble = eng.garble_mode_for(answer_prompt, state.garble)
             if garble is None and cfg.garble_min_concurrency and state.engine.running >= cfg.garble_min_concurrency:
                 garble = cfg.garble_concurrent_mode
             plan = []

@@ -167,6 +167,8 @@ class State:
         self.engine = eng.Engine(cfg)
         self.engine.peer_gate = self.peer_gate
         self.api_keys = cfg.api_keys
+        # garbled mode of every reply: VLLM_SIM_GARBLE at start, switched while serving by POST /sim/garble
+        self.garble = cfg.garble
         self.conn = None
         self.replies = queue.Queue()
         self.peer_gone = False

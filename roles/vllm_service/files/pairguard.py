@@ -94,6 +94,10 @@ except ImportError:  # pragma: no cover - python 2 is not supported on the nodes
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'plugins', 'module_utils'))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import memory_guard as memguard  # noqa: E402  pylint: disable=wrong-import-position,import-error
+# The quality canary and the detectors it shares with validate.yml: installed by the role under
+# <libexec>/ansible_collections/dgxspark/ds4/plugins/module_utils/ (this file's directory is on sys.path); the unit
+# tests import them from the working tree (tests/unit/conftest.py).
+from ansible_collections.dgxspark.ds4.plugins.module_utils import quality_canary  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 TAG = 'dgxspark-ds4 pairguard'
 
@@ -430,14 +434,14 @@ def pyspy_script(docker, container):
             "else echo 'py-spy is not in the image of %(c)s (no stack dump)'; fi" % {'d': docker, 'c': container})
 
 
-def evidence_path(cfg, now):
-    """A new hang-<UTC>[-n]/ directory under evidence_dir, created now; returns its path."""
+def evidence_path(cfg, now, kind='hang'):
+    """A new <kind>-<UTC>[-n]/ directory under evidence_dir (kind: hang, canary), created now; returns its path."""
     base = cfg.get('evidence_dir') or '/var/lib/dgxspark-ds4/evidence'
-    path = os.path.join(base, 'hang-' + _utc_stamp(now))
+    path = os.path.join(base, '%s-%s' % (kind, _utc_stamp(now)))
     n = 1
     while os.path.exists(path):
         n += 1
-        path = os.path.join(base, 'hang-%s-%d' % (_utc_stamp(now), n))
+        path = os.path.join(base, '%s-%s-%d' % (kind, _utc_stamp(now), n))
     os.makedirs(path, 0o755)
     return path
 
@@ -485,14 +489,14 @@ def collect_evidence(cfg, hang, runner, fetch, now, path=None):
     return path
 
 
-class EvidenceJob(object):
-    """collect_evidence in a forked child (its own process group) with a hard deadline: the guard restarts the pair
-    and goes on polling; the child is killed, with whatever it started (ssh, docker exec, py-spy), once
-    evidence_timeout_s has passed. What it wrote until then stays; INCOMPLETE names a collection cut short."""
+class ChildJob(object):
+    """work() in a forked child (its own process group) with a hard deadline: the guard goes on polling; the child is
+    killed, with whatever it started (ssh, docker exec, py-spy, an HTTP request), once `limit` seconds have passed.
+    cut(deadline, status) is told when the child was killed at its deadline or failed (subclasses say what that
+    means)."""
 
-    def __init__(self, cfg, hang, runner, fetch, now, monotonic=time.monotonic):
-        self.path = evidence_path(cfg, now)
-        self.limit = float(cfg.get('evidence_timeout_s', 120))
+    def __init__(self, work, limit, monotonic=time.monotonic):
+        self.limit = float(limit)
         self.monotonic = monotonic
         self.deadline = monotonic() + self.limit
         self.status = None
@@ -503,7 +507,7 @@ class EvidenceJob(object):
                 os.setpgid(0, 0)
                 signal.signal(signal.SIGALRM, signal.SIG_DFL)
                 signal.alarm(max(1, int(math.ceil(self.limit))))
-                collect_evidence(cfg, hang, runner, fetch, now, path=self.path)
+                work()
                 code = 0
             except BaseException:  # pylint: disable=broad-except
                 code = 1
@@ -513,6 +517,10 @@ class EvidenceJob(object):
             os.setpgid(pid, pid)
         except OSError:
             pass  # the child did it first, or already ended
+
+    def ok(self):
+        """The child ended by itself with status 0."""
+        return self.status is not None and self.status >= 0 and os.WIFEXITED(self.status) and os.WEXITSTATUS(self.status) == 0
 
     def poll(self):
         """True once the child has ended (reaped); kills its process group past the deadline."""
@@ -536,18 +544,28 @@ class EvidenceJob(object):
         return False
 
     def _cut_short(self, deadline, status):
-        """Kill what the child left running (its process group) and say in the directory why it is incomplete."""
+        """Kill what the child left running (its process group), then tell the subclass."""
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except OSError:
             pass
-        why = ('evidence collection stopped at its deadline (%.0f s)' % self.limit if deadline
-               else 'evidence collection failed (wait status %s)' % status)
-        try:
-            _write(os.path.join(self.path, 'INCOMPLETE'), why + '\n')
-        except (IOError, OSError):
-            pass
-        say('hang evidence in %s: %s' % (self.path, why))
+        self.cut(deadline, status)
+
+    def cut(self, deadline, status):
+        """Hook: the child was killed at its deadline (deadline True) or failed with wait status `status`."""
+
+    def kill(self):
+        """Stop the child now (a new head: its canary no longer applies)."""
+        if self.status is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                pass
+            self.status = -9
 
     def wait(self, timeout=None):
         """Block until the child ends or the deadline (tests, and the guard's exit)."""
@@ -559,8 +577,75 @@ class EvidenceJob(object):
         return True
 
 
+class EvidenceJob(ChildJob):
+    """collect_evidence in a child with a hard deadline (evidence_timeout_s): the guard restarts the pair and goes on
+    polling. What it wrote until the deadline stays; INCOMPLETE names a collection cut short."""
+
+    def __init__(self, cfg, hang, runner, fetch, now, monotonic=time.monotonic):
+        self.path = evidence_path(cfg, now)
+        ChildJob.__init__(self, lambda: collect_evidence(cfg, hang, runner, fetch, now, path=self.path),
+                          cfg.get('evidence_timeout_s', 120), monotonic)
+
+    def cut(self, deadline, status):
+        why = ('evidence collection stopped at its deadline (%.0f s)' % self.limit if deadline
+               else 'evidence collection failed (wait status %s)' % status)
+        try:
+            _write(os.path.join(self.path, 'INCOMPLETE'), why + '\n')
+        except (IOError, OSError):
+            pass
+        say('hang evidence in %s: %s' % (self.path, why))
+
+
+def run_canary_child(cfg, result_path):
+    """The canary's requests (quality_canary.run_canary), in the CanaryJob's child: the result as JSON in result_path.
+    TLS fronts: the CA the fronts' certificates chain to (canary_ca_file) is the one trusted."""
+    if cfg.get('canary_ca_file'):
+        os.environ['SSL_CERT_FILE'] = cfg['canary_ca_file']
+    result = quality_canary.run_canary(
+        cfg['canary_url'], cfg['canary_model'], api_key=cfg.get('canary_api_key') or None,
+        tools=bool(cfg.get('canary_tools', True)), tool_choice=cfg.get('canary_tool_choice') or 'auto',
+        timeout=float(cfg.get('canary_timeout_s', 120)), decode_tokens=int(cfg.get('canary_decode_tokens', 64)))
+    tmp = result_path + '.tmp'
+    _write(tmp, json.dumps(result, sort_keys=True))
+    os.rename(tmp, result_path)
+
+
+class CanaryJob(ChildJob):
+    """One canary in a child with a hard deadline (canary_timeout_s per request, the whole canary bounded by
+    canary_deadline_s); result() reads what it found, or names the timeout or the crash as the failure."""
+
+    def __init__(self, cfg, monotonic=time.monotonic, work=None, limit=None):
+        self.result_path = cfg.get('canary_result_file') or os.path.join(
+            os.path.dirname(cfg.get('state_file') or '/tmp/x'), 'canary-result.json')
+        if os.path.exists(self.result_path):
+            os.unlink(self.result_path)
+        self.cut_why = None
+        ChildJob.__init__(self, work or (lambda: run_canary_child(cfg, self.result_path)),
+                          canary_deadline_s(cfg) if limit is None else limit, monotonic)
+
+    def cut(self, deadline, status):
+        self.cut_why = ('the canary did not finish within %g s' % self.limit if deadline
+                        else 'the canary process failed (wait status %s)' % status)
+
+    def result(self):
+        if self.ok():
+            result = load_record(self.result_path)
+            if 'ok' in result:
+                return result
+            self.cut_why = 'no result in %s' % self.result_path
+        return {'ok': False, 'requests': [], 'skipped_checks': [], 'ttft_s': None, 'decode_tps': None, 'failures': [
+            {'request': 'canary', 'check': 'deadline' if 'within' in (self.cut_why or '') else 'canary',
+             'excerpt': '', 'detail': self.cut_why or 'the canary process ended without a result'}]}
+
+
+def canary_deadline_s(cfg):
+    """The whole canary's bound: every request (2 known answers, the tool call, the decode) at its timeout, plus 10 s."""
+    return 4 * float(cfg.get('canary_timeout_s', 120)) + 10
+
+
 # --------------------------------------------------------------------------- guard state + textfile
-KNOWN_CAUSES = ('hang_api_silent', 'hang_no_tokens', 'head_exited', 'worker_down', 'worker_restarted', 'worker_unreadable')
+KNOWN_CAUSES = ('hang_api_silent', 'hang_no_tokens', 'head_exited', 'quality_canary', 'worker_down', 'worker_restarted',
+                'worker_unreadable')
 
 
 class GuardState(object):
@@ -572,13 +657,18 @@ class GuardState(object):
     FIELDS = {'restarts_total': 0, 'hangs_total': 0, 'storm_stops_total': 0, 'last_cause': '', 'last_why': '',
               'last_action': '', 'last_restart_at': None, 'last_hang_at': None, 'last_hang_why': '',
               'last_hang_evidence': '', 'restarts_by_cause': {}, 'restart_times': [],
-              'memory_gates_total': 0, 'memory_stops_total': 0, 'last_memory_at': None, 'last_memory_why': ''}
+              'memory_gates_total': 0, 'memory_stops_total': 0, 'last_memory_at': None, 'last_memory_why': '',
+              'canary_runs_total': 0, 'canary_failures_total': 0, 'canary_skips_total': 0, 'canary_consecutive': 0,
+              'last_canary_at': None, 'last_canary_ok': None, 'last_canary_why': '', 'last_canary_evidence': '',
+              'last_canary_ttft_s': None, 'last_canary_decode_tps': None, 'last_canary_skip': '', 'canary_baseline': {},
+              'canary_head': '', 'last_canary_started_at': None, 'last_canary_load': None}
 
     def __init__(self, cfg):
         self.path = cfg.get('state_file')
         self.textfile = cfg.get('textfile')
         self.watchdog = bool(cfg.get('hang_watchdog'))
         self.memory_guard = bool(cfg.get('memory_guard'))
+        self.canary = bool(cfg.get('canary'))
         self.memory = {}
         self.data = dict((k, (type(v)(v) if isinstance(v, (dict, list)) else v)) for k, v in self.FIELDS.items())
         if self.path:
@@ -660,6 +750,10 @@ class GuardState(object):
                ['dgxspark_ds4_memguard_enabled %d' % int(self.memory_guard)])
         if self.memory_guard:
             self.render_memory(metric)
+        metric('dgxspark_ds4_canary_enabled', 'gauge', '1 when the quality canary is on.',
+               ['dgxspark_ds4_canary_enabled %d' % int(self.canary)])
+        if self.canary:
+            self.render_canary(metric)
         metric('dgxspark_ds4_guard_last_cause_info', 'gauge', 'Cause and action of the last guard event.',
                ['dgxspark_ds4_guard_last_cause_info{cause="%s",action="%s"} 1'
                 % (_esc(d['last_cause'] or 'none'), _esc(d['last_action'] or 'none'))])
@@ -683,6 +777,55 @@ class GuardState(object):
                    'Memory PSI %s avg10 (percent of time), as the memory guard read it.' % kind,
                    ['dgxspark_ds4_memguard_psi_%s_avg10{node="%s"} %.2f' % (kind, _esc(r['node']), r['psi_%s_avg10' % kind])
                     for r in readings if r.get('psi_%s_avg10' % kind) is not None])
+
+    def render_canary(self, metric):
+        """The quality canary's series: runs by result, failures in a row, last run, last passing timings."""
+        d = self.data
+        passed = d['canary_runs_total'] - d['canary_failures_total']
+        metric('dgxspark_ds4_canary_runs_total', 'counter', 'Quality canary runs by result (skipped: the pair was saturated).',
+               ['dgxspark_ds4_canary_runs_total{result="%s"} %d' % (r, n)
+                for r, n in (('fail', d['canary_failures_total']), ('pass', passed), ('skipped', d['canary_skips_total']))])
+        metric('dgxspark_ds4_canary_consecutive_failures', 'gauge', 'Quality canary failures in a row (0 after a pass).',
+               ['dgxspark_ds4_canary_consecutive_failures %d' % d['canary_consecutive']])
+        metric('dgxspark_ds4_canary_last_run_timestamp_seconds', 'gauge', 'When the quality canary last ran (0 = never).',
+               ['dgxspark_ds4_canary_last_run_timestamp_seconds %d' % (d['last_canary_at'] or 0)])
+        for name, key, text in (('ttft_seconds', 'last_canary_ttft_s', 'Time to first token of the last passing canary.'),
+                                ('decode_tokens_per_second', 'last_canary_decode_tps',
+                                 'Decode rate of the last passing canary.')):
+            if d[key] is not None:
+                metric('dgxspark_ds4_canary_' + name, 'gauge', text, ['dgxspark_ds4_canary_%s %s' % (name, d[key])])
+
+    def canary_run(self, result, now, evidence=''):
+        """A finished canary (pass or fail) into the counters and the last-run fields."""
+        d = self.data
+        d['canary_runs_total'] += 1
+        d['last_canary_at'] = now
+        d['last_canary_ok'] = bool(result.get('ok'))
+        if result.get('ok'):
+            d['canary_consecutive'] = 0
+            d['last_canary_why'] = ''
+            d['last_canary_ttft_s'], d['last_canary_decode_tps'] = result.get('ttft_s'), result.get('decode_tps')
+        else:
+            d['canary_failures_total'] += 1
+            d['canary_consecutive'] += 1
+            d['last_canary_why'] = quality_canary.summary(result)
+            d['last_canary_evidence'] = evidence
+        self.dirty = True
+        self.save()
+
+    def canary_skip(self, why, now):
+        self.data['canary_skips_total'] += 1
+        self.data['last_canary_skip'] = '%s (%s)' % (why, _utc_stamp(now))
+        self.dirty = True
+        self.save()
+
+    def canary_new_head(self, head):
+        """A new head (restarted, or first seen): its baseline is taken again, its failures count from 0."""
+        d = self.data
+        if d['canary_head'] != head:
+            d['canary_head'], d['canary_baseline'], d['canary_consecutive'] = head, {}, 0
+            self.dirty = True
+            self.save()
 
     def export(self, now, every_s=10.0):
         """Write the textfile atomically when something changed or every_s passed; never raises."""
@@ -762,10 +905,19 @@ class Watch(object):
         self.gate = cfg.get('health_gate') or None
         if self.gate:
             gate_write(self.gate, None)  # a gate left from before (a crash, a reboot) is re-decided by the next poll
-        if cfg.get('hang_watchdog') and cfg.get('metrics_url'):
+        self.fetch = None
+        if cfg.get('metrics_url'):
             timeout = float(cfg.get('metrics_timeout_s', 10))
             self.fetch = fetch or (lambda: fetch_metrics(cfg['metrics_url'], timeout))
+        if cfg.get('hang_watchdog') and self.fetch:
             self.hang = HangDetector(cfg, self.fetch)
+        self.canary = bool(cfg.get('canary')) and self.fetch is not None
+        self.canary_job = None
+        self.canary_due = None
+        self.canary_head = None
+        self.canary_metrics = ''
+        self.canary_load = 0
+        self.canary_job_factory = CanaryJob
 
     @property
     def restarts(self):
@@ -821,6 +973,8 @@ class Watch(object):
             return None
         if self.watch_memory(head.get('InvocationID', '')) == 'stop':
             return 'stop'
+        if self.canary and head.get('InvocationID', '') != self.canary_head:
+            self.canary_reset(head.get('InvocationID', ''))
         record = load_record(cfg['pair_state_file']).get('workers') or {}
         for peer in cfg.get('peers') or []:
             name = peer['name']
@@ -854,7 +1008,7 @@ class Watch(object):
                                 % (name, peer['unit'], state['ActiveState'], state.get('SubState', '?'), self.down[name]),
                                 cause='worker_down')
             self.down[name] = 0
-        return self.watch_hang(head.get('InvocationID', ''))
+        return self.watch_hang(head.get('InvocationID', '')) or self.watch_canary()
 
     def head_exited(self, head):
         """systemd restarted the head by itself (NRestarts grew): vLLM exited, e.g. with status 0 after an engine
@@ -957,6 +1111,99 @@ class Watch(object):
             self.runner(['systemctl', 'stop', self.cfg['head_unit']], timeout=120)
             self.stopped_workers = False
             return 'stop'
+        return None
+
+    def canary_reset(self, head_invocation):
+        """A new head (or the first seen): a canary still running is for the old one; the first canary of this head
+        runs as soon as it serves (its baseline, taken after readiness)."""
+        if self.canary_job is not None:
+            self.canary_job.kill()
+            self.canary_job = None
+        self.canary_head = head_invocation
+        self.state.canary_new_head(head_invocation)
+        self.canary_due = self.clock()
+
+    def watch_canary(self):
+        """The quality canary's poll (quality_canary.py): one canary at a time in a child; a failure takes the pair out
+        of rotation at once (health gate) and restarts it after canary_failures_to_restart in a row (storm limit)."""
+        if not self.canary:
+            return None
+        cfg, d = self.cfg, self.state.data
+        now = self.clock()
+        if d['canary_consecutive']:
+            self.suspect = 'quality canary failed %d time(s) in a row: %s' % (d['canary_consecutive'], d['last_canary_why'])
+        if self.canary_job is not None:
+            if not self.canary_job.poll():
+                return None
+            job, self.canary_job = self.canary_job, None
+            return self.canary_done(job.result(), now)
+        if self.canary_due is None or now < self.canary_due:
+            return None
+        try:
+            text = self.fetch()
+        except Exception:  # pylint: disable=broad-except
+            # not serving yet (loading) or not answering: readiness's and the hang watchdog's business, not a canary's
+            self.canary_due = now + float(cfg.get('hang_poll_s', 5))
+            return None
+        samples = dict((name, metric_total(parse_prometheus(text), name))
+                       for name in ('vllm:num_requests_running', 'vllm:num_requests_waiting'))
+        skip = quality_canary.should_skip(samples, cfg.get('canary_max_num_seqs'))
+        if skip:
+            self.state.canary_skip(skip, now)
+            self.canary_due = now + float(cfg.get('canary_retry_s', 60))
+            return None
+        self.canary_metrics = text
+        self.canary_load = int(sum(v or 0 for v in samples.values()))
+        self.canary_due = None
+        self.canary_job = self.canary_job_factory(cfg)
+        d['last_canary_started_at'], d['last_canary_load'] = now, self.canary_load
+        self.state.save()
+        return None
+
+    def canary_done(self, result, now):
+        """A finished canary: judged against the head's baseline (the first passing canary sets it)."""
+        cfg, d = self.cfg, self.state.data
+        settings = dict((k, cfg[k]) for k in quality_canary.DEFAULTS if k in cfg)
+        baseline = d['canary_baseline']
+        # Time to first token and decode rate follow the load (batching): they are judged, and the baseline taken,
+        # only for a canary that found the pair idle; with requests in flight only the answers count.
+        if self.canary_load == 0:
+            quality_canary.judge_timings(result, baseline, settings)
+        else:
+            result['skipped_checks'] = list(result.get('skipped_checks') or []) + [
+                'timings: %d request(s) in flight when the canary started (judged on an idle pair only)' % self.canary_load]
+        if result.get('ok'):
+            if not baseline and self.canary_load == 0:
+                d['canary_baseline'] = {'ttft_s': result['ttft_s'], 'decode_tps': result['decode_tps'], 'at': now}
+            was = d['canary_consecutive']
+            self.state.canary_run(result, now)
+            if was:
+                say('quality canary passed again after %d failure(s): pair back in rotation' % was)
+            self.suspect = None
+            self.canary_due = now + float(cfg.get('canary_interval_s', 600))
+            return None
+        path = evidence_path(cfg, now, 'canary')
+        try:
+            try:
+                after = self.fetch()
+            except Exception as exc:  # pylint: disable=broad-except
+                after = '# /metrics did not answer after the canary: %s: %s\n' % (type(exc).__name__, exc)
+            _write(os.path.join(path, 'canary.json'), json.dumps(dict(
+                result, baseline=baseline, settings=settings, at=now, at_utc=_utc_stamp(now), url=cfg.get('canary_url'),
+                model=cfg.get('canary_model')), indent=1, sort_keys=True))
+            _write(os.path.join(path, 'metrics-before.txt'), self.canary_metrics or '# no scrape before the canary\n')
+            _write(os.path.join(path, 'metrics-after.txt'), after)
+        except (IOError, OSError) as exc:
+            say('quality canary evidence %s: %s' % (path, exc))
+        self.state.canary_run(result, now, evidence=path)
+        count, need = d['canary_consecutive'], int(cfg.get('canary_failures_to_restart', 3))
+        why = 'quality canary failed (%d of %d in a row before a pair restart): %s' % (count, need, d['last_canary_why'])
+        self.suspect = why
+        if count >= need:
+            return self.act('%s; evidence in %s' % (why, path), cause='quality_canary', evidence=path)
+        say('%s: pair out of rotation (health gate); evidence in %s; next canary in %ss'
+            % (why, path, cfg.get('canary_retry_s', 60)))
+        self.canary_due = now + float(cfg.get('canary_retry_s', 60))
         return None
 
     def head_container_running(self):
@@ -1101,6 +1348,16 @@ def watch_forever(cfg):
             loop.memory_poll_s, cfg.get('meminfo_path') or '/proc/meminfo', cfg.get('psi_path') or '/proc/pressure/memory',
             '; '.join('%(node_gb)s GB: gate below %(gate_free_gib)s GiB or PSI some %(gate_psi_some_avg10)s%%, stop below '
                       '%(stop_free_gib)s GiB or PSI full %(stop_psi_full_avg10)s%%' % row for row in loop.memory.rows)))
+    if loop.canary:
+        say('quality canary on: %s (model %s%s) every %ss, retried after %ss when it fails, a pair restart after %s '
+            'failures in a row; skipped while saturated (max-num-seqs %s); timing bounds: TTFT above %s x the baseline '
+            '+ %s s, decode below %s x the baseline' % (
+                cfg['canary_url'], cfg['canary_model'], ', TLS trusting %s' % cfg['canary_ca_file'] if cfg.get('canary_ca_file') else '',
+                cfg.get('canary_interval_s', 600), cfg.get('canary_retry_s', 60), cfg.get('canary_failures_to_restart', 3),
+                cfg.get('canary_max_num_seqs'), cfg.get('canary_max_ttft_ratio', 5.0), cfg.get('canary_ttft_slack_s', 2.0),
+                cfg.get('canary_min_decode_ratio', 0.3)))
+    elif cfg.get('canary'):
+        say('quality canary off: no metrics_url in the config (re-run the dgxspark.ds4.vllm_service role)')
     while True:
         try:
             if loop.step() == 'restart':
@@ -1121,7 +1378,8 @@ def main(argv):
     except (IOError, OSError, ValueError) as exc:
         print('%s: cannot read config %s: %s' % (TAG, argv[2], exc), file=sys.stderr)
         return 1
-    problems = (check_config(cfg) + memguard.check_config(cfg)) if isinstance(cfg, dict) else ['the config is not a JSON object']
+    problems = ((check_config(cfg) + memguard.check_config(cfg) + quality_canary.check_config(cfg))
+                if isinstance(cfg, dict) else ['the config is not a JSON object'])
     if problems:
         for problem in problems:
             print('%s: config %s: %s' % (TAG, argv[2], problem), file=sys.stderr)

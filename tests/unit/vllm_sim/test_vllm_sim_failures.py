@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils import garble
 from conftest import stream_chat  # pylint: disable=import-error
 
 FREE_RE = (r'ValueError: Free memory on device cuda:0 \((\d+\.\d\d)/119\.67 GiB\) on startup is less than desired GPU '
@@ -155,3 +156,89 @@ def test_garble_env_and_concurrency_trigger(sim_factory):
     for t in threads:
         t.join(10)
     assert len(replies) == 2 and any(any('\u4e00' <= c <= '\u9fff' for c in r) for r in replies), replies
+
+
+TOOLS = [{'type': 'function', 'function': {'name': 'get_weather', 'parameters': {
+    'type': 'object', 'properties': {'city': {'type': 'string'}}, 'required': ['city']}}}]
+KEY = 'sk-garble-test'
+
+
+def _switch(sim, body):
+    code, text, _hdrs = sim.request('/sim/garble', body, method='POST')
+    return code, json.loads(text)
+
+
+def _ask(sim, prompt, **extra):
+    body = {'messages': [{'role': 'user', 'content': prompt}], 'max_tokens': 30, 'temperature': 0}
+    body.update(extra)
+    code, text, _hdrs = sim.request('/v1/chat/completions', body, key=KEY)
+    assert code == 200, text
+    return json.loads(text)['choices'][0]
+
+
+def _streamed(sim, prompt, **extra):
+    """(content, tool call names, finish_reason) of a streamed chat."""
+    body = {'messages': [{'role': 'user', 'content': prompt}], 'max_tokens': 30, 'temperature': 0}
+    body.update(extra)
+    events = [e for _t, e in stream_chat(sim, body, key=KEY)]
+    assert events[-1] == '[DONE]'
+    choices = [e['choices'][0] for e in events[:-1] if e['choices']]
+    content = ''.join(c['delta'].get('content') or '' for c in choices)
+    names = [tc['function']['name'] for c in choices for tc in c['delta'].get('tool_calls', [])
+             if (tc.get('function') or {}).get('name')]
+    return content, names, choices[-1]['finish_reason']
+
+
+def _generated(sim):
+    code, text, _hdrs = sim.request('/metrics')
+    assert code == 200
+    return float(re.search(r'^vllm:generation_tokens_total\{[^}]*\} (\S+)$', text, re.M).group(1))
+
+
+def test_garble_switched_at_run_time(sim_factory):
+    """POST /sim/garble: every later reply garbled (plain, streamed, tool call), /health 200 and the counters moving,
+    then clean again; no key needed, like /sim/wedge, while /v1 still wants one."""
+    sim = sim_factory(['--enable-auto-tool-choice', '--tool-call-parser', 'deepseek_v4'],
+                      env={'VLLM_API_KEY': KEY}).wait_ready()
+    question = 'What is 2+2? Answer with one word.'
+    assert sim.request('/v1/models')[0] == 401 and sim.request('/v1/models', key=KEY)[0] == 200
+    assert _ask(sim, question)['message']['content'] == 'Four'
+    clean_call = _ask(sim, 'weather in Paris', tools=TOOLS)
+    assert clean_call['finish_reason'] == 'tool_calls'
+    assert clean_call['message']['tool_calls'][0]['function']['name'] == 'get_weather'
+
+    for mode, check in (('cjk', 'unexpected_script'), ('repeat', 'token_loop'), ('leak', 'leaked_token'),
+                        ('empty', 'empty_reply')):
+        assert _switch(sim, {'mode': mode}) == (200, {'garble': mode})
+        before = _generated(sim)
+        reply = _ask(sim, question)['message']['content']
+        assert check in [f['check'] for f in garble.check_reply(reply)], (mode, reply)
+        content, names, finish = _streamed(sim, question)
+        assert check in [f['check'] for f in garble.check_reply(content)], (mode, content)
+        call = _ask(sim, 'weather in Paris', tools=TOOLS)
+        assert not call['message']['tool_calls'] and call['finish_reason'] != 'tool_calls', (mode, call)
+        assert check in [f['check'] for f in garble.check_reply(call['message']['content'] or '')], (mode, call)
+        content, names, finish = _streamed(sim, 'weather in Paris', tools=TOOLS)
+        assert names == [] and finish != 'tool_calls', (mode, names, finish)
+        assert check in [f['check'] for f in garble.check_reply(content)], (mode, content)
+        assert sim.request('/health')[0] == 200
+        assert _generated(sim) >= before + 4          # four replies, at least one token each: the counters move
+
+    assert _switch(sim, {'mode': None}) == (200, {'garble': None})
+    assert _ask(sim, question)['message']['content'] == 'Four'
+    content, names, finish = _streamed(sim, 'Tell me about foxes.')
+    assert content and garble.check_reply(content) == [] and finish == 'length'
+    content, names, finish = _streamed(sim, 'weather in Paris', tools=TOOLS)
+    assert names == ['get_weather'] and finish == 'tool_calls'
+
+
+def test_garble_switch_refuses_a_bad_mode(sim_factory):
+    sim = sim_factory(env={'VLLM_SIM_GARBLE': 'leak'}).wait_ready()
+    for body, got in (({'mode': 'klingon'}, 'got "klingon"'), ({'mode': 1}, 'got 1'), ({'mode': ['cjk']}, 'got ["cjk"]'),
+                      ({}, 'got no "mode"'), ([], 'got no JSON object')):
+        code, answer = _switch(sim, body)
+        assert code == 400, body
+        message = answer['error']['message']
+        assert message.startswith('"mode" must be one of cjk, repeat, leak, empty or null (clean replies), '), message
+        assert got in message, (body, message)
+    assert '</think>' in _content(sim, 'hi')               # the mode in force is unchanged

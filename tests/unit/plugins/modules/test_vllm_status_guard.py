@@ -148,3 +148,77 @@ def test_guard_summary_names_the_memory_guard():
     row = ops_status.build_row('spark1', 'head', unit, ops_status.parse_docker_inspect('[]'), None, None, NOW, state)
     lines = ops_status.format_table([row])
     assert lines[-1] == '  last memory guard action: ' + state['last_memory_why']
+
+
+# --------------------------------------------------------------------------- quality canary
+# the canary keys of pairguard-state.json as roles/vllm_service/files/pairguard.py (GuardState) keeps them
+CANARY_OK = dict(STATE, canary_runs_total=12, canary_failures_total=0, canary_skips_total=2, canary_consecutive=0,
+                 last_canary_at=NOW - 180, last_canary_ok=True, last_canary_why='', last_canary_evidence='',
+                 last_canary_ttft_s=0.2149, last_canary_decode_tps=49.84,
+                 canary_baseline={'ttft_s': 0.2, 'decode_tps': 50.1, 'at': NOW - 86400})
+CANARY_FAILED = dict(CANARY_OK, canary_runs_total=14, canary_failures_total=2, canary_consecutive=2,
+                     last_canary_at=NOW - 65, last_canary_ok=False,
+                     last_canary_why="arithmetic: garble unexpected_script '4 我们 的 模型'",
+                     last_canary_evidence='/var/lib/dgxspark-ds4/evidence/canary-20251124T150000Z')
+CONFIG_ON = {'canary': True, 'canary_interval_s': 600, 'canary_api_key': 'sk-secret', 'head_unit': 'x.service'}
+
+
+def test_canary_summary_last_run_ok_with_timings_against_the_baseline():
+    s = ops_status.canary_summary(CANARY_OK, CONFIG_ON, NOW)
+    assert s['text'] == ('last run 3m00s ago: ok (ttft 0.21 s, decode 49.8 tok/s; baseline 0.20 s, 50.1 tok/s); 12 runs, '
+                         '0 failed, 2 skipped (saturated)')
+    assert (s['enabled'], s['interval_s'], s['runs'], s['failures'], s['skips']) == (True, 600, 12, 0, 2)
+    # the first passing run of a head is its baseline: none yet reads so; no skip, no skip count
+    first = ops_status.canary_summary(dict(CANARY_OK, canary_baseline={}, canary_skips_total=0, canary_runs_total=1),
+                                      CONFIG_ON, NOW)
+    assert first['text'] == 'last run 3m00s ago: ok (ttft 0.21 s, decode 49.8 tok/s; no baseline yet); 1 runs, 0 failed'
+
+
+def test_canary_summary_failure_names_why_how_many_in_a_row_and_the_evidence():
+    s = ops_status.canary_summary(CANARY_FAILED, CONFIG_ON, NOW)
+    assert s['text'] == ("last run 1m05s ago: FAILED (arithmetic: garble unexpected_script '4 我们 的 模型'), 2 in a row, "
+                         'evidence /var/lib/dgxspark-ds4/evidence/canary-20251124T150000Z; 14 runs, 2 failed, '
+                         '2 skipped (saturated)')
+    assert s['consecutive'] == 2 and s['last_ok'] is False
+    bare = ops_status.canary_summary(dict(CANARY_FAILED, last_canary_why='', last_canary_evidence=''), CONFIG_ON, NOW)
+    assert bare['text'].startswith('last run 1m05s ago: FAILED (no reason recorded), 2 in a row; 14 runs')
+
+
+def test_canary_summary_off_no_run_yet_and_a_guard_without_the_canary():
+    assert ops_status.canary_summary(CANARY_FAILED, {'canary': False, 'canary_interval_s': 600}, NOW)['text'] == 'off'
+    assert ops_status.canary_summary(None, CONFIG_ON, NOW)['text'] == 'no run yet (every 600 s)'
+    fresh = dict(STATE, canary_runs_total=0, canary_skips_total=3, last_canary_at=None, last_canary_ok=None)
+    assert ops_status.canary_summary(fresh, CONFIG_ON, NOW)['text'] == 'no run yet (every 600 s), 3 skipped (saturated)'
+    # no config readable: the state alone (a failure still shows); a guard that never had the canary: no line
+    assert ops_status.canary_summary(CANARY_FAILED, None, NOW)['text'].startswith('last run 1m05s ago: FAILED')
+    assert ops_status.canary_summary(STATE, None, NOW) is None
+    assert ops_status.canary_summary(None, None, NOW) is None
+
+
+def test_table_shows_the_canary_below_the_pair_guard():
+    unit = ops_status.parse_systemctl_show('ActiveState=active\nSubState=running\n')
+    cont = ops_status.parse_docker_inspect('[]')
+    head = ops_status.build_row('spark1', 'head', unit, cont, None, None, NOW, CANARY_FAILED, None, CONFIG_ON)
+    worker = ops_status.build_row('spark2', 'worker', unit, cont, None, None, NOW)
+    assert 'canary' in head and 'canary' not in worker
+    lines = ops_status.format_table([worker, head])
+    assert lines[4] == 'pair guard on spark1: ' + head['guard']['text']
+    assert lines[-1] == 'quality canary on spark1: ' + head['canary']['text']
+    assert len(lines) == 8
+    # a guard without the canary (no config key, no run): no line, as before
+    old = ops_status.build_row('spark1', 'head', unit, cont, None, None, NOW, STATE)
+    assert 'canary' not in old and not any(ln.startswith('quality canary') for ln in ops_status.format_table([old]))
+
+
+def test_module_reads_the_canary_from_the_guard_state_and_config(tmp_path):
+    state, config = tmp_path / 'pairguard-state.json', tmp_path / 'pairguard.json'
+    state.write_text(json.dumps(CANARY_OK))
+    config.write_text(json.dumps(CONFIG_ON))
+    kind, result = run({'role': 'head', 'unit': 'u.service', 'container': 'c', 'guard_state': str(state),
+                        'guard_config': str(config)})
+    assert kind is ExitJson and result['row']['canary']['text'].startswith('last run 3m00s ago: ok (ttft 0.21 s')
+    assert 'sk-secret' not in json.dumps(result)          # only `canary` and `canary_interval_s` of the config
+    config.write_text(json.dumps({'canary': False}))
+    kind, result = run({'role': 'head', 'unit': 'u.service', 'container': 'c', 'guard_state': str(state),
+                        'guard_config': str(config)})
+    assert result['row']['canary']['text'] == 'off'

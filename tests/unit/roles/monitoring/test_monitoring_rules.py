@@ -80,7 +80,7 @@ def guard_series():
     finally:
         sys.path.pop(0)
     pairguard = load('pairguard.py')
-    state = pairguard.GuardState({'hang_watchdog': True, 'memory_guard': True})
+    state = pairguard.GuardState({'hang_watchdog': True, 'memory_guard': True, 'canary': True})
     state.rank('head', 'spark1', True)
     psi = 'some avg10=1.00 avg60=0 avg300=0 total=1\nfull avg10=0.50 avg60=0 avg300=0 total=1\n'
     state.memory = {'spark1': pairguard.memguard.assess('spark1', 'MemTotal: 125483648 kB\nMemFree: 4194304 kB\n', psi,
@@ -207,7 +207,7 @@ def test_alert_list_covers_hang_rank_storm_kv_queue_memory_and_fabric():
     alerts = {r['alert'] for r in rules()}
     for name in ('DS4EngineHung', 'DS4RankDown', 'DS4RestartStorm', 'DS4KVCacheNearFull', 'DS4RequestsWaitingNoneRunning',
                  'DS4QueueTimeHigh', 'DS4MemoryPressure', 'DS4FabricLinkDown', 'DS4FabricDegradedToSockets', 'DS4NodeExporterDown',
-                 'DS4TLSCertificateExpiring'):
+                 'DS4TLSCertificateExpiring', 'DS4QualityCanaryFailing'):
         assert name in alerts
     for rule in rules():
         assert rule['labels']['severity'] in ('critical', 'warning')

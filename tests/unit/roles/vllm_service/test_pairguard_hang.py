@@ -558,7 +558,7 @@ def test_state_file_and_textfile_export(tmp_path):
     # every sample line parses as Prometheus text, with HELP and TYPE for each family
     samples = pairguard.parse_prometheus(prom)
     assert len(samples) == len([ln for ln in prom.splitlines() if ln and not ln.startswith('#')])
-    assert prom.count('# TYPE ') == prom.count('# HELP ') == 11  # 10 + dgxspark_ds4_memguard_enabled (guard off)
+    assert prom.count('# TYPE ') == prom.count('# HELP ') == 12  # 10 + dgxspark_ds4_memguard_enabled, dgxspark_ds4_canary_enabled (both off)
     # a new guard process keeps the counters
     again = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     assert again.state.data['hangs_total'] == 1 and again.state.data['last_hang_evidence'].startswith(c['evidence_dir'])

@@ -1,0 +1,205 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""dgxspark-ds4 quality canary: known answers, a tool call and the pair's own speed, checked while it serves.
+
+Pure Python (no Ansible imports). Used twice, one file: the role's preflight validates the settings with
+check_config (filter dgxspark.ds4.quality_canary_problems), and dgxspark.ds4.vllm_service installs it (with garble,
+smoke_checks and vllm_client, under <libexec>/ansible_collections/...) for the pair guard, which runs one canary at a
+time in a child process with a hard deadline (roles/vllm_service/files/pairguard.py).
+
+Why: what users of two-Spark DeepSeek-V4-Flash report after "both ranks come back" is output that decays with uptime
+while /health and the token counters look fine ("garbled after hours, restart clears", "silent bad answers + latency
+drift", a wrong lm-head that served weeks of traffic: field notes). The detectors are the ones validate.yml uses
+(garble.check_reply, smoke_checks' deterministic answer and tool-call checks); here they run on a schedule, through
+the path clients use (the head's API proxy, with a client key, TLS when the fronts serve it).
+
+One canary (run_canary), each request streamed, temperature 0, thinking off, one at a time:
+  known answers   KNOWN_ANSWERS: the reply must be the answer (smoke_checks.normalise_answer) and clean (garble)
+  tool call       the recipe's parsers (tool_choice as validate.yml uses it: auto with a tool parser, else
+                  required); skipped, and said, when the recipe has no tool-call path at all (tools=False)
+  decode          an English prompt, decode_tokens long: clean, and its timings: time to first token (ttft_s)
+                  and decode rate (decode_tps, tokens after the first over the time after the first)
+judge_timings compares ttft_s and decode_tps with the pair's own baseline (the first passing canary of a head that
+found it idle, after readiness): a TTFT above max_ttft_ratio x baseline + ttft_slack_s, or a decode rate below
+min_decode_ratio x baseline, is a failure ("latency drift"). Both follow the load (a batch of 16 decodes at 5.6 tok/s
+per stream where one alone gets 44: seed 000), so the pair guard judges them, and takes the baseline, only for a
+canary that found no request in flight; under load only the answers count.
+
+Saturation (should_skip): the canary is never the request that tips a busy pair over: skipped while requests wait
+in the queue or the running ones fill max-num-seqs less one (vllm:num_requests_waiting / _running of the head).
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import garble
+from ansible_collections.dgxspark.ds4.plugins.module_utils import smoke_checks
+from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
+
+KNOWN_ANSWERS = (
+    ('arithmetic', smoke_checks.DETERMINISTIC_PROMPT, smoke_checks.DETERMINISTIC_EXPECTED),
+    ('capital', 'What is the capital of France? Answer with one word.', ('paris',)),
+)
+DECODE_PROMPT = smoke_checks.GARBLE_PROMPTS[0]
+EXCERPT = 200
+
+# config key -> (role variable, default, smallest allowed, largest allowed)
+SETTINGS = (
+    ('canary_interval_s', 'vllm_service_canary_interval_s', 600, 60, 86400),
+    ('canary_retry_s', 'vllm_service_canary_retry_s', 60, 5, 3600),
+    ('canary_failures_to_restart', 'vllm_service_canary_failures_to_restart', 3, 1, 20),
+    ('canary_timeout_s', 'vllm_service_canary_timeout_s', 120, 10, 1800),
+    ('canary_decode_tokens', 'vllm_service_canary_decode_tokens', 64, 16, 1024),
+    ('canary_max_ttft_ratio', 'vllm_service_canary_max_ttft_ratio', 5.0, 1.5, 100),
+    ('canary_ttft_slack_s', 'vllm_service_canary_ttft_slack_s', 2.0, 0, 600),
+    ('canary_min_decode_ratio', 'vllm_service_canary_min_decode_ratio', 0.3, 0.01, 0.95),
+)
+DEFAULTS = dict((key, default) for key, _var, default, _lo, _hi in SETTINGS)
+
+
+def check_config(cfg):
+    """Problems of the canary keys of a guard config (one line each, naming the variable, the value and the fix);
+    [] when usable or when the canary is off."""
+    problems = []
+    on = cfg.get('canary', False)
+    if not isinstance(on, bool):
+        return ['vllm_service_canary = %r: must be true or false. Fix: true (the default) or false' % (on,)]
+    if not on:
+        return []
+    for key, variable, default, low, high in SETTINGS:
+        value = cfg.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            problems.append('%s = %r: must be a number from %s to %s. Fix: set it in that range, or remove it for the '
+                            'default (%s)' % (variable, value, low, high, default))
+    if not problems and cfg.get('canary_retry_s', DEFAULTS['canary_retry_s']) > cfg.get(
+            'canary_interval_s', DEFAULTS['canary_interval_s']):
+        problems.append('vllm_service_canary_retry_s = %r is longer than vllm_service_canary_interval_s = %r: a failed '
+                        'canary is retried sooner than the next scheduled one. Fix: lower the retry or raise the interval'
+                        % (cfg['canary_retry_s'], cfg.get('canary_interval_s', DEFAULTS['canary_interval_s'])))
+    for key in ('canary_url', 'canary_model'):
+        if not isinstance(cfg.get(key), str) or not cfg.get(key):
+            problems.append('%s = %r: missing from the guard config. Fix: re-run the dgxspark.ds4.vllm_service role'
+                            % (key, cfg.get(key)))
+    return problems
+
+
+def should_skip(samples, max_num_seqs):
+    """The reason to skip the canary now (the pair is saturated), or None. samples: the head's /metrics
+    ({name: value}, the pair guard's parse); max_num_seqs: the recipe's (None: only the queue counts)."""
+    waiting = samples.get('vllm:num_requests_waiting') or 0.0
+    running = samples.get('vllm:num_requests_running') or 0.0
+    if waiting > 0:
+        return 'saturated: %d request(s) waiting in the queue' % waiting
+    if max_num_seqs and running >= max(1, int(max_num_seqs) - 1):
+        return 'saturated: %d request(s) running of max-num-seqs %d' % (running, int(max_num_seqs))
+    return None
+
+
+def _body(model, prompt, max_tokens, **extra):
+    body = {'model': model, 'messages': [{'role': 'user', 'content': prompt}], 'max_tokens': int(max_tokens),
+            'temperature': 0.0, 'chat_template_kwargs': {'thinking': False, 'enable_thinking': False}}
+    body.update(extra)
+    return body
+
+
+def _timings(rec):
+    """(ttft_s, decode_tps) of a stream record; None where it cannot be measured."""
+    ttft = rec['t_first'] - rec['t_start'] if rec.get('t_first') is not None and rec.get('t_start') is not None else None
+    tokens, t_first, t_last = rec.get('completion_tokens'), rec.get('t_first'), rec.get('t_last')
+    tps = None
+    if tokens and tokens > 1 and t_first is not None and t_last is not None and t_last > t_first:
+        tps = (tokens - 1) / (t_last - t_first)
+    return ttft, tps
+
+
+def _failure(request, check, excerpt, detail):
+    return {'request': request, 'check': check, 'excerpt': (excerpt or '')[:EXCERPT], 'detail': detail}
+
+
+def _as_response(rec):
+    """A streamed record as the non-streamed response smoke_checks reads."""
+    return {'choices': [{'message': {'content': rec.get('content') or '', 'tool_calls': rec.get('tool_calls') or []},
+                         'finish_reason': rec.get('finish_reason')}]}
+
+
+def run_canary(base_url, model, api_key=None, tools=True, tool_choice='auto', timeout=60.0, decode_tokens=64,
+               stream=None):
+    """One canary. -> {'ok', 'failures': [...], 'requests': [...], 'ttft_s', 'decode_tps', 'skipped_checks': [...]}
+    (judge_timings adds the baseline comparison). stream: vllm_client.stream_chat (tests pass a fake)."""
+    stream = stream or vllm_client.stream_chat
+    failures, requests, skipped = [], [], []
+
+    def send(name, body):
+        rec = stream(base_url, body, api_key=api_key, timeout=timeout)
+        ttft, tps = _timings(rec)
+        requests.append({'request': name, 'prompt': body['messages'][0]['content'], 'status': rec.get('status'),
+                         'error': rec.get('error'), 'content': (rec.get('content') or '')[:EXCERPT],
+                         'tool_calls': rec.get('tool_calls') or [], 'finish_reason': rec.get('finish_reason'),
+                         'completion_tokens': rec.get('completion_tokens'),
+                         'ttft_s': None if ttft is None else round(ttft, 4), 'decode_tps': None if tps is None else round(tps, 2)})
+        if rec.get('error'):
+            failures.append(_failure(name, 'http', rec.get('content'), 'request failed: %s' % rec['error']))
+            return None
+        return rec
+
+    for name, prompt, expected in KNOWN_ANSWERS:
+        rec = send(name, _body(model, prompt, 32))
+        if rec is None:
+            continue
+        content = rec.get('content') or ''
+        failures.extend(_failure(name, f['check'], f['excerpt'], f['detail']) for f in garble.check_reply(content))
+        if smoke_checks.normalise_answer(content) not in [smoke_checks.normalise_answer(e) for e in expected]:
+            failures.append(_failure(name, 'known_answer', content, 'expected %s at temperature 0, got %r'
+                                     % (' or '.join(repr(e) for e in expected), content[:40])))
+
+    if tools:
+        rec = send('tool_call', _body(model, smoke_checks.TOOL_PROMPT, 128, tools=[smoke_checks.TOOL],
+                                      tool_choice=tool_choice))
+        if rec is not None:
+            failures.extend(_failure(f['request'], f['check'], f['excerpt'], f['detail'])
+                            for f in smoke_checks.check_tool_call('tool_call', _as_response(rec)))
+    else:
+        skipped.append('tool_call: the recipe has no tool-call parser')
+
+    ttft = tps = None
+    rec = send('decode', _body(model, DECODE_PROMPT, decode_tokens))
+    if rec is not None:
+        content = rec.get('content') or ''
+        failures.extend(_failure('decode', f['check'], f['excerpt'], f['detail']) for f in garble.check_reply(content))
+        ttft, tps = _timings(rec)
+        if ttft is None or tps is None:
+            failures.append(_failure('decode', 'timings', content, 'no time to first token or decode rate (%s tokens)'
+                                     % rec.get('completion_tokens')))
+    return {'ok': not failures, 'failures': failures, 'requests': requests, 'skipped_checks': skipped,
+            'ttft_s': None if ttft is None else round(ttft, 4), 'decode_tps': None if tps is None else round(tps, 2)}
+
+
+def judge_timings(result, baseline, settings=None):
+    """Compare a canary's ttft_s / decode_tps with the pair's baseline ({'ttft_s', 'decode_tps'} or {}); appends the
+    failures to result (and sets ok). Returns result."""
+    s = dict(DEFAULTS, **(settings or {}))
+    if not baseline or result.get('ttft_s') is None or result.get('decode_tps') is None:
+        return result
+    bound = baseline['ttft_s'] * s['canary_max_ttft_ratio'] + s['canary_ttft_slack_s']
+    if result['ttft_s'] > bound:
+        result['failures'].append(_failure('decode', 'ttft_drift', '', 'time to first token %.2f s, above %.2f s (%.1f x '
+                                           'the baseline %.2f s + %.1f s)' % (result['ttft_s'], bound,
+                                                                             s['canary_max_ttft_ratio'], baseline['ttft_s'],
+                                                                             s['canary_ttft_slack_s'])))
+    floor = baseline['decode_tps'] * s['canary_min_decode_ratio']
+    if result['decode_tps'] < floor:
+        result['failures'].append(_failure('decode', 'decode_drift', '', 'decode %.1f tok/s, below %.1f tok/s (%.2f x the '
+                                           'baseline %.1f tok/s)' % (result['decode_tps'], floor,
+                                                                     s['canary_min_decode_ratio'], baseline['decode_tps'])))
+    result['ok'] = not result['failures']
+    return result
+
+
+def summary(result):
+    """One line: what failed (the first three), or the timings."""
+    if result.get('ok'):
+        return 'ok (ttft %.2f s, decode %.1f tok/s)' % (result.get('ttft_s') or 0, result.get('decode_tps') or 0)
+    fails = result.get('failures') or []
+    return '%d check(s) failed: %s' % (len(fails), '; '.join(
+        '%s %s: %s' % (f['request'], f['check'], f['detail'] or f['excerpt']) for f in fails[:3]))

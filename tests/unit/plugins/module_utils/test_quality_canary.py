@@ -1,0 +1,158 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""plugins/module_utils/quality_canary.py: the canary's checks on stream records, the timing judgement against the
+pair's own baseline, the saturation skip and the settings' refusals."""
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import json
+
+import pytest
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import quality_canary as qc
+from ansible_collections.dgxspark.ds4.plugins.module_utils import smoke_checks
+
+CJK = '我们 的 模型 在 这个 问题 上 给出 了 答案 。 然后 继续 生成 中文 文本'
+GOOD_DECODE = ('The sky looks blue because air molecules scatter the short blue wavelengths of sunlight far more '
+               'than the longer red ones, so blue light reaches our eyes from every direction of the sky.')
+
+
+def record(content='', tool_calls=None, finish='stop', tokens=8, ttft=0.2, tps=50.0, error=None):
+    t_first = 10.0 + ttft
+    return {'t_start': 10.0, 't_first': t_first, 't_last': t_first + (tokens - 1) / tps, 'completion_tokens': tokens,
+            'error': error, 'status': None if error else 200, 'content': content, 'tool_calls': tool_calls or [],
+            'finish_reason': finish}
+
+
+TOOL_CALL = [{'id': 'c1', 'type': 'function', 'function': {'name': 'get_weather', 'arguments': json.dumps({'city': 'Paris'})}}]
+
+
+class FakeServer(object):
+    """stream_chat's stand-in: answers by prompt; `mode` garbles every reply; `bodies` keeps what was sent."""
+
+    def __init__(self, mode=None, decode_tps=50.0, ttft=0.2, error=None):
+        self.mode, self.decode_tps, self.ttft, self.error = mode, decode_tps, ttft, error
+        self.bodies = []
+
+    def __call__(self, base_url, body, api_key=None, timeout=600.0):
+        self.bodies.append((base_url, body, api_key, timeout))
+        if self.error:
+            return record(error=self.error)
+        prompt = body['messages'][0]['content']
+        if self.mode == 'cjk':
+            return record(content=CJK, tokens=24)
+        if body.get('tools'):
+            return record(tool_calls=TOOL_CALL, finish='tool_calls', tokens=12)
+        answer = {'What is 2+2? Answer with one word.': 'Four',
+                  'What is the capital of France? Answer with one word.': 'Paris.'}.get(prompt)
+        if answer:
+            return record(content=answer, tokens=2)
+        return record(content=GOOD_DECODE, tokens=body['max_tokens'], tps=self.decode_tps, ttft=self.ttft)
+
+
+def test_a_healthy_pair_passes_with_its_timings_and_every_request_streamed_at_temperature_0():
+    server = FakeServer()
+    result = qc.run_canary('https://127.0.0.1:8000', 'deepseek-v4-flash', api_key='k', tool_choice='auto',
+                           decode_tokens=64, stream=server)
+    assert result['ok'] and result['failures'] == [], result['failures']
+    assert [r['request'] for r in result['requests']] == ['arithmetic', 'capital', 'tool_call', 'decode']
+    assert result['ttft_s'] == pytest.approx(0.2) and result['decode_tps'] == pytest.approx(50.0)
+    for url, body, key, _timeout in server.bodies:
+        assert url == 'https://127.0.0.1:8000' and key == 'k'
+        assert body['temperature'] == 0.0 and body['model'] == 'deepseek-v4-flash'
+        assert body['chat_template_kwargs'] == {'thinking': False, 'enable_thinking': False}
+    tool_body = server.bodies[2][1]
+    assert tool_body['tools'] == [smoke_checks.TOOL] and tool_body['tool_choice'] == 'auto'
+    assert server.bodies[3][1]['max_tokens'] == 64
+
+
+def test_a_garbled_pair_fails_every_check_it_garbles():
+    result = qc.run_canary('http://127.0.0.1:8001', 'm', stream=FakeServer(mode='cjk'))
+    assert not result['ok']
+    checks = set((f['request'], f['check']) for f in result['failures'])
+    assert ('arithmetic', 'known_answer') in checks and ('arithmetic', 'unexpected_script') in checks
+    assert ('capital', 'known_answer') in checks
+    assert ('tool_call', 'tool_call') in checks          # no tool call in a garbled reply
+    assert ('decode', 'unexpected_script') in checks
+    assert qc.summary(result).startswith('%d check(s) failed: arithmetic unexpected_script' % len(result['failures']))
+
+
+def test_a_refused_request_is_a_failure_naming_the_error():
+    result = qc.run_canary('http://127.0.0.1:8001', 'm', stream=FakeServer(error='HTTP 502: Bad Gateway'))
+    assert not result['ok'] and result['ttft_s'] is None
+    assert [f['check'] for f in result['failures']] == ['http'] * 4
+    assert 'HTTP 502: Bad Gateway' in result['failures'][0]['detail']
+
+
+def test_no_tool_check_when_the_recipe_has_none_and_it_is_said():
+    server = FakeServer()
+    result = qc.run_canary('http://h:1', 'm', tools=False, stream=server)
+    assert result['ok'] and not any(b[1].get('tools') for b in server.bodies)
+    assert result['skipped_checks'] == ['tool_call: the recipe has no tool-call parser']
+
+
+def test_timings_against_the_baseline():
+    baseline = {'ttft_s': 0.2, 'decode_tps': 50.0}
+    ok = qc.judge_timings({'ok': True, 'failures': [], 'ttft_s': 0.9, 'decode_tps': 20.0}, baseline)
+    assert ok['ok'], ok  # 0.9 <= 0.2 x 5 + 2; 20 >= 0.3 x 50
+    slow = qc.judge_timings({'ok': True, 'failures': [], 'ttft_s': 3.5, 'decode_tps': 14.0}, baseline)
+    assert not slow['ok'] and [f['check'] for f in slow['failures']] == ['ttft_drift', 'decode_drift']
+    assert slow['failures'][0]['detail'] == ('time to first token 3.50 s, above 3.00 s (5.0 x the baseline 0.20 s + '
+                                             '2.0 s)')
+    assert slow['failures'][1]['detail'] == 'decode 14.0 tok/s, below 15.0 tok/s (0.30 x the baseline 50.0 tok/s)'
+    # the settings move the bounds; no baseline yet: nothing to compare
+    assert qc.judge_timings({'ok': True, 'failures': [], 'ttft_s': 3.5, 'decode_tps': 14.0}, baseline,
+                            {'canary_max_ttft_ratio': 20.0, 'canary_min_decode_ratio': 0.2})['ok']
+    assert qc.judge_timings({'ok': True, 'failures': [], 'ttft_s': 99, 'decode_tps': 0.1}, {})['ok']
+
+
+def test_a_failure_before_the_timing_judgement_stays_a_failure():
+    result = qc.judge_timings({'ok': False, 'failures': [{'request': 'capital', 'check': 'known_answer', 'excerpt': 'x',
+                                                          'detail': 'd'}], 'ttft_s': 0.2, 'decode_tps': 50}, {'ttft_s': 0.2,
+                                                                                                              'decode_tps': 50})
+    assert not result['ok']
+
+
+@pytest.mark.parametrize('samples, seqs, why', [
+    ({'vllm:num_requests_waiting': 1.0, 'vllm:num_requests_running': 2.0}, 8, 'saturated: 1 request(s) waiting in the queue'),
+    ({'vllm:num_requests_waiting': 0.0, 'vllm:num_requests_running': 7.0}, 8, 'saturated: 7 request(s) running of max-num-seqs 8'),
+    ({'vllm:num_requests_waiting': 0.0, 'vllm:num_requests_running': 6.0}, 8, None),
+    ({'vllm:num_requests_waiting': None, 'vllm:num_requests_running': None}, 8, None),
+    ({'vllm:num_requests_waiting': 0.0, 'vllm:num_requests_running': 40.0}, None, None),
+    ({'vllm:num_requests_running': 1.0}, 1, 'saturated: 1 request(s) running of max-num-seqs 1'),
+])
+def test_skipped_while_saturated(samples, seqs, why):
+    assert qc.should_skip(samples, seqs) == why
+
+
+GOOD = {'canary': True, 'canary_url': 'https://127.0.0.1:8000', 'canary_model': 'deepseek-v4-flash'}
+
+
+@pytest.mark.parametrize('key, value, variable', [
+    ('canary_interval_s', 30, 'vllm_service_canary_interval_s'),
+    ('canary_interval_s', '600', 'vllm_service_canary_interval_s'),
+    ('canary_retry_s', 0, 'vllm_service_canary_retry_s'),
+    ('canary_failures_to_restart', 0, 'vllm_service_canary_failures_to_restart'),
+    ('canary_failures_to_restart', True, 'vllm_service_canary_failures_to_restart'),
+    ('canary_timeout_s', 5, 'vllm_service_canary_timeout_s'),
+    ('canary_decode_tokens', 8, 'vllm_service_canary_decode_tokens'),
+    ('canary_max_ttft_ratio', 1.0, 'vllm_service_canary_max_ttft_ratio'),
+    ('canary_ttft_slack_s', -1, 'vllm_service_canary_ttft_slack_s'),
+    ('canary_min_decode_ratio', 1.5, 'vllm_service_canary_min_decode_ratio'),
+])
+def test_every_setting_out_of_range_is_refused_naming_the_variable_and_the_value(key, value, variable):
+    problems = qc.check_config(dict(GOOD, **{key: value}))
+    assert len(problems) == 1 and problems[0].startswith('%s = %r: must be a number from' % (variable, value)), problems
+    assert 'Fix:' in problems[0]
+
+
+def test_settings_that_pass_and_the_other_refusals():
+    assert qc.check_config(GOOD) == []
+    assert qc.check_config({'canary': False, 'canary_interval_s': 'x'}) == []       # off: nothing to check
+    assert qc.check_config({'canary': 'yes'}) == ['vllm_service_canary = \'yes\': must be true or false. Fix: true (the '
+                                                  'default) or false']
+    retry = qc.check_config(dict(GOOD, canary_interval_s=60, canary_retry_s=120))
+    assert len(retry) == 1 and retry[0].startswith('vllm_service_canary_retry_s = 120 is longer than')
+    missing = qc.check_config({'canary': True, 'canary_url': 'http://h:1'})
+    assert missing == ["canary_model = None: missing from the guard config. Fix: re-run the dgxspark.ds4.vllm_service role"]

@@ -1,0 +1,284 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The quality canary in the pair guard's loop (roles/vllm_service/files/pairguard.py + quality_canary.py): one canary
+at a time in a child job, the baseline from the head's first passing canary, a failure gating the pair out of rotation
+at once with its evidence kept, a pair restart after canary_failures_to_restart in a row (worker first, through the
+head's prestart; within the storm limit), skipped while saturated, a new head starting over. The child itself
+(CanaryJob: fork, deadline, result file) runs for real."""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+import time
+
+from .role_files import load
+from .test_pairguard import HEAD, SSH, WORKER, FakeSystemd
+from .test_pairguard_memory import Clock, gate
+
+pairguard = load('pairguard.py')
+
+IDLE = 'vllm:num_requests_running 0.0\nvllm:num_requests_waiting 0.0\nvllm:generation_tokens_total 10.0\n'
+BUSY = 'vllm:num_requests_running 3.0\nvllm:num_requests_waiting 2.0\nvllm:generation_tokens_total 10.0\n'
+
+
+def passing(ttft=0.2, tps=50.0):
+    return {'ok': True, 'failures': [], 'requests': [{'request': 'decode', 'content': 'The sky is blue.'}],
+            'skipped_checks': [], 'ttft_s': ttft, 'decode_tps': tps}
+
+
+def garbled():
+    return {'ok': False, 'ttft_s': 0.2, 'decode_tps': 50.0, 'skipped_checks': [],
+            'requests': [{'request': 'arithmetic', 'prompt': 'What is 2+2? Answer with one word.', 'content': '我们 的 模型'}],
+            'failures': [{'request': 'arithmetic', 'check': 'known_answer', 'excerpt': '我们 的 模型',
+                          'detail': "expected 'four' or '4' at temperature 0, got '我们 的 模型'"}]}
+
+
+class FakeJob(object):
+    """CanaryJob's stand-in: done after `polls` polls, with `result`."""
+
+    def __init__(self, result, polls=1):
+        self.value, self.polls, self.killed = result, polls, False
+
+    def poll(self):
+        self.polls -= 1
+        return self.polls <= 0
+
+    def result(self):
+        return self.value
+
+    def kill(self):
+        self.killed = True
+
+
+class Canaries(object):
+    """The job factory: hands out the next result of a script and counts the canaries started."""
+
+    def __init__(self, *results):
+        self.results, self.jobs = list(results), []
+
+    def __call__(self, cfg):
+        job = FakeJob(self.results.pop(0))
+        self.jobs.append(job)
+        return job
+
+
+def watch(tmp_path, clock, canaries, metrics=None, **extra):
+    box = {'text': IDLE}
+    cfg = {'head_unit': HEAD, 'head_name': 'spark1', 'pair_state_file': str(tmp_path / 'pair-head.json'),
+           'max_restarts': 3, 'window_s': 600, 'health_gate': str(tmp_path / 'health-gate'),
+           'state_file': str(tmp_path / 'state.json'), 'textfile': str(tmp_path / 'guard.prom'),
+           'evidence_dir': str(tmp_path / 'evidence'), 'metrics_url': 'http://127.0.0.1:8001/metrics',
+           'canary': True, 'canary_url': 'https://127.0.0.1:8000', 'canary_model': 'deepseek-v4-flash',
+           'canary_interval_s': 600, 'canary_retry_s': 60, 'canary_failures_to_restart': 2, 'canary_max_num_seqs': 8,
+           'peers': [{'name': 'spark2', 'addr': '10.77.0.12', 'unit': WORKER, 'ssh': SSH}]}
+    cfg.update(extra)
+    pairguard.save_record(cfg['pair_state_file'], {'workers': {'spark2': 'w1'}})
+
+    def fetch():
+        if isinstance(box['text'], Exception):
+            raise box['text']
+        return box['text']
+    guard = pairguard.Watch(cfg, runner=metrics or FakeSystemd(), clock=clock, fetch=fetch)
+    guard.canary_job_factory = canaries
+    return guard, box
+
+
+def test_a_healthy_pair_sets_its_baseline_then_runs_every_interval_never_gated(tmp_path):
+    clock, canaries = Clock(), Canaries(passing(), passing(ttft=0.25, tps=48.0))
+    guard, _box = watch(tmp_path, clock, canaries)
+    assert guard.step() is None and len(canaries.jobs) == 1      # the head serves: its first canary at once
+    assert guard.step() is None and gate(tmp_path) is None
+    d = guard.state.data
+    assert d['canary_baseline'] == {'ttft_s': 0.2, 'decode_tps': 50.0, 'at': clock.now}
+    assert d['canary_runs_total'] == 1 and d['last_canary_ok'] is True and d['canary_consecutive'] == 0
+    clock.now += 599
+    assert guard.step() is None and len(canaries.jobs) == 1       # not due yet
+    clock.now += 1
+    guard.step()
+    guard.step()
+    assert len(canaries.jobs) == 2 and d['canary_runs_total'] == 2 and d['canary_baseline']['ttft_s'] == 0.2
+    prom = (tmp_path / 'guard.prom').read_text()
+    for line in ('dgxspark_ds4_canary_enabled 1', 'dgxspark_ds4_canary_runs_total{result="pass"} 2',
+                 'dgxspark_ds4_canary_runs_total{result="fail"} 0', 'dgxspark_ds4_canary_consecutive_failures 0',
+                 'dgxspark_ds4_canary_last_run_timestamp_seconds %d' % clock.now, 'dgxspark_ds4_canary_ttft_seconds 0.25',
+                 'dgxspark_ds4_canary_decode_tokens_per_second 48.0'):
+        assert line in prom, (line, prom)
+    assert len(pairguard.parse_prometheus(prom)) == len([ln for ln in prom.splitlines() if ln and not ln.startswith('#')])
+
+
+def test_a_garbled_pair_is_gated_at_once_evidence_kept_and_restarted_after_n_failures(tmp_path, capsys):
+    clock, canaries = Clock(), Canaries(passing(), garbled(), garbled())
+    systemd = FakeSystemd()
+    guard, _box = watch(tmp_path, clock, canaries, metrics=systemd)
+    guard.step()
+    guard.step()                                                     # baseline taken, pair in rotation
+    capsys.readouterr()
+    clock.now += 600
+    guard.step()
+    assert guard.step() is None                                      # the first failure: gated, not restarted
+    why = gate(tmp_path)
+    assert why.startswith('quality canary failed (1 of 2 in a row before a pair restart): 1 check(s) failed: '
+                          'arithmetic known_answer'), why
+    out = capsys.readouterr().out
+    assert 'pair out of rotation (health gate); evidence in %s' % str(tmp_path / 'evidence' / 'canary-') in out
+    evidence = sorted(os.listdir(str(tmp_path / 'evidence')))
+    assert len(evidence) == 1 and evidence[0].startswith('canary-')
+    kept = tmp_path / 'evidence' / evidence[0]
+    record = json.loads((kept / 'canary.json').read_text())
+    assert record['requests'][0]['prompt'] == 'What is 2+2? Answer with one word.'
+    assert record['requests'][0]['content'] == '我们 的 模型' and record['baseline']['ttft_s'] == 0.2
+    assert record['url'] == 'https://127.0.0.1:8000' and (kept / 'metrics-before.txt').read_text() == IDLE
+    assert (kept / 'metrics-after.txt').read_text() == IDLE
+    # still out of rotation between two canaries; nothing restarted yet
+    clock.now += 30
+    assert guard.step() is None and gate(tmp_path) is not None and systemd.actions() == []
+    # the retry after canary_retry_s fails again: the pair is restarted (the head; its prestart takes the worker first)
+    clock.now += 30
+    guard.step()
+    assert guard.step() == 'restart'
+    assert systemd.actions() == [('local', 'restart', HEAD)]
+    d = guard.state.data
+    assert d['restarts_by_cause'] == {'quality_canary': 1} and d['canary_consecutive'] == 2
+    assert d['canary_failures_total'] == 2 and d['last_canary_evidence'].startswith(str(tmp_path / 'evidence' / 'canary-'))
+    assert 'quality canary failed (2 of 2 in a row before a pair restart)' in capsys.readouterr().out
+    prom = (tmp_path / 'guard.prom').read_text()
+    assert 'dgxspark_ds4_canary_consecutive_failures 2' in prom and 'dgxspark_ds4_canary_runs_total{result="fail"} 2' in prom
+    assert 'dgxspark_ds4_guard_restarts_total{cause="quality_canary"} 1' in prom
+
+
+def test_the_restarted_head_starts_over_and_a_pass_puts_it_back_in_rotation(tmp_path, capsys):
+    clock, canaries = Clock(), Canaries(passing(), garbled(), passing(ttft=0.3, tps=45.0))
+    systemd = FakeSystemd()
+    guard, _box = watch(tmp_path, clock, canaries, metrics=systemd, canary_failures_to_restart=1)
+    guard.step()
+    guard.step()
+    clock.now += 600
+    guard.step()
+    assert guard.step() == 'restart'
+    # the new head (a new invocation) serves: failures from 0, a new baseline from its first canary
+    clock.now += 5
+    assert guard.step() is None and len(canaries.jobs) == 3
+    assert guard.state.data['canary_consecutive'] == 0 and guard.state.data['canary_baseline'] == {}
+    assert gate(tmp_path) is None
+    guard.step()
+    assert guard.state.data['canary_baseline'] == {'ttft_s': 0.3, 'decode_tps': 45.0, 'at': clock.now}
+
+
+def test_a_pass_after_a_failure_puts_the_pair_back_in_rotation_in_one_line(tmp_path, capsys):
+    clock = Clock()
+    guard, _box = watch(tmp_path, clock, Canaries(passing(), garbled(), passing()))
+    guard.step()
+    guard.step()
+    clock.now += 600
+    guard.step()
+    guard.step()
+    assert gate(tmp_path) is not None
+    capsys.readouterr()
+    clock.now += 60
+    guard.step()
+    guard.step()
+    assert gate(tmp_path) is None and guard.state.data['canary_consecutive'] == 0
+    assert capsys.readouterr().out.strip().endswith('quality canary passed again after 1 failure(s): pair back in rotation')
+
+
+def test_a_slow_pair_fails_on_its_own_baseline(tmp_path):
+    clock, canaries = Clock(), Canaries(passing(ttft=0.2, tps=50.0), passing(ttft=0.3, tps=10.0))
+    guard, _box = watch(tmp_path, clock, canaries)
+    guard.step()
+    guard.step()
+    clock.now += 600
+    guard.step()
+    guard.step()
+    assert guard.state.data['canary_consecutive'] == 1
+    assert 'decode decode_drift: decode 10.0 tok/s, below 15.0 tok/s' in gate(tmp_path)
+
+
+def test_skipped_while_saturated_and_while_not_serving_never_a_failure(tmp_path):
+    clock, canaries = Clock(), Canaries(passing())
+    guard, box = watch(tmp_path, clock, canaries)
+    box['text'] = OSError('Connection refused')                    # loading: no /metrics yet
+    assert guard.step() is None and canaries.jobs == [] and guard.state.data['canary_skips_total'] == 0
+    box['text'] = BUSY
+    clock.now += 5
+    assert guard.step() is None and canaries.jobs == []
+    assert guard.state.data['canary_skips_total'] == 1
+    assert guard.state.data['last_canary_skip'].startswith('saturated: 2 request(s) waiting in the queue')
+    clock.now += 30
+    assert guard.step() is None and canaries.jobs == []             # retried after canary_retry_s, not every poll
+    box['text'] = IDLE
+    clock.now += 30
+    guard.step()
+    assert len(canaries.jobs) == 1 and gate(tmp_path) is None
+    assert 'dgxspark_ds4_canary_runs_total{result="skipped"} 1' in (tmp_path / 'guard.prom').read_text()
+
+
+def test_a_new_head_kills_the_canary_of_the_old_one(tmp_path):
+    clock = Clock()
+    canaries = Canaries(passing(), passing())
+    systemd = FakeSystemd()
+    guard, _box = watch(tmp_path, clock, canaries, metrics=systemd)
+    canaries.results[0] = passing()
+    guard.step()
+    first = canaries.jobs[0]
+    first.polls = 100                                                 # still running
+    systemd.units[('local', HEAD)]['InvocationID'] = 'h2'
+    guard.step()
+    assert first.killed and len(canaries.jobs) == 2
+
+
+def test_the_guard_refuses_bad_canary_settings_before_it_watches(tmp_path, capsys):
+    path = tmp_path / 'pairguard.json'
+    path.write_text(json.dumps({'head_unit': HEAD, 'canary': True, 'canary_url': 'http://127.0.0.1:8000',
+                                'canary_model': 'm', 'canary_failures_to_restart': 0}))
+    assert pairguard.main(['pairguard.py', 'watch', str(path)]) == 2
+    assert 'vllm_service_canary_failures_to_restart = 0: must be a number from 1 to 20' in capsys.readouterr().err
+
+
+def test_the_canary_child_writes_its_result_and_is_cut_at_its_deadline(tmp_path):
+    cfg = {'state_file': str(tmp_path / 'state.json'), 'canary_timeout_s': 10}
+
+    def work_ok():
+        with open(str(tmp_path / 'canary-result.json'), 'w') as fh:
+            json.dump(passing(), fh)
+    job = pairguard.CanaryJob(cfg, work=work_ok)
+    assert job.wait(10) and job.ok() and job.result()['ok'] is True
+    # the whole canary's bound: its four requests at their timeout, plus 10 s
+    assert pairguard.canary_deadline_s(cfg) == 50 and pairguard.canary_deadline_s({'canary_timeout_s': 120}) == 490
+    job = pairguard.CanaryJob(cfg, work=lambda: time.sleep(30), limit=0.5)
+    assert job.wait(20)
+    result = job.result()
+    assert not result['ok'] and result['failures'][0]['check'] == 'deadline'
+    assert result['failures'][0]['detail'] == 'the canary did not finish within 0.5 s'
+    # a child that fails without a result: the failure says so
+    job = pairguard.CanaryJob(cfg, work=lambda: 1 / 0)
+    assert job.wait(10) and not job.result()['ok']
+    assert job.result()['failures'][0]['detail'].startswith('the canary process failed (wait status')
+
+
+def test_timings_are_judged_and_the_baseline_taken_on_an_idle_pair_only(tmp_path):
+    """Under client load TTFT and the per-stream decode rate follow the batch (seed 000: 44 tok/s single stream,
+    5.6 per stream at c16): only the answers count then."""
+    clock, canaries = Clock(), Canaries(passing(ttft=0.9, tps=12.0), passing(ttft=0.2, tps=50.0),
+                                        passing(ttft=1.5, tps=5.0), passing(ttft=4.0, tps=5.0))
+    guard, box = watch(tmp_path, clock, canaries)
+    box['text'] = 'vllm:num_requests_running 3.0\nvllm:num_requests_waiting 0.0\n'
+    guard.step()
+    guard.step()
+    d = guard.state.data
+    assert d['last_canary_ok'] is True and d['canary_baseline'] == {} and d['last_canary_load'] == 3
+    box['text'] = IDLE
+    clock.now += 600
+    guard.step()
+    guard.step()
+    assert d['canary_baseline']['decode_tps'] == 50.0                 # the first idle canary sets it
+    box['text'] = 'vllm:num_requests_running 5.0\nvllm:num_requests_waiting 0.0\n'
+    clock.now += 600
+    guard.step()
+    guard.step()
+    assert d['last_canary_ok'] is True and d['canary_consecutive'] == 0   # 5 tok/s under load: not judged
+    box['text'] = IDLE
+    clock.now += 600
+    guard.step()
+    guard.step()
+    assert d['canary_consecutive'] == 1 and 'decode_drift' in d['last_canary_why']   # the same on an idle pair: drift
