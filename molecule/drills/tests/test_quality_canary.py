@@ -1,0 +1,170 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The quality canary on the serving pair (after every other drill of this scenario but the layout's; the canary
+every 60 s, retried 5 s after a failure, a pair restart after 2 failures in a row: vars/drills.yml).
+
+1. Through every drill before this one (kills, hangs, a failing config, a reboot, memory pressure, boot forensics)
+   no canary failed: a pair that restarts or stops is not a canary failure (its canary is dropped with its head).
+2. Under steady client load, across a scheduled canary: it passes, no client request fails, and the requests in
+   flight while it ran are not slower than the others beyond a bound (printed: the figure for docs/measurements.md).
+3. The simulator switched to garbled replies while serving (/sim/garble, its test control: /health stays 200 and
+   the counters move, as the field reports): the next canary takes the pair out of rotation (health gate) within
+   one interval plus a bound, keeps its evidence (canary-<UTC>/: prompts, answers, timings, /metrics), the retry
+   fails too and the guard restarts the pair, worker first; the new head serves clean answers and its first canary
+   passes; Prometheus saw the failures (dgxspark_ds4_canary_consecutive_failures).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+import sys
+import threading
+import time
+import urllib.error
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
+import test_hang_monitoring as hm  # noqa: E402  pylint: disable=wrong-import-position
+
+pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
+
+INTERVAL_S = 60
+GATE = '/run/%s.unhealthy' % d.container('head')
+# One canary: two known answers, a tool call, a 64-token decode at the simulator's 50 tok/s, one at a time.
+CANARY_BOUND_S = 30
+
+
+def state():
+    return hm.guard_state()
+
+
+def garble(mode):
+    out = d.node('spark1', 'curl', '-sS', '-m', '5', '-X', 'POST', '-H', 'Content-Type: application/json',
+                 '-d', json.dumps({'mode': mode}), hm.LOCAL_VLLM + '/sim/garble')
+    assert json.loads(out) == {'garble': mode}, out
+
+
+def gate_text():
+    return d.node('spark1', 'cat', GATE, check=False) if d.node(
+        'spark1', 'sh', '-c', 'test -e %s && echo closed || echo open' % GATE) == 'closed' else None
+
+
+class TimedLoad(object):
+    """n clients sending chat completions through the API proxy, each request's (start, end, ok) kept (epoch s)."""
+
+    def __init__(self, n=2):
+        self.stop = threading.Event()
+        self.records = []
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._client, daemon=True) for _i in range(n)]
+        for thread in self.threads:
+            thread.start()
+
+    def _client(self):
+        body = {'model': 'deepseek-v4-flash', 'max_tokens': 32, 'temperature': 0,
+                'messages': [{'role': 'user', 'content': 'Summarize the water cycle for a ten-year-old.'}]}
+        while not self.stop.is_set():
+            t0 = time.time()
+            try:
+                ok = d.request('/v1/chat/completions', body, timeout=30)[0] == 200
+            except (urllib.error.URLError, ConnectionError, OSError, ValueError):
+                ok = False
+            with self.lock:
+                self.records.append((t0, time.time(), ok))
+
+    def close(self):
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(35)
+        return list(self.records)
+
+
+def _median(values):
+    values = sorted(values)
+    return values[len(values) // 2] if values else None
+
+
+def test_no_canary_failed_through_the_drills_and_the_current_head_passed():
+    first = state()
+    assert first['canary_failures_total'] == 0, first
+    # the current head's first canary ran and passed (taken after readiness)
+    s = d.wait_until('a passing canary of the current head', lambda: (
+        state()['last_canary_ok'] is True and state()['last_canary_at'] or None) and state(), INTERVAL_S + CANARY_BOUND_S,
+        interval=2.0)
+    assert s['canary_runs_total'] >= 1 and s['canary_failures_total'] == 0, s
+    print('CANARY through the drills: %d runs, %d failed, %d skipped (saturated)'
+          % (s['canary_runs_total'], s['canary_failures_total'], s['canary_skips_total']))
+
+
+def test_a_canary_under_client_load_passes_and_slows_no_request_beyond_a_bound():
+    before = state()['last_canary_started_at'] or 0
+    load = TimedLoad(2)
+    try:
+        done = d.wait_until('a scheduled canary under load', lambda: (
+            (state()['last_canary_started_at'] or 0) > before and (state()['last_canary_at'] or 0)
+            >= state()['last_canary_started_at'] and state()), INTERVAL_S + CANARY_BOUND_S + 10, interval=1.0)
+        time.sleep(3)   # requests after the canary, for the comparison
+    finally:
+        records = load.close()
+    assert done['last_canary_ok'] is True and done['canary_failures_total'] == 0, done
+    assert done['last_canary_load'] >= 1, done          # the load was in flight when it started (not skipped)
+    started, ended = done['last_canary_started_at'], done['last_canary_at']
+    assert records and all(ok for _t0, _t1, ok in records), [r for r in records if not r[2]][:5]
+    during = [t1 - t0 for t0, t1, _ok in records if t0 < ended and t1 > started]
+    outside = [t1 - t0 for t0, t1, _ok in records if t1 <= started or t0 >= ended]
+    assert during and outside, (len(during), len(outside))
+    ratio = max(during) / _median(outside)
+    print('CANARY under load: %.1f s long (%d requests in flight at its start); client requests during it: %d, '
+          'longest %.2f s; others: %d, median %.2f s; ratio %.2f (bound 2.0)'
+          % (ended - started, done['last_canary_load'], len(during), max(during), len(outside), _median(outside), ratio))
+    assert ratio <= 2.0
+
+
+def test_garbled_replies_gate_the_pair_then_the_guard_restarts_it_and_it_serves_clean_again():
+    s0 = state()
+    restarts0 = s0['restarts_by_cause'].get('quality_canary', 0)
+    head0, worker0 = d.both_started()
+    evidence0 = set(n for n in d.node('spark1', 'sh', '-c', 'ls -1 %s 2>/dev/null || true' % hm.EVIDENCE_DIR).split()
+                    if n.startswith('canary-'))
+    t_garble = time.time()
+    garble('cjk')
+    reason = d.wait_until('the health gate closed by the canary', lambda: (gate_text() or '').startswith(
+        'quality canary failed') and gate_text(), INTERVAL_S + CANARY_BOUND_S, interval=0.5)
+    gated_after = time.time() - t_garble
+    assert 'known_answer' in reason or 'unexpected_script' in reason, reason
+    # the retry fails too: the guard restarts the pair (the head; its prestart restarts the worker first)
+    d.wait_until('the pair restarted by the canary', lambda: state()['restarts_by_cause'].get('quality_canary', 0)
+                 > restarts0, 2 * CANARY_BOUND_S, interval=1.0)
+    restarted_after = time.time() - t_garble
+    d.wait_serving(180)
+    head1, worker1 = d.both_started()
+    assert head1 > head0 and worker1 > worker0 and worker1 < head1, (head0, worker0, head1, worker1)
+    assert d.chat() == 'Four'                            # the new simulator answers clean
+    # the new head's first canary passes and the pair is back in rotation
+    d.wait_until('the new head passed its canary', lambda: state()['last_canary_ok'] is True
+                 and state()['canary_consecutive'] == 0 and state()['last_canary_at'] > t_garble, INTERVAL_S, interval=1.0)
+    d.wait_until('the health gate open again', lambda: gate_text() is None, 30)
+    served_again = time.time() - t_garble
+    s1 = state()
+    assert s1['canary_failures_total'] == s0['canary_failures_total'] + 2, s1
+    # the evidence: one directory per failed canary, with the prompts, the garbled answers and the metrics
+    names = sorted(n for n in d.node('spark1', 'sh', '-c', 'ls -1 %s' % hm.EVIDENCE_DIR).split()
+                   if n.startswith('canary-') and n not in evidence0)
+    assert len(names) == 2, names
+    record = json.loads(d.node('spark1', 'cat', '%s/%s/canary.json' % (hm.EVIDENCE_DIR, names[0])))
+    assert record['ok'] is False and record['requests'][0]['prompt'] == 'What is 2+2? Answer with one word.'
+    assert any(ord(ch) > 0x3000 for ch in record['requests'][0]['content']), record['requests'][0]
+    assert 'vllm:' in d.node('spark1', 'cat', '%s/%s/metrics-before.txt' % (hm.EVIDENCE_DIR, names[0]))
+    # Prometheus scraped the failures from the guard's textfile; the alert rule is loaded
+    seen = d.wait_until('the canary failures in Prometheus', lambda: hm.prom(
+        '/api/v1/query?query=max_over_time(dgxspark_ds4_canary_consecutive_failures[10m])')['result'], 60, interval=2.0)
+    assert float(seen[0]['value'][1]) >= 1, seen
+    names_loaded = set(r['name'] for g in hm.prom('/api/v1/rules')['groups'] for r in g['rules'])
+    assert 'DS4QualityCanaryFailing' in names_loaded
+    print('CANARY garbled: gated %.1f s after the garbling (bound %d s = interval + one canary), pair restarted %.1f s '
+          'after, serving clean with its canary passed %.1f s after' % (gated_after, INTERVAL_S + CANARY_BOUND_S,
+                                                                       restarted_after, served_again))
