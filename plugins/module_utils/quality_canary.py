@@ -183,15 +183,14 @@ def judge_timings(result, baseline, settings=None):
         return result
     bound = baseline['ttft_s'] * s['canary_max_ttft_ratio'] + s['canary_ttft_slack_s']
     if result['ttft_s'] > bound:
-        result['failures'].append(_failure('decode', 'ttft_drift', '', 'time to first token %.2f s, above %.2f s (%.1f x '
-                                           'the baseline %.2f s + %.1f s)' % (result['ttft_s'], bound,
-                                                                             s['canary_max_ttft_ratio'], baseline['ttft_s'],
-                                                                             s['canary_ttft_slack_s'])))
+        detail = 'time to first token %.2f s, above %.2f s (%.1f x the baseline %.2f s + %.1f s)' % (
+            result['ttft_s'], bound, s['canary_max_ttft_ratio'], baseline['ttft_s'], s['canary_ttft_slack_s'])
+        result['failures'].append(_failure('decode', 'ttft_drift', '', detail))
     floor = baseline['decode_tps'] * s['canary_min_decode_ratio']
     if result['decode_tps'] < floor:
-        result['failures'].append(_failure('decode', 'decode_drift', '', 'decode %.1f tok/s, below %.1f tok/s (%.2f x the '
-                                           'baseline %.1f tok/s)' % (result['decode_tps'], floor,
-                                                                     s['canary_min_decode_ratio'], baseline['decode_tps'])))
+        detail = 'decode %.1f tok/s, below %.1f tok/s (%.2f x the baseline %.1f tok/s)' % (
+            result['decode_tps'], floor, s['canary_min_decode_ratio'], baseline['decode_tps'])
+        result['failures'].append(_failure('decode', 'decode_drift', '', detail))
     result['ok'] = not result['failures']
     return result
 

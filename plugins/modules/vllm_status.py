@@ -104,7 +104,7 @@ row:
   description: Node, role, unit state, container state, image (short ID, full ID, ref), profile, uptime, endpoint answer,
     KV cache usage and running/waiting requests, healthy; with O(guard_state) also C(guard) (restarts, hangs, storm
     stops, last cause, last restart and last hang, evidence directory, the memory guard's gates and stops, a one-line
-    text); with O(guard_state) or O(guard_config) also C(canary) (the quality canary: on or off, interval, runs,
+    text); with O(guard_state) or O(guard_config) also C(canary) (the quality canary - on or off, interval, runs,
     failures, skips, failures in a row, the last run's result, reason, evidence and timings, the baseline, a one-line
     text); with O(crash_hold) and an incident also C(crash) (held or not, incident, signatures, the lines that name
     the cause, the fix, the evidence and playbooks/ack.yml).

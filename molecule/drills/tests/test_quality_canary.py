@@ -166,5 +166,5 @@ def test_garbled_replies_gate_the_pair_then_the_guard_restarts_it_and_it_serves_
     names_loaded = set(r['name'] for g in hm.prom('/api/v1/rules')['groups'] for r in g['rules'])
     assert 'DS4QualityCanaryFailing' in names_loaded
     print('CANARY garbled: gated %.1f s after the garbling (bound %d s = interval + one canary), pair restarted %.1f s '
-          'after, serving clean with its canary passed %.1f s after' % (gated_after, INTERVAL_S + CANARY_BOUND_S,
-                                                                       restarted_after, served_again))
+          'after, serving clean with its canary passed %.1f s after'
+          % (gated_after, INTERVAL_S + CANARY_BOUND_S, restarted_after, served_again))

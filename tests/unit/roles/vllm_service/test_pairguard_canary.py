@@ -76,8 +76,8 @@ def watch(tmp_path, clock, canaries, metrics=None, **extra):
     pairguard.save_record(cfg['pair_state_file'], {'workers': {'spark2': 'w1'}})
 
     def fetch():
-        if isinstance(box['text'], Exception):
-            raise box['text']
+        if box['text'] is None:
+            raise OSError('Connection refused')
         return box['text']
     guard = pairguard.Watch(cfg, runner=metrics or FakeSystemd(), clock=clock, fetch=fetch)
     guard.canary_job_factory = canaries
@@ -197,7 +197,7 @@ def test_a_slow_pair_fails_on_its_own_baseline(tmp_path):
 def test_skipped_while_saturated_and_while_not_serving_never_a_failure(tmp_path):
     clock, canaries = Clock(), Canaries(passing())
     guard, box = watch(tmp_path, clock, canaries)
-    box['text'] = OSError('Connection refused')                    # loading: no /metrics yet
+    box['text'] = None                                             # loading: no /metrics yet (connection refused)
     assert guard.step() is None and canaries.jobs == [] and guard.state.data['canary_skips_total'] == 0
     box['text'] = BUSY
     clock.now += 5
