@@ -874,7 +874,7 @@ def _esc(value):
 class Watch(object):
     """One guard loop; step() is one poll, unit-tested with a fake runner and clock."""
 
-    def __init__(self, cfg, runner=run, clock=time.time, fetch=None, prepare=prepare_control_dir):
+    def __init__(self, cfg, runner=run, clock=time.time, fetch=None, prepare=prepare_control_dir, cfg_path=None):
         options = ssh_control_options(cfg)
         if options:
             problem = prepare(cfg['ssh_control_dir'])
@@ -918,6 +918,7 @@ class Watch(object):
         self.canary_metrics = ''
         self.canary_load = 0
         self.canary_job_factory = CanaryJob
+        self.cfg_path = cfg_path
 
     @property
     def restarts(self):
@@ -1119,9 +1120,24 @@ class Watch(object):
         if self.canary_job is not None:
             self.canary_job.kill()
             self.canary_job = None
+        self.reload_canary_settings()
         self.canary_head = head_invocation
         self.state.canary_new_head(head_invocation)
         self.canary_due = self.clock()
+
+    def reload_canary_settings(self):
+        """The canary's settings as the config file holds them now: a switch (another served name, another API port)
+        rewrites it before it restarts the pair, and this guard's own restart (the role's handler) comes after the
+        new head serves. A config that no longer passes the check keeps the settings in force."""
+        if not self.cfg_path:
+            return
+        fresh = load_record(self.cfg_path)
+        keys = [k for k in fresh if k.startswith('canary')]
+        if keys and not quality_canary.check_config(fresh):
+            changed = [k for k in keys if self.cfg.get(k) != fresh[k] and k != 'canary_api_key']
+            self.cfg.update((k, fresh[k]) for k in keys)
+            if changed:
+                say('quality canary: settings reloaded for the new head (%s)' % ', '.join(sorted(changed)))
 
     def watch_canary(self):
         """The quality canary's poll (quality_canary.py): one canary at a time in a child; a failure takes the pair out
@@ -1331,8 +1347,8 @@ def check_config(cfg):
     return problems
 
 
-def watch_forever(cfg):
-    loop = Watch(cfg)
+def watch_forever(cfg, cfg_path=None):
+    loop = Watch(cfg, cfg_path=cfg_path)
     interval = float(cfg.get('interval_s', 5))
     workers = ', '.join('%s on %s' % (p['unit'], p['name']) for p in cfg.get('peers') or [])
     say('watching %s and %s every %.1fs (worker down: %d polls, unreadable: %d polls; ssh %s); hang watchdog %s' % (
@@ -1387,7 +1403,7 @@ def main(argv):
     if argv[1] == 'reset-window':
         say('storm window cleared (%d pair restarts forgotten): the pair was restarted deliberately' % reset_window(cfg))
         return 0
-    watch_forever(cfg)
+    watch_forever(cfg, argv[2])
     return 0
 
 

@@ -282,3 +282,28 @@ def test_timings_are_judged_and_the_baseline_taken_on_an_idle_pair_only(tmp_path
     guard.step()
     guard.step()
     assert d['canary_consecutive'] == 1 and 'decode_drift' in d['last_canary_why']   # the same on an idle pair: drift
+
+
+def test_a_new_head_reloads_the_canary_settings_the_switch_wrote(tmp_path, capsys):
+    """switch.yml rewrites pairguard.json (another served name, another port) before it restarts the pair; the guard
+    itself is restarted by the role's handler only after the new head serves: its canary must not ask the new head
+    for the old model on the old port."""
+    clock, canaries = Clock(), Canaries(*[passing()] * 4)
+    systemd = FakeSystemd()
+    guard, _box = watch(tmp_path, clock, canaries, metrics=systemd)
+    path = tmp_path / 'pairguard.json'
+    path.write_text(json.dumps(dict(guard.cfg, peers=[])))
+    guard.cfg_path = str(path)
+    guard.step()
+    path.write_text(json.dumps(dict(guard.cfg, peers=[], canary_url='http://127.0.0.1:8888', canary_model='dspark')))
+    guard.step()
+    assert guard.cfg['canary_url'] == 'https://127.0.0.1:8000'        # the same head: nothing reloaded
+    systemd.units[('local', HEAD)]['InvocationID'] = 'h2'
+    guard.step()
+    assert guard.cfg['canary_url'] == 'http://127.0.0.1:8888' and guard.cfg['canary_model'] == 'dspark'
+    assert 'quality canary: settings reloaded for the new head (canary_model, canary_url)' in capsys.readouterr().out
+    # a config that fails the check keeps what is in force
+    path.write_text(json.dumps(dict(guard.cfg, peers=[], canary_url='', canary_model='x')))
+    systemd.units[('local', HEAD)]['InvocationID'] = 'h3'
+    guard.step()
+    assert guard.cfg['canary_model'] == 'dspark'
