@@ -917,6 +917,7 @@ class Watch(object):
         self.canary_head = None
         self.canary_metrics = ''
         self.canary_load = 0
+        self.canary_ranks = {}
         self.canary_job_factory = CanaryJob
         self.cfg_path = cfg_path
 
@@ -977,6 +978,9 @@ class Watch(object):
         if self.canary and head.get('InvocationID', '') != self.canary_head:
             self.canary_reset(head.get('InvocationID', ''))
         record = load_record(cfg['pair_state_file']).get('workers') or {}
+        # every rank's invocation when the pair is whole at this poll (None otherwise): the canary runs and is judged
+        # only then, and only on the ranks it started on
+        ranks = {'head': head.get('InvocationID', '')}
         for peer in cfg.get('peers') or []:
             name = peer['name']
             try:
@@ -984,6 +988,7 @@ class Watch(object):
             except GuardError as exc:
                 self.failures[name] = self.failures.get(name, 0) + 1
                 self.suspect = 'worker %s unreadable (%s)' % (name, exc)
+                ranks = None
                 if self.failures[name] < int(cfg.get('unreachable_polls', 5)):
                     continue
                 self.state.rank('worker', name, False)
@@ -997,8 +1002,11 @@ class Watch(object):
                 # A new invocation: the worker restarted on its own and the head's peer is gone for good.
                 return self.act('worker %s: %s restarted on its own (invocation %s, head was paired with %s)'
                                 % (name, peer['unit'], inv[:12], record[name][:12]), cause='worker_restarted')
+            if ranks is not None:
+                ranks[name] = inv
             if not active:
                 self.suspect = 'worker %s: %s is %s' % (name, peer['unit'], state['ActiveState'])
+                ranks = None
                 self.down[name] = self.down.get(name, 0) + 1
                 need = max(1, int(cfg.get('down_polls', 3)))
                 if self.down[name] < need:
@@ -1009,7 +1017,7 @@ class Watch(object):
                                 % (name, peer['unit'], state['ActiveState'], state.get('SubState', '?'), self.down[name]),
                                 cause='worker_down')
             self.down[name] = 0
-        return self.watch_hang(head.get('InvocationID', '')) or self.watch_canary()
+        return self.watch_hang(head.get('InvocationID', '')) or self.watch_canary(ranks)
 
     def head_exited(self, head):
         """systemd restarted the head by itself (NRestarts grew): vLLM exited, e.g. with status 0 after an engine
@@ -1139,19 +1147,28 @@ class Watch(object):
             if changed:
                 say('quality canary: settings reloaded for the new head (%s)' % ', '.join(sorted(changed)))
 
-    def watch_canary(self):
+    def watch_canary(self, ranks=None):
         """The quality canary's poll (quality_canary.py): one canary at a time in a child; a failure takes the pair out
-        of rotation at once (health gate) and restarts it after canary_failures_to_restart in a row (storm limit)."""
+        of rotation at once (health gate) and restarts it after canary_failures_to_restart in a row (storm limit).
+        ranks: every rank's invocation when the pair is whole at this poll, else None: a canary is started and judged
+        only on a whole pair, and dropped when a rank restarted while it ran (the restart explains what it saw)."""
         if not self.canary:
             return None
         cfg, d = self.cfg, self.state.data
         now = self.clock()
-        if d['canary_consecutive']:
+        if d['canary_consecutive'] and not self.suspect:
             self.suspect = 'quality canary failed %d time(s) in a row: %s' % (d['canary_consecutive'], d['last_canary_why'])
+        if ranks is None:
+            return None
         if self.canary_job is not None:
             if not self.canary_job.poll():
                 return None
             job, self.canary_job = self.canary_job, None
+            if ranks != self.canary_ranks:
+                say('quality canary dropped: a rank restarted while it ran (%s)' % ', '.join(
+                    sorted(k for k in set(ranks) | set(self.canary_ranks) if ranks.get(k) != self.canary_ranks.get(k))))
+                self.canary_due = now + float(cfg.get('canary_retry_s', 60))
+                return None
             return self.canary_done(job.result(), now)
         if self.canary_due is None or now < self.canary_due:
             return None
@@ -1171,6 +1188,7 @@ class Watch(object):
         self.canary_metrics = text
         self.canary_load = int(sum(v or 0 for v in samples.values()))
         self.canary_due = None
+        self.canary_ranks = dict(ranks)
         self.canary_job = self.canary_job_factory(cfg)
         d['last_canary_started_at'], d['last_canary_load'] = now, self.canary_load
         self.state.save()

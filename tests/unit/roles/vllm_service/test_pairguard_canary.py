@@ -307,3 +307,28 @@ def test_a_new_head_reloads_the_canary_settings_the_switch_wrote(tmp_path, capsy
     systemd.units[('local', HEAD)]['InvocationID'] = 'h3'
     guard.step()
     assert guard.cfg['canary_model'] == 'dspark'
+
+
+def test_a_canary_is_judged_only_on_a_whole_pair_and_dropped_when_a_rank_restarted_under_it(tmp_path, capsys):
+    """A worker killed while a canary runs: its requests fail because the engine died, not because the output decayed.
+    While the worker is seen down (below down_polls) the finished canary waits; the worker's new invocation restarts
+    the pair and the canary is dropped."""
+    clock, canaries = Clock(), Canaries(passing(), garbled(), garbled())
+    systemd = FakeSystemd()
+    guard, _box = watch(tmp_path, clock, canaries, metrics=systemd, down_polls=3)
+    guard.step()
+    guard.step()
+    clock.now += 600
+    guard.step()                                                       # a canary starts on the whole pair
+    job = canaries.jobs[-1]
+    job.polls = 1                                                      # finished (garbled: its requests failed)
+    systemd.units[(SSH[-1], WORKER)]['ActiveState'] = 'activating'   # the worker is down at this poll
+    assert guard.step() is None and canaries.jobs[-1] is job
+    assert guard.state.data['canary_failures_total'] == 0             # not judged while the pair is not whole
+    systemd.units[(SSH[-1], WORKER)].update({'ActiveState': 'active', 'InvocationID': 'w1'})
+    # the worker came back with a new invocation in a second pair: judged on other ranks than it started on -> dropped
+    guard.canary_ranks['spark2'] = 'w0'
+    capsys.readouterr()
+    assert guard.step() is None
+    assert guard.state.data['canary_failures_total'] == 0 and gate(tmp_path) is None
+    assert 'quality canary dropped: a rank restarted while it ran (spark2)' in capsys.readouterr().out
