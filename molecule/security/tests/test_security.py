@@ -441,7 +441,9 @@ def test_drift_repaired_never_recorded_and_a_foreign_dropin_named_before_any_res
 
 
 def test_secrets_only_in_0600_root_files():
-    allowed = {'spark1': {'/etc/dgxspark-ds4/secrets-head.env', '/etc/dgxspark-ds4/proxy/keys.conf'},
+    # pairguard.json: the quality canary's client key (it asks the head's proxy as clients do)
+    allowed = {'spark1': {'/etc/dgxspark-ds4/secrets-head.env', '/etc/dgxspark-ds4/proxy/keys.conf',
+                          '/etc/dgxspark-ds4/pairguard.json'},
                'spark2': {'/etc/dgxspark-ds4/secrets-worker.env'}}
     for name in ('spark1', 'spark2'):
         for secret in SECRETS:
