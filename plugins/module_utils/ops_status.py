@@ -181,7 +181,7 @@ def canary_summary(state, config, now=None):
     out["baseline_ttft_s"] = _number(baseline.get("ttft_s"))
     out["baseline_decode_tps"] = _number(baseline.get("decode_tps"))
     counts = "; %d runs, %d failed" % (out["runs"], out["failures"])
-    skipped = ", %d skipped (saturated)" % out["skips"] if out["skips"] else ""
+    skipped = ", %d skipped (saturated or unreachable)" % out["skips"] if out["skips"] else ""
     if enabled is False:
         out["text"] = "off"
     elif out["last_ago"] is None or out["last_ok"] is None:

@@ -14,7 +14,9 @@ drift", a wrong lm-head that served weeks of traffic: field notes). The detector
 (garble.check_reply, smoke_checks' deterministic answer and tool-call checks); here they run on a schedule, through
 the path clients use (the head's API proxy, with a client key, TLS when the fronts serve it).
 
-One canary (run_canary), each request streamed, temperature 0, thinking off, one at a time:
+One canary (run_canary), each request streamed, temperature 0, thinking off, one at a time (a canary in which a
+request got no answer from the serving path at all - refused, reset, 502/503/504 - is inconclusive: `unreachable`
+names them, and the pair guard counts it as skipped, not failed):
   known answers   KNOWN_ANSWERS: the reply must be the answer (smoke_checks.normalise_answer) and clean (garble)
   tool call       the recipe's parsers (tool_choice as validate.yml uses it: auto with a tool parser, else
                   required); skipped, and said, when the recipe has no tool-call path at all (tools=False)
@@ -43,6 +45,12 @@ KNOWN_ANSWERS = (
 )
 DECODE_PROMPT = smoke_checks.GARBLE_PROMPTS[0]
 EXCERPT = 200
+# A request that got no answer from the serving path at all says nothing about the output: the proxy not up yet (the
+# first canary of a first deploy runs before the proxy is installed), restarting, or its upstream gone (502/503/504).
+# Availability is readiness's and the pair guard's business; such a canary is inconclusive, not failed.
+UNREACHABLE_ERRORS = ('ConnectionRefusedError', 'ConnectionResetError', 'RemoteDisconnected', 'BrokenPipeError',
+                      'ConnectionAbortedError')
+UNREACHABLE_STATUS = (502, 503, 504)
 
 # config key -> (role variable, default, smallest allowed, largest allowed)
 SETTINGS = (
@@ -130,8 +138,13 @@ def run_canary(base_url, model, api_key=None, tools=True, tool_choice='auto', ti
     stream = stream or vllm_client.stream_chat
     failures, requests, skipped = [], [], []
 
+    unreachable = []
+
     def send(name, body):
         rec = stream(base_url, body, api_key=api_key, timeout=timeout)
+        if rec.get('error') and (rec.get('status') in UNREACHABLE_STATUS or (
+                rec.get('status') is None and str(rec['error']).split(':', 1)[0] in UNREACHABLE_ERRORS)):
+            unreachable.append('%s: %s' % (name, rec['error']))
         ttft, tps = _timings(rec)
         requests.append({'request': name, 'prompt': body['messages'][0]['content'], 'status': rec.get('status'),
                          'error': rec.get('error'), 'content': (rec.get('content') or '')[:EXCERPT],
@@ -172,6 +185,7 @@ def run_canary(base_url, model, api_key=None, tools=True, tool_choice='auto', ti
             failures.append(_failure('decode', 'timings', content, 'no time to first token or decode rate (%s tokens)'
                                      % rec.get('completion_tokens')))
     return {'ok': not failures, 'failures': failures, 'requests': requests, 'skipped_checks': skipped,
+            'unreachable': unreachable,
             'ttft_s': None if ttft is None else round(ttft, 4), 'decode_tps': None if tps is None else round(tps, 2)}
 
 

@@ -782,7 +782,7 @@ class GuardState(object):
         """The quality canary's series: runs by result, failures in a row, last run, last passing timings."""
         d = self.data
         passed = d['canary_runs_total'] - d['canary_failures_total']
-        metric('dgxspark_ds4_canary_runs_total', 'counter', 'Quality canary runs by result (skipped: the pair was saturated).',
+        metric('dgxspark_ds4_canary_runs_total', 'counter', 'Quality canary runs by result (skipped: the pair was saturated or its serving path did not answer).',
                ['dgxspark_ds4_canary_runs_total{result="%s"} %d' % (r, n)
                 for r, n in (('fail', d['canary_failures_total']), ('pass', passed), ('skipped', d['canary_skips_total']))])
         metric('dgxspark_ds4_canary_consecutive_failures', 'gauge', 'Quality canary failures in a row (0 after a pass).',
@@ -1195,8 +1195,13 @@ class Watch(object):
         return None
 
     def canary_done(self, result, now):
-        """A finished canary: judged against the head's baseline (the first passing canary sets it)."""
+        """A finished canary: judged against the head's baseline (the first passing canary sets it). One whose request
+        got no answer from the serving path (refused, reset, 502/503/504) is inconclusive: counted as skipped."""
         cfg, d = self.cfg, self.state.data
+        if result.get('unreachable'):
+            self.state.canary_skip('unreachable: %s' % result['unreachable'][0], now)
+            self.canary_due = now + float(cfg.get('canary_retry_s', 60))
+            return None
         settings = dict((k, cfg[k]) for k in quality_canary.DEFAULTS if k in cfg)
         baseline = d['canary_baseline']
         # Time to first token and decode rate follow the load (batching): they are judged, and the baseline taken,

@@ -156,3 +156,24 @@ def test_settings_that_pass_and_the_other_refusals():
     assert len(retry) == 1 and retry[0].startswith('vllm_service_canary_retry_s = 120 is longer than')
     missing = qc.check_config({'canary': True, 'canary_url': 'http://h:1'})
     assert missing == ["canary_model = None: missing from the guard config. Fix: re-run the dgxspark.ds4.vllm_service role"]
+
+
+@pytest.mark.parametrize('error, status', [('ConnectionRefusedError: [Errno 111] Connection refused', None),
+                                           ('HTTP 502: Bad Gateway', 502), ('HTTP 503: unavailable', 503)])
+def test_no_answer_from_the_serving_path_is_inconclusive_not_a_quality_failure(error, status):
+    def server(base_url, body, api_key=None, timeout=600.0):
+        rec = record(error=error)
+        rec['status'] = status
+        return rec
+    result = qc.run_canary('http://127.0.0.1:8000', 'm', stream=server)
+    assert result['unreachable'] and result['unreachable'][0] == 'arithmetic: %s' % error
+
+
+def test_a_timeout_or_a_client_error_is_a_failure_not_unreachable():
+    for error, status in (('timeout: timed out', None), ('HTTP 404: model does not exist', 404)):
+        def server(base_url, body, api_key=None, timeout=600.0, error=error, status=status):
+            rec = record(error=error)
+            rec['status'] = status
+            return rec
+        result = qc.run_canary('http://127.0.0.1:8000', 'm', stream=server)
+        assert not result['ok'] and result['unreachable'] == [], (error, result)

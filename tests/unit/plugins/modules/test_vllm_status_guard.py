@@ -166,7 +166,7 @@ CONFIG_ON = {'canary': True, 'canary_interval_s': 600, 'canary_api_key': 'sk-sec
 def test_canary_summary_last_run_ok_with_timings_against_the_baseline():
     s = ops_status.canary_summary(CANARY_OK, CONFIG_ON, NOW)
     assert s['text'] == ('last run 3m00s ago: ok (ttft 0.21 s, decode 49.8 tok/s; baseline 0.20 s, 50.1 tok/s); 12 runs, '
-                         '0 failed, 2 skipped (saturated)')
+                         '0 failed, 2 skipped (saturated or unreachable)')
     assert (s['enabled'], s['interval_s'], s['runs'], s['failures'], s['skips']) == (True, 600, 12, 0, 2)
     # the first passing run of a head is its baseline: none yet reads so; no skip, no skip count
     first = ops_status.canary_summary(dict(CANARY_OK, canary_baseline={}, canary_skips_total=0, canary_runs_total=1),
@@ -178,7 +178,7 @@ def test_canary_summary_failure_names_why_how_many_in_a_row_and_the_evidence():
     s = ops_status.canary_summary(CANARY_FAILED, CONFIG_ON, NOW)
     assert s['text'] == ("last run 1m05s ago: FAILED (arithmetic: garble unexpected_script '4 我们 的 模型'), 2 in a row, "
                          'evidence /var/lib/dgxspark-ds4/evidence/canary-20251124T150000Z; 14 runs, 2 failed, '
-                         '2 skipped (saturated)')
+                         '2 skipped (saturated or unreachable)')
     assert s['consecutive'] == 2 and s['last_ok'] is False
     bare = ops_status.canary_summary(dict(CANARY_FAILED, last_canary_why='', last_canary_evidence=''), CONFIG_ON, NOW)
     assert bare['text'].startswith('last run 1m05s ago: FAILED (no reason recorded), 2 in a row; 14 runs')
@@ -188,7 +188,7 @@ def test_canary_summary_off_no_run_yet_and_a_guard_without_the_canary():
     assert ops_status.canary_summary(CANARY_FAILED, {'canary': False, 'canary_interval_s': 600}, NOW)['text'] == 'off'
     assert ops_status.canary_summary(None, CONFIG_ON, NOW)['text'] == 'no run yet (every 600 s)'
     fresh = dict(STATE, canary_runs_total=0, canary_skips_total=3, last_canary_at=None, last_canary_ok=None)
-    assert ops_status.canary_summary(fresh, CONFIG_ON, NOW)['text'] == 'no run yet (every 600 s), 3 skipped (saturated)'
+    assert ops_status.canary_summary(fresh, CONFIG_ON, NOW)['text'] == 'no run yet (every 600 s), 3 skipped (saturated or unreachable)'
     # no config readable: the state alone (a failure still shows); a guard that never had the canary: no line
     assert ops_status.canary_summary(CANARY_FAILED, None, NOW)['text'].startswith('last run 1m05s ago: FAILED')
     assert ops_status.canary_summary(STATE, None, NOW) is None

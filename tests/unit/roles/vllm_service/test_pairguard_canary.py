@@ -332,3 +332,19 @@ def test_a_canary_is_judged_only_on_a_whole_pair_and_dropped_when_a_rank_restart
     assert guard.step() is None
     assert guard.state.data['canary_failures_total'] == 0 and gate(tmp_path) is None
     assert 'quality canary dropped: a rank restarted while it ran (spark2)' in capsys.readouterr().out
+
+
+def test_an_unreachable_serving_path_is_a_skip_never_a_gate(tmp_path):
+    """The first canary of a first deploy runs when vLLM serves, before the API proxy is installed: refused."""
+    refused = dict(garbled(), unreachable=['arithmetic: ConnectionRefusedError: [Errno 111] Connection refused'])
+    clock, canaries = Clock(), Canaries(refused, passing())
+    guard, _box = watch(tmp_path, clock, canaries)
+    guard.step()
+    guard.step()
+    d = guard.state.data
+    assert gate(tmp_path) is None and d['canary_failures_total'] == 0 and d['canary_skips_total'] == 1
+    assert d['last_canary_skip'].startswith('unreachable: arithmetic: ConnectionRefusedError')
+    clock.now += 60
+    guard.step()
+    guard.step()
+    assert d['last_canary_ok'] is True and d['canary_baseline']
