@@ -644,6 +644,8 @@ def canary_deadline_s(cfg):
 
 
 # --------------------------------------------------------------------------- guard state + textfile
+# The state fields the quality canary owns (GuardState.save_canary writes only these).
+CANARY_PREFIXES = ('canary_', 'last_canary_')
 KNOWN_CAUSES = ('hang_api_silent', 'hang_no_tokens', 'head_exited', 'quality_canary', 'worker_down', 'worker_restarted',
                 'worker_unreadable')
 
@@ -709,6 +711,14 @@ class GuardState(object):
     def save(self):
         if self.path:
             save_record(self.path, self.data)
+
+    def save_canary(self):
+        """Write the canary's fields only (read, update, write): the storm window in the file may have been cleared by a
+        deliberate restart (reset_window) since this guard last wrote it, and a canary must not bring it back."""
+        if self.path:
+            record = load_record(self.path)
+            record.update((k, v) for k, v in self.data.items() if k.startswith(CANARY_PREFIXES))
+            save_record(self.path, record)
 
     def reload_window(self):
         """The storm window as the state file holds it now: a deliberate pair restart (the role's restart contract,
@@ -811,13 +821,13 @@ class GuardState(object):
             d['last_canary_why'] = quality_canary.summary(result)
             d['last_canary_evidence'] = evidence
         self.dirty = True
-        self.save()
+        self.save_canary()
 
     def canary_skip(self, why, now):
         self.data['canary_skips_total'] += 1
         self.data['last_canary_skip'] = '%s (%s)' % (why, _utc_stamp(now))
         self.dirty = True
-        self.save()
+        self.save_canary()
 
     def canary_new_head(self, head):
         """A new head (restarted, or first seen): its baseline is taken again, its failures count from 0."""
@@ -825,7 +835,7 @@ class GuardState(object):
         if d['canary_head'] != head:
             d['canary_head'], d['canary_baseline'], d['canary_consecutive'] = head, {}, 0
             self.dirty = True
-            self.save()
+            self.save_canary()
 
     def export(self, now, every_s=10.0):
         """Write the textfile atomically when something changed or every_s passed; never raises."""
@@ -1191,7 +1201,7 @@ class Watch(object):
         self.canary_ranks = dict(ranks)
         self.canary_job = self.canary_job_factory(cfg)
         d['last_canary_started_at'], d['last_canary_load'] = now, self.canary_load
-        self.state.save()
+        self.state.save_canary()
         return None
 
     def canary_done(self, result, now):

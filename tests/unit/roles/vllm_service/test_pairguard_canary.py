@@ -348,3 +348,18 @@ def test_an_unreachable_serving_path_is_a_skip_never_a_gate(tmp_path):
     guard.step()
     guard.step()
     assert d['last_canary_ok'] is True and d['canary_baseline']
+
+
+def test_a_canary_never_brings_back_a_storm_window_a_deliberate_restart_cleared(tmp_path):
+    """restart.yml and every deploy that restarts the pair clear the storm window in the state file (reset-window)
+    while the guard runs; the canary writes its own fields only (seen in drills: the window came back and the guard
+    stopped the pair at its storm limit)."""
+    clock, canaries = Clock(), Canaries(passing(), passing())
+    guard, _box = watch(tmp_path, clock, canaries)
+    guard.state.data['restart_times'] = [clock.now - 10, clock.now - 5]
+    guard.state.save()
+    assert pairguard.reset_window(guard.cfg) == 2
+    guard.step()
+    guard.step()                                                        # a canary started, ran and passed
+    record = json.loads((tmp_path / 'state.json').read_text())
+    assert record['restart_times'] == [] and record['canary_runs_total'] == 1 and record['last_canary_ok'] is True
