@@ -683,6 +683,10 @@ class GuardState(object):
         self.dirty = True
 
     def event(self, action, cause, why, now, evidence=None):
+        if action not in ('restart', 'stop'):
+            # only a pair restart (or the storm stop) changes the storm window, from the file as act() re-read it;
+            # any other event keeps the window the file holds now (a deliberate restart may have cleared it)
+            self.reload_window()
         d = self.data
         d['last_action'], d['last_cause'], d['last_why'] = action, cause, why
         if action == 'restart':
