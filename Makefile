@@ -14,13 +14,12 @@ export ANSIBLE_FORCE_COLOR := false
 
 # Steps of `make test`, in order (each one is also a target of its own). `checks` runs unit, integration (in two
 # halves), lint and sanity side by side, CHECK_JOBS at once (default 2: each is mostly one process, this CI machine has two cores).
-# `suite` runs `checks` and `molecule` side by side (see below).
-TEST_STEPS := bootstrap changelog-lint build node-image suite
+TEST_STEPS := bootstrap checks changelog-lint build node-image molecule
 CHECK_STEPS := unit integration-sim integration-rest lint sanity
 CHECK_JOBS ?= 2
 SCENARIOS ?=
 
-.PHONY: venv collection-link install test converge-bench demo demo-down integration checks molecule $(TEST_STEPS) $(CHECK_STEPS)
+.PHONY: venv collection-link install test converge-bench demo demo-down integration $(TEST_STEPS) $(CHECK_STEPS)
 
 venv: $(BIN)/ansible-playbook
 $(BIN)/ansible-playbook: requirements.txt
@@ -121,20 +120,6 @@ node-image:
 	bash tests/harness/build-node-image.sh
 	bash tests/harness/build-sim-image.sh
 	bash tests/harness/build-test-images.sh
-
-# The checks and Molecule side by side (the last step of `make test`). Alone, the checks keep this 2-core machine's
-# cores 30-75 % busy (mostly one process each) for ~6 minutes, while Molecule is CPU-bound from start to end: here
-# Molecule's first phases (create, prepare, converge: no timing bound in them) take the CPU the checks leave idle.
-# The checks run at a higher priority (nice -10; as root only, otherwise at the same) so that their real-time tests
-# (simulators, the router) see the machine they see alone; Molecule's timed tests come after its converges, when
-# the checks are long done. Both run to the end; the step fails when either failed.
-suite: venv collection-link node-image
-	@mkdir -p .cache; rm -f .cache/checks.rc; \
-	( nice -n -10 $(MAKE) --no-print-directory checks; echo $$? > .cache/checks.rc ) & \
-	if $(MAKE) --no-print-directory molecule; then m=0; else m=$$?; fi; \
-	wait; c=$$(cat .cache/checks.rc 2>/dev/null || echo 1); \
-	echo "suite: checks exit $$c, molecule exit $$m"; \
-	[ "$$c" = 0 ] && [ "$$m" = 0 ]
 
 # Every scenario (molecule/<name>/molecule.yml), MOLECULE_JOBS at once (default 3), longest first:
 # `make molecule SCENARIOS=default`, `make molecule MOLECULE_JOBS=1`. Each scenario has its own container
