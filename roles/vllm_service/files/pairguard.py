@@ -796,7 +796,8 @@ class GuardState(object):
         """The quality canary's series: runs by result, failures in a row, last run, last passing timings."""
         d = self.data
         passed = d['canary_runs_total'] - d['canary_failures_total']
-        metric('dgxspark_ds4_canary_runs_total', 'counter', 'Quality canary runs by result (skipped: the pair was saturated or its serving path did not answer).',
+        metric('dgxspark_ds4_canary_runs_total', 'counter',
+               'Quality canary runs by result (skipped: the pair was saturated or its serving path did not answer).',
                ['dgxspark_ds4_canary_runs_total{result="%s"} %d' % (r, n)
                 for r, n in (('fail', d['canary_failures_total']), ('pass', passed), ('skipped', d['canary_skips_total']))])
         metric('dgxspark_ds4_canary_consecutive_failures', 'gauge', 'Quality canary failures in a row (0 after a pass).',
