@@ -96,7 +96,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import memory_guard as memguard  # noqa: E402  pylint: disable=wrong-import-position,import-error
 # The quality canary and the detectors it shares with validate.yml: installed by the role under
 # <libexec>/ansible_collections/dgxspark/ds4/plugins/module_utils/ (this file's directory is on sys.path); the unit
-# tests import them from the working tree (tests/unit/conftest.py).
+# tests import them from the working tree.
 from ansible_collections.dgxspark.ds4.plugins.module_utils import quality_canary  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 TAG = 'dgxspark-ds4 pairguard'
