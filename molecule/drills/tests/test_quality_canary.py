@@ -178,7 +178,7 @@ def test_garbled_replies_gate_the_pair_then_the_guard_restarts_it_and_it_serves_
     assert 'vllm:' in d.node('spark1', 'cat', '%s/%s/metrics-before.txt' % (hm.EVIDENCE_DIR, names[0]))
     # Prometheus scraped the failures from the guard's textfile; the alert rule is loaded
     seen = d.wait_until('the canary failures in Prometheus', lambda: hm.prom(
-        '/api/v1/query?query=max_over_time(dgxspark_ds4_canary_consecutive_failures[10m])')['result'], 60, interval=2.0)
+        '/api/v1/query?query=max_over_time(dgxspark_ds4_canary_consecutive_failures%5B10m%5D)')['result'], 60, interval=2.0)
     assert float(seen[0]['value'][1]) >= 1, seen
     names_loaded = set(r['name'] for g in hm.prom('/api/v1/rules')['groups'] for r in g['rules'])
     assert 'DS4QualityCanaryFailing' in names_loaded
