@@ -54,7 +54,8 @@ def save_weights(path, defaults, results):
 
 class Lanes(object):
     """`command(name)` gives a job's argv, `env(name)` its environment, `describe(name)` the line printed as it
-    starts. `stream` also copies the output to stdout as it comes (for one lane)."""
+    starts. `stream` also copies the output to stdout as it comes (for one lane). `log_dir` and `label` (the TIMING
+    lines' prefix) are a string or a function of the job's name (jobs of two kinds in one set of lanes)."""
 
     def __init__(self, names, jobs, command, log_dir, env=None, describe=None, stream=False, label=''):
         self.queue = list(names)
@@ -72,9 +73,13 @@ class Lanes(object):
         with self.lock:
             return self.queue.pop(0) if self.queue else None
 
+    def _label(self, name):
+        return self.label(name) if callable(self.label) else self.label
+
     def _run_one(self, name):
-        os.makedirs(self.log_dir, exist_ok=True)
-        log = os.path.join(self.log_dir, '%s.log' % name)
+        log_dir = self.log_dir(name) if callable(self.log_dir) else self.log_dir
+        os.makedirs(log_dir, exist_ok=True)
+        log = os.path.join(log_dir, '%s.log' % name)
         with self.lock:
             print('%s (log %s)' % (self.describe(name), os.path.relpath(log, ROOT)), flush=True)
         t0 = time.monotonic()
@@ -92,7 +97,7 @@ class Lanes(object):
         took = time.monotonic() - t0
         with self.lock:
             self.results[name] = (rc, took)
-            print('TIMING %-15s %7.1f s  %s' % (self.label + name, took, 'ok' if rc == 0 else 'FAILED (rc %d)' % rc),
+            print('TIMING %-15s %7.1f s  %s' % (self._label(name) + name, took, 'ok' if rc == 0 else 'FAILED (rc %d)' % rc),
                   flush=True)
             if rc != 0 and not self.stream:
                 print('=== log of the failed job %s (%s)' % (name, os.path.relpath(log, ROOT)), flush=True)
@@ -117,7 +122,7 @@ class Lanes(object):
             lane.join()
         failed = self.failed()
         print('TIMING %-15s %7.1f s  %d jobs, %d at once%s' % (
-            self.label + 'all', time.monotonic() - t0, count, self.jobs,
+            self._label('') + 'all', time.monotonic() - t0, count, self.jobs,
             ', FAILED: ' + ' '.join(failed) if failed else ''), flush=True)
         return self.results
 

@@ -10,6 +10,13 @@ recorded run, .cache/molecule-timings.json, else WEIGHTS). Each scenario's outpu
 .cache/molecule-logs/<scenario>.log; a failed scenario's log is printed whole. One TIMING line per scenario.
 A lock per scenario (/tmp/ds4-molecule-<scenario>.lock) keeps two checkouts from running the same scenario at
 once. The lanes themselves are tests/harness/lanes.py. Exit status: 0 when every scenario passed.
+
+`--then unit integration-sim ...` (`make suite`, the last step of `make test`) runs those make targets in the same
+lanes once every scenario has started: the checks fill the lanes the shorter scenarios leave, while the longest
+ones finish (alone, a scenario keeps this 2-core machine's cores only 40-60 % busy: restarts, readiness waits).
+Each check runs at nice 10, so the scenarios' timed tests keep the CPU they need, except the real-time ones
+(REALTIME: simulators and the router against the clock), which run at the scenarios' priority. The checks' logs and
+timings are `make checks`'s (.cache/check-logs, .cache/check-timings.json).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -27,6 +34,7 @@ ROOT = lanes_mod.ROOT
 WEIGHTS = {'default': 770, 'replicas': 600, 'drills': 600, 'security': 290, 'image': 235, 'model': 120}
 TIMINGS = os.path.join(ROOT, '.cache', 'molecule-timings.json')
 LOG_DIR = os.path.join(ROOT, '.cache', 'molecule-logs')
+CHECK_LOG_DIR = os.path.join(ROOT, '.cache', 'check-logs')
 
 
 def all_scenarios():
@@ -53,21 +61,35 @@ def plan(names, weights):
     return lanes_mod.longest_first(names, weights)
 
 
-def runner(names, jobs, molecule, action, stream=False):
-    """The lanes that run `molecule <action> -s <name>` for each scenario, each under its scenario lock."""
+# Checks (make targets) that measure against the clock: never niced when they share the lanes with scenarios.
+REALTIME = ('integration-sim', 'integration')
+CHECK_NICE = 10
+
+
+def runner(names, jobs, molecule, action, stream=False, then=()):
+    """The lanes that run `molecule <action> -s <name>` for each scenario, each under its scenario lock, then
+    `make <target>` for each of `then`."""
     scenarios = all_scenarios()
+    make = os.environ.get('MAKE', 'make')
 
     def command(name):
+        if name in then:
+            return ([] if name in REALTIME else ['nice', '-n', str(CHECK_NICE)]) + [make, '--no-print-directory', name]
         return ['flock', '/tmp/ds4-molecule-%s.lock' % name, molecule, '--base-config',
                 '.config/molecule/config.yml', action, '-s', name]
 
     def describe(name):
+        if name in then:
+            return '--- make %s%s' % (name, '' if name in REALTIME else ' (nice %d)' % CHECK_NICE)
         env = scenario_env(name, scenarios)
         return '--- molecule %s -s %s (containers %s*, subnet %s.0/24)' % (
             action, name, env['DS4_MOLECULE_PREFIX'], env['DS4_MOLECULE_NET'])
 
-    return lanes_mod.Lanes(names, jobs, command, LOG_DIR, env=lambda name: scenario_env(name, scenarios),
-                           describe=describe, stream=stream, label='molecule:')
+    return lanes_mod.Lanes(list(names) + list(then), jobs, command,
+                           lambda name: CHECK_LOG_DIR if name in then else LOG_DIR,
+                           env=lambda name: dict(os.environ) if name in then else scenario_env(name, scenarios),
+                           describe=describe, stream=stream,
+                           label=lambda name: '' if name in then else ('suite:' if then and not name else 'molecule:'))
 
 
 def main(argv=None):
@@ -78,6 +100,8 @@ def main(argv=None):
     ap.add_argument('--molecule', default=os.path.join(ROOT, '.venv', 'bin', 'molecule'))
     ap.add_argument('--action', default='test', choices=('test', 'converge', 'destroy'))
     ap.add_argument('--stream', action='store_true', help='also print the output as it comes (one scenario at a time)')
+    ap.add_argument('--then', nargs='+', default=[], metavar='TARGET',
+                    help='make targets (checks) to run in the same lanes once every scenario has started')
     args = ap.parse_args(argv)
     known = all_scenarios()
     names = args.scenarios or known
@@ -88,13 +112,20 @@ def main(argv=None):
         ap.error('--jobs / MOLECULE_JOBS must be 1 or more, got %d' % args.jobs)
     if args.stream and args.jobs != 1:
         ap.error('--stream runs one scenario at a time: give --jobs 1')
+    if args.then and args.action != 'test':
+        ap.error('--then runs checks after `molecule test` only, not after %s' % args.action)
+    then = lanes_mod.longest_first(args.then, lanes_mod.load_weights(lanes_mod.TIMINGS, lanes_mod.WEIGHTS))
     lanes = runner(plan(names, lanes_mod.load_weights(TIMINGS, WEIGHTS)), args.jobs, args.molecule, args.action,
-                   args.stream)
+                   args.stream, then)
     lanes.run()
     if lanes.failed():
         return 1
     if args.action == 'test':
-        lanes_mod.save_weights(TIMINGS, WEIGHTS, lanes.results)
+        results = dict((n, r) for n, r in lanes.results.items() if n not in then)
+        lanes_mod.save_weights(TIMINGS, WEIGHTS, results)
+        if then:
+            lanes_mod.save_weights(lanes_mod.TIMINGS, lanes_mod.WEIGHTS,
+                                   dict((n, r) for n, r in lanes.results.items() if n in then))
     return 0
 
 

@@ -54,3 +54,33 @@ def test_weights_recorded_after_a_run(tmp_path):
         assert json.load(fh) == {'unit': 1, 'lint': 12.3}
     assert lanes.load_weights(path, {'unit': 5, 'x': 2}) == {'unit': 1, 'lint': 12.3, 'x': 2}
     assert lanes.load_weights(str(tmp_path / 'missing.json'), {'x': 2}) == {'x': 2}
+
+
+def test_checks_follow_the_scenarios_in_the_same_lanes_niced_but_the_real_time_one(tmp_path, monkeypatch):
+    # `make suite`: molecule_parallel.runner(..., then=checks) queues every scenario before any check, runs each
+    # check through make at nice 10 except the real-time integration-sim, and keeps the two kinds' logs apart.
+    import molecule_parallel  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(molecule_parallel, 'all_scenarios', lambda: ['default', 'drills', 'model'])
+    monkeypatch.setenv('MAKE', 'make')
+    run = molecule_parallel.runner(['drills', 'default', 'model'], 3, '/venv/bin/molecule', 'test',
+                                   then=['integration-sim', 'unit'])
+    assert run.queue == ['drills', 'default', 'model', 'integration-sim', 'unit']
+    assert run.command('unit') == ['nice', '-n', '10', 'make', '--no-print-directory', 'unit']
+    assert run.command('integration-sim') == ['make', '--no-print-directory', 'integration-sim']
+    assert run.command('model')[:2] == ['flock', '/tmp/ds4-molecule-model.lock'] and run.command('model')[-2:] == ['-s', 'model']
+    assert run.log_dir('unit') == molecule_parallel.CHECK_LOG_DIR and run.log_dir('model') == molecule_parallel.LOG_DIR
+    assert run.env('model')['DS4_MOLECULE_PREFIX'] == 'ds4-model-' and run.env('unit') == dict(os.environ)
+    assert (run.label('unit'), run.label('model'), run.label('')) == ('', 'molecule:', 'suite:')
+    alone = molecule_parallel.runner(['model'], 1, '/venv/bin/molecule', 'test')
+    assert alone.queue == ['model'] and alone.label('') == 'molecule:'
+
+
+def test_a_label_and_log_dir_per_job(tmp_path, capsys):
+    scripts = {'s': 'echo scenario', 'c': 'echo check'}
+    run = lanes.Lanes(['s', 'c'], 1, command=lambda name: ['sh', '-c', scripts[name]],
+                      log_dir=lambda name: str(tmp_path / ('m' if name == 's' else 'k')),
+                      label=lambda name: 'molecule:' if name == 's' else '')
+    run.run()
+    assert (tmp_path / 'm' / 's.log').read_text() == 'scenario\n' and (tmp_path / 'k' / 'c.log').read_text() == 'check\n'
+    out = capsys.readouterr().out
+    assert 'TIMING molecule:s ' in out and 'TIMING c ' in out
