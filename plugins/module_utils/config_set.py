@@ -187,7 +187,7 @@ def swap(store, label=None):
 
 def launch_facts(script_text):
     """What readiness needs from a launch script rendered by launch_render (the restored set's own values,
-    not the inventory's): served_model_name, max_model_len, thinking, api_port, max_num_seqs.  Reads the
+    not the inventory's): served_model_name, max_model_len, thinking, api_port, api_host, max_num_seqs.  Reads the
     `exec <entrypoint> ...` command (backslash continuations joined, shell words split)."""
     import shlex  # pylint: disable=import-outside-toplevel
     text = (script_text or "").replace("\\\n", " ")
@@ -196,7 +196,7 @@ def launch_facts(script_text):
         if line.strip().startswith("exec "):
             cmd = line.strip()[5:]
     facts = {"served_model_name": None, "max_model_len": None, "thinking": False, "api_port": None,
-             "max_num_seqs": None, "headless": False}
+             "api_host": None, "max_num_seqs": None, "headless": False}
     if cmd is None:
         return facts
     try:
@@ -219,6 +219,7 @@ def launch_facts(script_text):
             args[key] = val
         i += 1
     facts["served_model_name"] = args.get("served-model-name")
+    facts["api_host"] = args.get("host") if isinstance(args.get("host"), str) else None
     for key, name in (("max-model-len", "max_model_len"), ("port", "api_port"), ("max-num-seqs", "max_num_seqs")):
         try:
             facts[name] = int(args[key]) if key in args else None

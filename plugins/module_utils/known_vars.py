@@ -89,7 +89,7 @@ def mapping_names(doc):
 
 def assigned_names(doc):
     """Every variable name a task/play/playbook document assigns: `vars:` keys, `register:`,
-    `set_fact` keys, `loop_control.loop_var`. Walks the whole document (blocks, rescue, roles)."""
+    `set_fact` keys, `loop_control.loop_var` and `index_var`. Walks the whole document (blocks, rescue, roles)."""
     names = set()
     stack = [doc]
     while stack:
@@ -106,7 +106,7 @@ def assigned_names(doc):
                 names.update(str(k) for k in value)
             elif key in _SET_FACT and isinstance(value, dict):
                 names.update(str(k) for k in value if k not in _SET_FACT_OPTIONS)
-            elif key == 'loop_var' and isinstance(value, str):
+            elif key in ('loop_var', 'index_var') and isinstance(value, str):
                 names.add(value)
             if isinstance(value, (dict, list)):
                 stack.append(value)

@@ -167,6 +167,34 @@ def _body(model, prompt, max_tokens, thinking, **extra):
     return body
 
 
+def run_garble_levels(base_url, model, api_key=None, levels=DEFAULT_LEVELS, max_tokens=200, timeout=300.0,
+                      prompts=GARBLE_PROMPTS, thresholds=None, post=None):
+    """For each of levels, that many English prompts at once (thinking off: the reply budget goes to content), every
+    reply through the garble checks -> {'failures', 'requests'}. post: vllm_client.post_json (tests pass a fake)."""
+    post = post or vllm_client.post_json
+    thresholds = thresholds or {}
+    failures, requests = [], []
+    for n in levels:
+        n = int(n)
+        args = []
+        for i in range(n):
+            args.append(("c%d-r%d" % (n, i + 1), _body(model, prompts[i % len(prompts)], max_tokens, False)))
+        results = vllm_client.run_concurrent(
+            lambda nm, b: (nm,) + tuple(post(base_url, "/v1/chat/completions", b, api_key, timeout)), args)
+        for (nm, _b), res in zip(args, results):
+            if isinstance(res, dict):  # the thread raised
+                fails = [_failure(nm, "http", res.get("error"), "request failed")]
+                status, resp, secs = None, res.get("error"), 0.0
+            else:
+                _nm, status, resp, secs = res
+                fails = _http_failure(nm, status, resp) or check_garble(nm, resp, **thresholds)
+            msg = _message(resp)[0] if status == 200 else None
+            requests.append({"request": nm, "status": status, "seconds": round(secs, 3),
+                             "content": _excerpt((msg or {}).get("content") or "", 120), "failures": len(fails)})
+            failures.extend(fails)
+    return {"failures": failures, "requests": requests}
+
+
 def run_validate(base_url, model, api_key=None, thinking=False, levels=DEFAULT_LEVELS, tool_choice="auto",
                  max_tokens=200, deterministic_max_tokens=None, timeout=300.0, prompts=GARBLE_PROMPTS,
                  thresholds=None, tools_check=True):
@@ -203,21 +231,9 @@ def run_validate(base_url, model, api_key=None, thinking=False, levels=DEFAULT_L
         record(name, status, resp, secs, fails)
 
     # 3. concurrent English prompts, thinking off (the reply budget goes to content), garble checks
-    for n in levels:
-        n = int(n)
-        args = []
-        for i in range(n):
-            prompt = prompts[i % len(prompts)]
-            args.append(("c%d-r%d" % (n, i + 1), _body(model, prompt, max_tokens, False)))
-        results = vllm_client.run_concurrent(
-            lambda nm, b: (nm,) + vllm_client.post_json(base_url, "/v1/chat/completions", b, api_key, timeout), args)
-        for (nm, _b), res in zip(args, results):
-            if isinstance(res, dict):  # the thread raised
-                record(nm, None, res.get("error"), 0.0, [_failure(nm, "http", res.get("error"), "request failed")])
-                continue
-            _nm, status, resp, secs = res
-            fails = _http_failure(nm, status, resp) or check_garble(nm, resp, **thresholds)
-            record(nm, status, resp, secs, fails)
+    sweep = run_garble_levels(base_url, model, api_key, levels, max_tokens, timeout, prompts, thresholds)
+    requests.extend(sweep["requests"])
+    failures.extend(sweep["failures"])
 
     return {"ok": not failures, "failures": failures, "requests": requests,
             "summary": "%d request(s), %d failure(s)%s" % (

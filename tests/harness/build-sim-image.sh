@@ -8,7 +8,8 @@
 # has it: a `vllm` package with __version__ and its vllm-<version>.dist-info in python3's site-packages
 # (tests/vllm_sim/install_dist.py; DS4_SIM_VLLM_VERSION, default 0.27.1; also the label
 # org.dgxspark.ds4.vllm-version). dgxspark.ds4.container_image reads it from there, and so does the simulator.
-# Variants: ds4-vllm-sim:vllm-<major.minor> FROM that image with only the version changed (one small layer),
+# Variants: ds4-vllm-sim:slower and :next for upgrade.yml's tests (see below), and
+# ds4-vllm-sim:vllm-<major.minor> FROM that image with only the version changed (one small layer),
 # one per version in DS4_SIM_VLLM_VARIANTS (default: every version with a flag schema), for tests that deploy a
 # profile declaring another vLLM (the image must carry the declared minor, or container_image refuses it).
 #
@@ -96,6 +97,18 @@ for version in $SIM_VLLM_VARIANTS; do
 FROM ${IMAGE}
 RUN python3 /opt/vllm_sim/install_dist.py ${version} >/dev/null && [ "\$(/usr/local/bin/vllm --version)" = "${version}" ]
 LABEL org.dgxspark.ds4.vllm-version=${version}
+VARIANT
+  tags+=("$tag")
+done
+# upgrade.yml's tests (molecule/replicas): `slower` serves at half the decode and prefill rates (the simulator reads
+# /opt/vllm_sim/image-settings.json: an image that silently changed behaviour), `next` is the same simulator under
+# another image ID (an equal image); both one small layer FROM the image.
+for variant in 'slower={"tokens_per_s_factor": 0.5, "prefill_tokens_per_s_factor": 0.5}' 'next={}'; do
+  tag="${IMAGE%%:*}:${variant%%=*}"
+  DOCKER_BUILDKIT=0 docker build --network none -q -t "$tag" - >/dev/null <<VARIANT
+FROM ${IMAGE}
+RUN printf '%s\n' '${variant#*=}' >/opt/vllm_sim/image-settings.json
+LABEL org.dgxspark.ds4.sim-variant=${variant%%=*}
 VARIANT
   tags+=("$tag")
 done

@@ -10,6 +10,7 @@ listed in README.md; every one is read here through `_env_*`.
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import json
 import os
 import queue
 import signal
@@ -50,6 +51,16 @@ def _env_f(name, default):
         return float(os.environ.get(name, default))
     except ValueError:
         return float(default)
+
+
+def _image_settings(path):
+    """The image's baked settings ({} when the file is absent or unreadable)."""
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _env_i(name, default):
@@ -114,6 +125,12 @@ class Config:
         self.tokens_per_s = _env_f('VLLM_SIM_TOKENS_PER_S', 50.0)
         self.agg_tokens_per_s = _env_f('VLLM_SIM_AGG_TOKENS_PER_S', 0.0)
         self.prefill_tokens_per_s = _env_f('VLLM_SIM_PREFILL_TOKENS_PER_S', 5000.0)
+        # A test image's own speed (tests/harness/build-sim-image.sh bakes /opt/vllm_sim/image-settings.json into the
+        # `slower` variant): an image that silently serves slower, as upgrade.yml's regression kit must catch. The
+        # factors multiply the rates above, whatever the unit's environment says.
+        self.image_settings = _image_settings(os.environ.get('VLLM_SIM_IMAGE_SETTINGS', '/opt/vllm_sim/image-settings.json'))
+        self.tokens_per_s *= float(self.image_settings.get('tokens_per_s_factor', 1.0))
+        self.prefill_tokens_per_s *= float(self.image_settings.get('prefill_tokens_per_s_factor', 1.0))
         self.ttft_base_s = _env_f('VLLM_SIM_TTFT_BASE_S', 0.02)
         self.default_reply_tokens = _env_i('VLLM_SIM_DEFAULT_REPLY_TOKENS', 48)
         self.rendezvous_timeout = _env_f('VLLM_SIM_RENDEZVOUS_TIMEOUT_S', 600.0)

@@ -398,3 +398,89 @@ def test_rolling_switch_to_another_port_then_rollback_under_load_no_failed_reque
     assert pool_workers() == [load.worker_url(P1), load.worker_url(P2)]
     both_in_rotation(30)
     assert load.router_workers() == sorted([load.worker_url(P1), load.worker_url(P2)])
+
+
+# upgrade.yml (issue: upgrades without fear): switch.yml gated by the regression kit. `slower` is the simulator at half
+# its decode and prefill rates (baked into the image: tests/harness/build-sim-image.sh), `next` the same simulator
+# under another image ID.
+SLOWER_IMAGE, NEXT_IMAGE, OLD_IMAGE = 'ds4-vllm-sim:slower', 'ds4-vllm-sim:next', 'ds4-vllm-sim:test'
+
+
+def image_ids(pair):
+    """The image each rank's container of the pair runs (its ID)."""
+    return [d.node(n, 'docker', 'inspect', '-f', '{{.Image}}', d.container(role)) for n, role in NODES[pair]]
+
+
+def image_id(ref, node='spark1'):
+    return d.node(node, 'docker', 'image', 'inspect', '-f', '{{.Id}}', ref)
+
+
+def upgrade_to(image, record_dir):
+    """upgrade.yml to `image` under steady load through the router -> (rc, output, took, load summary, before, after,
+    the JSON record)."""
+    overrides = dict(d.BASE_OVERRIDES, image=dict(d.BASE_OVERRIDES['image'], ref=image))
+    before = dict((p, started(p)) for p in (P1, P2))
+    with load.SteadyLoad(threads=6, max_seconds=900) as steady:
+        t0 = time.monotonic()
+        rc, out = d.run_playbook('upgrade.yml', {'ds4_site_overrides': overrides, 'ds4_upgrade_dir': str(record_dir)},
+                                 var_files=[SCENARIO_VARS], timeout=1800)
+        took = time.monotonic() - t0
+    after = dict((p, started(p)) for p in (P1, P2))
+    records = sorted(record_dir.glob('upgrade-*.json'))
+    assert len(records) == 1, (records, out[-3000:])
+    return rc, out, took, steady, before, after, json.loads(records[0].read_text())
+
+
+def _numbers(step):
+    return '; '.join('%s %s vs %s (x%.2f)' % (c['figure'], c['new'], c['old'], c['ratio']) for c in step['verdict']['compared'])
+
+
+def test_upgrade_to_a_slower_image_reverts_the_first_pair_by_itself_and_never_touches_the_other(tmp_path):
+    old_id = image_id(OLD_IMAGE)
+    assert image_ids(P1) == image_ids(P2) == [old_id, old_id]
+    rc, out, took, steady, before, after, record = upgrade_to(SLOWER_IMAGE, tmp_path / 'slower')
+    flat = ' '.join(out.split())
+    assert rc != 0, out[-3000:]
+    step = record['steps'][0]
+    figure('upgrade.yml to %s: reverted by itself in %.1f s; %s against %s: %s'
+           % (SLOWER_IMAGE, took, step['pair'], step['reference'], _numbers(step)))
+    assert_no_failed('upgrade.yml (slower image, reverted)', steady)
+    assert 'upgrade to balanced stopped: pair spark_pair1 regressed against spark_pair2 (still on the old version' in flat
+    assert 'went back to its kept set by itself' in flat and 'the pairs after it were not touched' in flat
+    assert record['outcome'] == 'reverted' and record['regressed'] == [P1] and len(record['steps']) == 1
+    assert step['pair'] == P1 and step['verdict']['verdict'] == 'regressed'
+    decode = [c for c in step['verdict']['compared'] if c['figure'] == 'decode_tps'][0]
+    assert decode['ratio'] < 0.6 and not decode['ok'], step  # half the rate, 10 % allowed
+    assert step['new']['failures'] == [] and step['old']['failures'] == []  # slower, not broken: only the numbers
+    # pair1 went to the slower image and back (restarted), pair2 never restarted; both serve the old image again
+    assert all(a > b for a, b in zip(after[P1], before[P1])), (before[P1], after[P1])
+    assert after[P2] == before[P2], 'pair2 was touched: %r -> %r' % (before[P2], after[P2])
+    assert image_ids(P1) == image_ids(P2) == [old_id, old_id]
+    both_in_rotation(30)
+
+
+def test_upgrade_to_an_equal_image_is_promoted_pair_by_pair_with_both_sets_of_numbers(tmp_path):
+    next_id = image_id(NEXT_IMAGE)
+    assert next_id != image_id(OLD_IMAGE)
+    with load.HealthWindows(ports=(8000,)) as health:
+        rc, out, took, steady, before, after, record = upgrade_to(NEXT_IMAGE, tmp_path / 'next')
+    assert rc == 0, out[-5000:]
+    first, last = record['steps']
+    figure('upgrade.yml to %s: promoted in %.1f s; %s against %s: %s; %s against %s: %s'
+           % (NEXT_IMAGE, took, first['pair'], first['reference'], _numbers(first), last['pair'], last['reference'],
+              _numbers(last)))
+    assert_no_failed('upgrade.yml (equal image, promoted)', steady)
+    assert_one_pair_at_a_time('upgrade.yml', health.windows(), before, after)
+    assert record['outcome'] == 'promoted' and record['regressed'] == [] and record['failed'] == []
+    assert [s['pair'] for s in record['steps']] == [P1, P2]
+    assert first['reference'].startswith(P2 + ' (still on the old version') and last['reference'] == P2 + ' itself, before its change'
+    # the last pair's reference is the numbers it gave as the first comparison's reference
+    assert last['old']['decode_tps'] == first['old']['decode_tps']
+    for step in (first, last):
+        assert step['verdict']['verdict'] == 'pass', step
+        assert set(c['figure'] for c in step['verdict']['compared']) >= {'decode_tps', 'prefill_tps'}
+    # both sets of numbers in the output too
+    flat = ' '.join(out.split())
+    assert flat.count('Changed pair: decode') == 2 and flat.count('Reference: decode') == 2
+    assert image_ids(P1) == image_ids(P2) == [next_id, next_id]
+    both_in_rotation(30)

@@ -1,0 +1,85 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The regression kit (module dgxspark.ds4.regression_kit, run by ansible on this machine) against simulator pairs:
+a pair whose image serves at half the rates (the simulator's image settings file, as the `slower` test image bakes
+it) is judged regressed against an old pair, an equal one passes; the kit finds the pair's address and served name in
+a launch script as rendered for a rank. Run with -s to see the numbers."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+from test_ops_sim import MODEL, REPO, pair_factory  # noqa: F401  pylint: disable=import-error,unused-import
+
+_LINK_ROOT = os.path.join(REPO, ".collections")
+if _LINK_ROOT not in sys.path:
+    sys.path.insert(0, _LINK_ROOT)
+from ansible_collections.dgxspark.ds4.plugins.module_utils import regression_kit  # noqa: E402  pylint: disable=wrong-import-position
+
+with open(os.path.join(REPO, "roles", "config", "files", "regression_kit.yml")) as _fh:
+    KIT = yaml.safe_load(_fh)
+# fast enough that one kit takes a few seconds: 128 decode tokens in 0.64 s per run, the garble sweep's replies in 0.25 s
+RATES = {"VLLM_SIM_TOKENS_PER_S": "200", "VLLM_SIM_PREFILL_TOKENS_PER_S": "8000"}
+
+
+def kit_module(args, tmp_path):
+    """ansible localhost -m dgxspark.ds4.regression_kit -> the module's result."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=_LINK_ROOT, ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible"), "localhost", "-c", "local",
+                           "-m", "dgxspark.ds4.regression_kit", "-a", json.dumps(args)], env=env, cwd=REPO,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def launch_script(tmp_path, pair):
+    """A head's launch script as launch_render writes one (the kit reads --host, --port, --served-model-name)."""
+    path = tmp_path / ("launch-head-%d.sh" % pair.port)
+    path.write_text("#!/bin/bash\nset -euo pipefail\nexec vllm serve /models/ds4 \\\n  --served-model-name '%s' \\\n"
+                    "  --host '0.0.0.0' \\\n  --port '%d' \\\n  --max-num-seqs '8'\n" % (MODEL, pair.port))
+    return str(path)
+
+
+def test_a_slower_image_is_regressed_an_equal_one_passes(pair_factory, tmp_path):
+    settings = tmp_path / "image-settings.json"
+    settings.write_text(json.dumps({"tokens_per_s_factor": 0.5, "prefill_tokens_per_s_factor": 0.5}))
+    old = pair_factory(head_env=RATES)
+    equal = pair_factory(head_env=dict(RATES, VLLM_SIM_IMAGE_SETTINGS=str(tmp_path / "absent.json")))
+    slower = pair_factory(head_env=dict(RATES, VLLM_SIM_IMAGE_SETTINGS=str(settings)))
+    runs = {}
+    for name, pair in (("old", old), ("equal", equal), ("slower", slower)):
+        runs[name] = kit_module({"launch_script": launch_script(tmp_path, pair), "kit": KIT, "recipe": "balanced",
+                                 "timeout": 60}, tmp_path)
+        assert runs[name]["url"] == pair.url and runs[name]["model"] == MODEL
+        assert runs[name]["ok"] and runs[name]["failures"] == [], runs[name]
+        # balanced: 2 known answers, 1 tool call, 1+2+4+6 garble prompts; MTP 2 acceptance from /metrics
+        assert runs[name]["checks"] == {"known_answers": 2, "tool_calls": 1, "garble_requests": 13, "skipped": []}
+        assert runs[name]["acceptance_rate"] is not None and 0.5 < runs[name]["acceptance_rate"] <= 1.0
+    slow = regression_kit.verdict(runs["slower"], runs["old"])
+    same = regression_kit.verdict(runs["equal"], runs["old"])
+    print("\nkit: old decode %s prefill %s | equal %s | slower %s"
+          % (runs["old"]["decode_tps"], runs["old"]["prefill_tps"], regression_kit.summary(same), regression_kit.summary(slow)))
+    assert abs(runs["old"]["decode_tps"] / 200.0 - 1.0) <= 0.1, runs["old"]["runs"]
+    assert same["verdict"] == "pass", same
+    assert slow["verdict"] == "regressed", slow
+    ratios = dict((c["figure"], c["ratio"]) for c in slow["compared"])
+    assert 0.4 <= ratios["decode_tps"] <= 0.6 and ratios["prefill_tps"] < 0.85, ratios
+
+
+def test_a_wrong_answer_fails_the_kit_without_failing_the_module(pair_factory, tmp_path):
+    pair = pair_factory(head_env=RATES)
+    kit = {"default": dict(KIT["default"], known_answers=[{"name": "capital", "prompt": KIT["default"]["known_answers"][1]["prompt"],
+                                                            "expected": ["berlin"]}], garble_levels=[1])}
+    out = kit_module({"url": pair.url, "model": MODEL, "kit": kit, "recipe": "balanced", "timeout": 60}, tmp_path)
+    assert not out["ok"] and [f["check"] for f in out["failures"]] == ["deterministic_answer"], out["failures"]
+    verdict = regression_kit.verdict(out, out)
+    assert verdict["verdict"] == "regressed" and verdict["regressions"][0].startswith("capital deterministic_answer")
