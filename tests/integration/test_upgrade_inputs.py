@@ -14,6 +14,12 @@ import pytest
 import local_pair  # pylint: disable=import-error
 
 NOTHING_CHANGED = 'Nothing was changed.'
+# switch.yml (and so upgrade.yml) refuses an unpinned model revision first: pinned here, so the checks below are reached
+SITE = {'ds4_model_revisions': {'deepseek-v4-flash': '0123456789abcdef0123456789abcdef01234567'}}
+
+
+def _run(tmp_path, extra):
+    return local_pair.run_playbook(tmp_path, 'upgrade.yml', extra, site=SITE)
 
 
 def _flat(out):
@@ -25,7 +31,7 @@ def _flat(out):
     ({'ds4_upgrade_max_prefill_drop_pct': 'fast'}, "ds4_upgrade_max_prefill_drop_pct='fast' is not a number"),
 ])
 def test_bad_thresholds_refused_before_any_change(tmp_path, extra, words):
-    rc, out = local_pair.run_playbook(tmp_path, 'upgrade.yml', extra)
+    rc, out = _run(tmp_path, extra)
     flat = _flat(out)
     assert rc != 0 and words in flat and NOTHING_CHANGED in flat, out[-3000:]
     assert 'TASK [Keep the live set' not in flat
@@ -34,20 +40,20 @@ def test_bad_thresholds_refused_before_any_change(tmp_path, extra, words):
 def test_a_kit_file_without_a_kit_is_refused(tmp_path):
     bad = tmp_path / 'kit.yml'
     bad.write_text('recipes: {}\n')
-    rc, out = local_pair.run_playbook(tmp_path, 'upgrade.yml', {'ds4_upgrade_kit_file': str(bad)})
+    rc, out = _run(tmp_path, {'ds4_upgrade_kit_file': str(bad)})
     flat = _flat(out)
     assert rc != 0 and 'the regression kit data has no `default` kit' in flat and NOTHING_CHANGED in flat, out[-3000:]
 
 
 def test_an_unknown_recipe_is_refused_by_the_config_check(tmp_path):
-    rc, out = local_pair.run_playbook(tmp_path, 'upgrade.yml', {'ds4_profile': 'no-such-recipe'})
+    rc, out = _run(tmp_path, {'ds4_profile': 'no-such-recipe'})
     flat = _flat(out)
     assert rc != 0 and 'ds4_profile' in flat and 'no-such-recipe' in flat and 'unknown recipe' in flat, out[-3000:]
     assert 'TASK [Keep the live set' not in flat
 
 
 def test_a_pair_that_serves_nothing_is_refused_and_one_pair_is_warned_first(tmp_path):
-    rc, out = local_pair.run_playbook(tmp_path, 'upgrade.yml', {})
+    rc, out = _run(tmp_path, {})
     flat = _flat(out)
     assert rc != 0, out[-3000:]
     assert 'upgrade.yml with one pair: the kit measures the pair before the change and after it' in flat
@@ -57,7 +63,7 @@ def test_a_pair_that_serves_nothing_is_refused_and_one_pair_is_warned_first(tmp_
 
 
 def test_an_unknown_model_is_refused_by_the_config_check(tmp_path):
-    rc, out = local_pair.run_playbook(tmp_path, 'upgrade.yml', {'ds4_model': 'no-such-model'})
+    rc, out = _run(tmp_path, {'ds4_model': 'no-such-model'})
     flat = _flat(out)
     assert rc != 0 and 'ds4_model' in flat and 'no-such-model' in flat, out[-3000:]
     assert 'TASK [Keep the live set' not in flat

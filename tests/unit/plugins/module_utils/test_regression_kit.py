@@ -211,3 +211,12 @@ def test_the_plan_of_a_single_pair_measures_it_before_its_change():
     assert rk.upgrade_plan(_pairs(1)) == [
         {'pair': 'spark_pair1', 'head': 'spark1', 'reference': None, 'reference_head': None, 'measure_before': True}]
     assert rk.upgrade_plan([]) == []
+
+
+def test_each_prefill_prompt_is_new_to_the_prefix_cache():
+    ep = FakeEndpoint()
+    run(ep)
+    prompts = [b['messages'][0]['content'] for b in ep.bodies if b['max_tokens'] == 1]
+    assert len(prompts) == 3 and len(set(p.split()[0] for p in prompts)) == 3
+    assert all(len(p.split()) == 1024 for p in prompts)
+    assert rk.prefill_prompt(4, 'x') == 'x the pair serves'
