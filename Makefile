@@ -135,7 +135,7 @@ molecule: venv collection-link node-image
 # The scenarios, then the checks in the lanes they free, MOLECULE_JOBS lanes (tests/harness/molecule_parallel.py
 # --then). Run one after the other, the checks kept this 2-core machine's cores 40-70 % busy for six minutes and the
 # last scenario alone 40-60 % for ten; here the checks fill the lanes the shorter scenarios leave while the longest
-# finish, at nice 10 except the real-time integration-sim (docs/testing.md).
+# finish, at the scenarios' priority: a check takes a lane as a scenario would (docs/testing.md).
 suite: venv collection-link node-image benchy-venv
 	@mkdir -p .cache/images/inner
 	$(BIN)/python tests/harness/molecule_parallel.py --jobs $(MOLECULE_JOBS) $(SCENARIOS) --then $(CHECK_STEPS)

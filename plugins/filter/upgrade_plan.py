@@ -14,14 +14,14 @@ version_added: 0.2.0
 description:
   - One entry per pair, in pair order, with C(pair), C(head), C(reference), C(reference_head), C(measure_before).
   - A pair's reference is the next pair, still on the old version and measured at the same time. The last pair has
-    none: its own numbers are the reference, taken when it was the previous pair's reference, or right before its
+    none, so its own numbers are the reference, taken when it was the previous pair's reference, or right before its
     change when it never was (a single pair, C(measure_before)).
   - The same code as C(plugins/module_utils/regression_kit.py) (upgrade_plan).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 options:
   _input:
-    description: The run's pairs in pair order (items of C(ds4_effective.pairs): C(name), C(head), ...).
+    description: The run's pairs in pair order (items of C(ds4_effective.pairs), with C(name) and C(head)).
     type: list
     elements: dict
     required: true

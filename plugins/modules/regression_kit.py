@@ -19,7 +19,7 @@ description:
   - Known answers at temperature 0, tool calls with the recipe's parsers, the garble sweep (that many English prompts
     at once per level, every reply clean), then C(bench.runs) times one decode stream and one long prompt (decode and
     prefill tok/s, the medians), with spec-decode acceptance from C(/metrics) read before and after.
-  - A check that fails is returned in C(failures), not raised: the verdict decides. The module fails only when the kit
+  - A check that fails is returned in C(failures), not raised; the verdict decides. The module fails only when the kit
     itself is unusable.
   - Standard library only; runs on the head (against C(127.0.0.1)) or on the controller.
 author:
@@ -36,9 +36,9 @@ options:
   url:
     description:
       - Base URL of the endpoint, for example V(http://127.0.0.1:8000).
-      - Default, with O(launch_script), vLLM's own address in that script (C(--host), loopback for a wildcard, C(--port)):
-        what the pair really serves, whatever the inventory says now (a pair still on the old version may serve on
-        another port).
+      - Default, with O(launch_script), vLLM's own address in that script (C(--host), loopback for a wildcard, C(--port)),
+        so the kit reaches what the pair really serves, whatever the inventory says now (a pair still on the old version
+        may serve on another port).
     type: str
   launch_script:
     description: A rank's live launch script; O(url) and O(model) default to what it serves.
@@ -145,7 +145,7 @@ def endpoint(params):
             if not facts['api_port']:
                 return None, None, 'the launch script %s names no --port' % params['launch_script']
             host = facts['api_host'] or '127.0.0.1'
-            url = 'http://%s:%d' % ('127.0.0.1' if host in WILDCARD else host, facts['api_port'])
+            url = 'http://%s:%s' % ('127.0.0.1' if host in WILDCARD else host, facts['api_port'])
         model = model or facts['served_model_name']
     if not url or not model:
         return None, None, 'give url and model, or a launch_script that names --port and --served-model-name'

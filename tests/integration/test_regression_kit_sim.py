@@ -25,8 +25,9 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils import regression_kit
 
 with open(os.path.join(REPO, "roles", "config", "files", "regression_kit.yml")) as _fh:
     KIT = yaml.safe_load(_fh)
-# fast enough that one kit takes a few seconds: 128 decode tokens in 0.64 s per run, the garble sweep's replies in 0.25 s
-RATES = {"VLLM_SIM_TOKENS_PER_S": "200", "VLLM_SIM_PREFILL_TOKENS_PER_S": "8000"}
+# 128 decode tokens in 1.3 s per run, the prefill of 2048 words in ~1 s: windows long enough that a few tens of ms of
+# delay on this loaded 2-core machine stay well inside the 10 % (decode) and 15 % (prefill) an equal pair must meet
+RATES = {"VLLM_SIM_TOKENS_PER_S": "100", "VLLM_SIM_PREFILL_TOKENS_PER_S": "2000"}
 
 
 def kit_module(args, tmp_path):
@@ -68,7 +69,7 @@ def test_a_slower_image_is_regressed_an_equal_one_passes(pair_factory, tmp_path)
     same = regression_kit.verdict(runs["equal"], runs["old"])
     print("\nkit: old decode %s prefill %s | equal %s | slower %s"
           % (runs["old"]["decode_tps"], runs["old"]["prefill_tps"], regression_kit.summary(same), regression_kit.summary(slow)))
-    assert abs(runs["old"]["decode_tps"] / 200.0 - 1.0) <= 0.1, runs["old"]["runs"]
+    assert abs(runs["old"]["decode_tps"] / 100.0 - 1.0) <= 0.05, runs["old"]["runs"]
     assert same["verdict"] == "pass", same
     assert slow["verdict"] == "regressed", slow
     ratios = dict((c["figure"], c["ratio"]) for c in slow["compared"])
@@ -77,8 +78,8 @@ def test_a_slower_image_is_regressed_an_equal_one_passes(pair_factory, tmp_path)
 
 def test_a_wrong_answer_fails_the_kit_without_failing_the_module(pair_factory, tmp_path):
     pair = pair_factory(head_env=RATES)
-    kit = {"default": dict(KIT["default"], known_answers=[{"name": "capital", "prompt": KIT["default"]["known_answers"][1]["prompt"],
-                                                            "expected": ["berlin"]}], garble_levels=[1])}
+    wrong = [{"name": "capital", "prompt": KIT["default"]["known_answers"][1]["prompt"], "expected": ["berlin"]}]
+    kit = {"default": dict(KIT["default"], known_answers=wrong, garble_levels=[1])}
     out = kit_module({"url": pair.url, "model": MODEL, "kit": kit, "recipe": "balanced", "timeout": 60}, tmp_path)
     assert not out["ok"] and [f["check"] for f in out["failures"]] == ["deterministic_answer"], out["failures"]
     verdict = regression_kit.verdict(out, out)

@@ -56,16 +56,16 @@ def test_weights_recorded_after_a_run(tmp_path):
     assert lanes.load_weights(str(tmp_path / 'missing.json'), {'x': 2}) == {'x': 2}
 
 
-def test_checks_follow_the_scenarios_in_the_same_lanes_niced_but_the_real_time_one(tmp_path, monkeypatch):
+def test_checks_follow_the_scenarios_in_the_same_lanes(tmp_path, monkeypatch):
     # `make suite`: molecule_parallel.runner(..., then=checks) queues every scenario before any check, runs each
-    # check through make at nice 10 except the real-time integration-sim, and keeps the two kinds' logs apart.
+    # check through make, and keeps the two kinds' logs apart.
     import molecule_parallel  # pylint: disable=import-outside-toplevel
     monkeypatch.setattr(molecule_parallel, 'all_scenarios', lambda: ['default', 'drills', 'model'])
     monkeypatch.setenv('MAKE', 'make')
     run = molecule_parallel.runner(['drills', 'default', 'model'], 3, '/venv/bin/molecule', 'test',
                                    then=['integration-sim', 'unit'])
     assert run.queue == ['drills', 'default', 'model', 'integration-sim', 'unit']
-    assert run.command('unit') == ['nice', '-n', '10', 'make', '--no-print-directory', 'unit']
+    assert run.command('unit') == ['make', '--no-print-directory', 'unit']
     assert run.command('integration-sim') == ['make', '--no-print-directory', 'integration-sim']
     assert run.command('model')[:2] == ['flock', '/tmp/ds4-molecule-model.lock'] and run.command('model')[-2:] == ['-s', 'model']
     assert run.log_dir('unit') == molecule_parallel.CHECK_LOG_DIR and run.log_dir('model') == molecule_parallel.LOG_DIR

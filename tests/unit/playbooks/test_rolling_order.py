@@ -67,3 +67,21 @@ def test_the_per_pair_file_takes_the_pair_hosts_itself():
         top = yaml.safe_load(fh)
     assert len(top) == 1 and 'block' in top[0], 'rolling.yml is one block (its condition covers its rescue too)'
     assert "inventory_hostname in ds4_rolling_pair['hosts']" in top[0]['when']
+
+
+def test_every_include_of_the_rolling_file_names_its_directory():
+    """rolling.yml includes validate.yml and rollback.yml, which are playbooks in playbooks/ as well as task files in
+    playbooks/tasks/. Ansible resolves an include against the directories of the includes above it: included as
+    `rolling.yml` from tasks/switch_pair.yml it found playbooks/validate.yml ("conflicting action statements: hosts,
+    gather_facts": switch.yml failed after its first pair's deploy). Included as `tasks/rolling.yml`, every include in
+    it resolves in playbooks/tasks/."""
+    targets = []
+    for path in glob.glob(os.path.join(REPO, 'playbooks', '*.yml')) + glob.glob(os.path.join(REPO, 'playbooks', 'tasks', '*.yml')):
+        with open(path) as fh:
+            doc = yaml.safe_load(fh)
+        for task in _tasks(doc):
+            target = next((task[k] for k in INCLUDE if k in task), None)
+            if isinstance(target, str) and os.path.basename(target) == 'rolling.yml':
+                targets.append((os.path.relpath(path, REPO), target))
+    assert len(targets) >= 6, targets
+    assert all(t == 'tasks/rolling.yml' for _p, t in targets), targets

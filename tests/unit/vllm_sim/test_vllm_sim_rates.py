@@ -1,7 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Token pacing of the vLLM simulator: per-stream and aggregate rates within 2 % as a benchmark measures them."""
+"""Token pacing of the vLLM simulator: per-stream and aggregate rates within 2 % as a benchmark measures them.
+
+Every window is at least 2 s: the checks share this 2-core machine with Molecule scenarios (`make suite`), and a
+0.74 s window (60 tokens at 80 tok/s) once came out 5 % low there; a fixed delay of a few tens of ms stays under
+2 % of 2 s."""
 
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
@@ -20,10 +24,10 @@ def _token_times(events):
 
 def test_per_stream_rate_within_2_percent(sim_factory):
     sim = sim_factory(env={'VLLM_SIM_TOKENS_PER_S': '100'}).wait_ready()
-    events = stream_chat(sim, BODY)
+    events = stream_chat(sim, dict(BODY, max_tokens=240))  # 2.4 s
     times = _token_times(events)
     usage = events[-2][1]['usage']
-    assert usage['completion_tokens'] == len(times) == 120
+    assert usage['completion_tokens'] == len(times) == 240
     rate = (usage['completion_tokens'] - 1) / (times[-1] - times[0])
     assert abs(rate - 100.0) / 100.0 < 0.02, rate
 
@@ -56,12 +60,12 @@ def test_uncapped_concurrency_scales(sim_factory):
     results = [None] * 3
 
     def one(i):
-        results[i] = stream_chat(sim, dict(BODY, max_tokens=60))
+        results[i] = stream_chat(sim, dict(BODY, max_tokens=180))  # 2.2 s each
     threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
+        t.join(60)
     for events in results:
         times = _token_times(events)
         rate = (len(times) - 1) / (times[-1] - times[0])
