@@ -135,10 +135,8 @@ def _median(values):
 
 
 def _body(model, prompt, max_tokens, **extra):
-    body = {'model': model, 'messages': [{'role': 'user', 'content': prompt}], 'max_tokens': int(max_tokens),
-            'temperature': 0.0, 'chat_template_kwargs': {'thinking': False, 'enable_thinking': False}}
-    body.update(extra)
-    return body
+    """A request at temperature 0, thinking off: smoke_checks' body, as validate.yml sends it."""
+    return smoke_checks._body(model, prompt, max_tokens, False, **extra)  # pylint: disable=protected-access
 
 
 def decode_tps(rec):
