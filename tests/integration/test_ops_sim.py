@@ -234,8 +234,13 @@ def test_bench_playbook_writes_table_json_and_plot(pair_factory, tmp_path):
     assert [lv["concurrency"] for lv in report["levels"]] == [1, 2, 4, 8]
     assert report["skipped"][0]["concurrency"] == 16
     assert report["settings"]["thinking"] is False and report["model"] == MODEL
+    # The 2 % accuracy claim is test_bench_measures_simulator_rates_within_2_percent (the sweep in this process). Here
+    # the sweep runs in an Ansible worker beside the controller while CI's other lanes keep both cores busy: a chunk
+    # stamped ~70 ms late at a window edge is 2.7 % of c2's 2.6 s window (CI measured 194.6 against 200 once). What
+    # this test adds is the playbook's plumbing, so a wrong rate (a level or a cap not applied) is what it must catch:
+    # the nearest wrong answers are 33 % (c4 capped at 300, not 400) and 50 % (c2 as c1) away.
     for lv in report["levels"]:
-        assert _within(lv["aggregate_tps"], min(PER_STREAM * lv["concurrency"], AGG_CAP)), lv["aggregate_tps"]
+        assert _within(lv["aggregate_tps"], min(PER_STREAM * lv["concurrency"], AGG_CAP), tol=0.05), lv["aggregate_tps"]
     png = (out_dir / files[2]).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000
     md = (out_dir / files[1]).read_text()
