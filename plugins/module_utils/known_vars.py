@@ -41,6 +41,7 @@ COLLECTION_VARS = {
     'ds4_ready_chat_timeout': 'playbooks (vllm_ready chat_timeout, seconds)',
     'ds4_validate_after_deploy': 'playbooks/site.yml (true: after a deploy that ran a role; always; false)',
     'ds4_converge_full': 'roles (true: every role runs whole, the converge shortcut is off for this run)',
+    'ds4_converge_roles': 'roles (a list of role names: those run whole this run; maintenance.yml sets [nccl_fabric])',
     'ds4_endpoint_url': 'playbooks/vars/ops.yml (URL the validate/bench/status client uses)',
     'ds4_switch_auto_rollback': 'playbooks/switch.yml (true: roll back on a failed switch)',
     'ds4_switch_allow_name_change': 'playbooks/switch.yml (true: switch behind the router to another served name anyway)',

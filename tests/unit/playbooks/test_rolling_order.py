@@ -51,7 +51,7 @@ def _looped_per_pair_includes():
 
 def test_the_per_pair_includes_are_found():
     files = sorted(set(p for p, _t in _looped_per_pair_includes()))
-    assert files == ['playbooks/ack.yml', 'playbooks/restart.yml', 'playbooks/rollback.yml', 'playbooks/switch.yml']
+    assert files == ['playbooks/ack.yml', 'playbooks/maintenance.yml', 'playbooks/restart.yml', 'playbooks/rollback.yml', 'playbooks/switch.yml']
 
 
 @pytest.mark.parametrize('path,task', _looped_per_pair_includes(), ids=lambda v: v if isinstance(v, str) else v.get('name'))
