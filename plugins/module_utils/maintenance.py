@@ -159,7 +159,6 @@ def changed_packages(before, after):
     return out
 
 
-
 def front_outages(pairs, router_hosts, vip):
     """The pairs whose maintenance reboots the only router (a router host among the pair's hosts and no VIP): the
     endpoint through the router is down while that node reboots. [] with a VIP (the address moves to the other
