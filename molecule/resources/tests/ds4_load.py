@@ -131,9 +131,12 @@ class SteadyLoad(object):
     other CI lanes need."""
 
     def __init__(self, threads=6, max_requests=20000, max_seconds=300.0, url=ROUTER_URL, key=API_KEY, max_tokens=32,
-                 timeout=30.0, pause_s=0.0):
+                 timeout=30.0, pause_s=0.0, retry_resets=0):
         self.threads, self.max_requests, self.max_seconds = threads, max_requests, max_seconds
         self.url, self.key, self.max_tokens, self.timeout, self.pause_s = url, key, max_tokens, timeout, pause_s
+        # retry_resets: a request whose connection failed before any HTTP answer (reset, refused) is sent again, up
+        # to this many times, as the OpenAI SDK does (max_retries 2); each retry is recorded (rec['retries'])
+        self.retry_resets = retry_resets
         self.records = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -156,9 +159,15 @@ class SteadyLoad(object):
             start = time.monotonic()
             # distinct prompts: the router's cache-aware policy sees no shared prefix to stick to; none of the
             # simulator's canned questions, so the reply is max_tokens of filler (a canned one ends after a token or two)
-            status, error = chat_once(self.url, self.key, 'Request %d of client %d: describe the sea.' % (n, idx),
-                                      self.max_tokens, self.timeout)
-            rec = {'n': n, 'client': idx, 'start': start, 'end': time.monotonic(), 'status': status, 'error': error}
+            retries = []
+            while True:
+                status, error = chat_once(self.url, self.key, 'Request %d of client %d: describe the sea.' % (n, idx),
+                                          self.max_tokens, self.timeout)
+                if status is not None or len(retries) >= self.retry_resets:
+                    break
+                retries.append(error)
+            rec = {'n': n, 'client': idx, 'start': start, 'end': time.monotonic(), 'status': status, 'error': error,
+                   'retries': retries}
             with self._lock:
                 self.records.append(rec)
             if self.pause_s:
@@ -205,9 +214,11 @@ class SteadyLoad(object):
             recs = list(self.records)
         bad = [r for r in recs if r['error'] is not None or r['status'] != 200]
         took = (max(r['end'] for r in recs) - self.t0) if recs else 0.0
+        retried = [r for r in recs if r.get('retries')]
         return {'requests': len(recs), 'failed': len(bad), 'seconds': round(took, 1),
                 'rps': round(len(recs) / took, 1) if took else 0.0,
-                'errors': sorted(set(str(r['error'])[:160] for r in bad))[:5]}
+                'errors': sorted(set(str(r['error'])[:160] for r in bad))[:5],
+                'retried': len(retried), 'retry_errors': sorted(set(str(e)[:160] for r in retried for e in r['retries']))[:5]}
 
 
 class HealthWindows(object):
