@@ -404,10 +404,12 @@ def test_rolling_switch_to_another_port_then_rollback_under_load_no_failed_reque
 # its decode and prefill rates (baked into the image: tests/harness/build-sim-image.sh), `next` the same simulator
 # under another image ID.
 SLOWER_IMAGE, NEXT_IMAGE, OLD_IMAGE = 'ds4-vllm-sim:slower', 'ds4-vllm-sim:next', 'ds4-vllm-sim:test'
-# In CI since they passed a run of this scenario (2026-11-27: slower image reverted in 259.8 s, equal image promoted in
-# 354.6 s, 0 failed requests under load). DS4_REPLICAS_UPGRADE=0 skips them for a quicker local run (docs/testing.md).
-upgrade_run = pytest.mark.skipif(os.environ.get('DS4_REPLICAS_UPGRADE') == '0',
-                                 reason='DS4_REPLICAS_UPGRADE=0: the upgrade.yml drills are skipped')
+# Passed a run of this scenario (2026-11-27, alone: slower image reverted in 259.8 s, equal image promoted in 354.6 s,
+# 0 failed requests under load), and in a fresh-clone CI beside the other scenarios (426.6 s and 635.2 s there, 0
+# failed requests; `replicas` 3295 s against ~1930 s without them): not in CI until its time allows (over its budget
+# without them). DS4_REPLICAS_UPGRADE=1 runs them (docs/testing.md).
+upgrade_run = pytest.mark.skipif(os.environ.get('DS4_REPLICAS_UPGRADE') != '1',
+                                 reason='upgrade.yml drills run with DS4_REPLICAS_UPGRADE=1 (not in CI: CI time)')
 
 
 def image_ids(pair):
