@@ -27,7 +27,9 @@ PACKAGES=(systemd systemd-sysv dbus python3 procps iproute2 iputils-ping sudo do
           prometheus prometheus-node-exporter
           # role router (python3 -m venv for vllm-router's venv, as apt installs it on DGX OS; keepalived for the
           # clients' one address with two routers, ds4_router_vip)
-          python3-venv keepalived)
+          python3-venv keepalived
+          # maintenance.yml (ansible.builtin.apt needs python3-apt, installed on DGX OS / Ubuntu by default)
+          python3-apt)
 
 start=$(date +%s.%N)
 elapsed() { awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }

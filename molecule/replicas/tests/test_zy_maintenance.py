@@ -80,7 +80,7 @@ def _prepare(node):
     d.node(node, 'sh', '-c', 'cd {d} && for f in *.deb; do dpkg-deb -f "$f"; echo "Filename: ./$f"; '
            'echo "Size: $(stat -c %s "$f")"; echo "SHA256: $(sha256sum "$f" | cut -d" " -f1)"; echo; done > Packages'.format(d=REPO_DIR))
     d.node(node, 'sh', '-c', 'mkdir -p /etc/apt/ds4-test-saved && (mv /etc/apt/sources.list /etc/apt/sources.list.d/* '
-           '/etc/apt/ds4-test-saved/ 2>/dev/null || true) && echo "deb [trusted=yes] file:%s ./" > /etc/apt/sources.list' % REPO_DIR)
+           '/etc/apt/ds4-test-saved/ 2>/dev/null || true) && echo "deb [trusted=yes allow-insecure=yes] file:%s ./" > /etc/apt/sources.list' % REPO_DIR)
     d.node(node, 'apt-mark', 'hold', 'ds4-dummy', 'ds4-handheld')
 
 
