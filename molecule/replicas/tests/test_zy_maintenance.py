@@ -8,10 +8,10 @@ are only that repository for the test): ds4-dummy 1.0 installed and held (a hold
 host_hardening_hold_packages lists it), 2.0 in the repository; ds4-handheld held by hand (not the collection's).
 
 1. A run naming ds4-handheld is refused before anything changes.
-2. A run with the fabric's MTU lost on spark4 at its reboot (its eth0 back at 1500 while the pair expects 9000:
+2. A run with the fabric's MTU lost on spark4 at its reboot (its fixture sysfs at 1500 while the run expects 9000:
    nccl_fabric_expected_mtu): pair1 is upgraded (ds4-dummy 2.0, held again), rebooted (the node containers
    restarted by the controller's reboot command), re-qualified, back in rotation; pair2 is upgraded and rebooted, its
-   jumbo ping fails, the run stops there with pair2 out of rotation and pair1 serving; no request fails (a request in
+   fabric check fails ([mtu_low]), the run stops there with pair2 out of rotation and pair1 serving; no request fails (a request in
    flight through the VIP when it moves is retried once, as the OpenAI SDK does: counted and shown).
 3. The MTU fixed, the run again for pair2 alone (-l spark_pair2): back in rotation.
 
@@ -45,14 +45,17 @@ VIP_URL = '%s://%s:8080' % (d.SCHEME, d.ip(100))
 REPO_DIR = '/srv/ds4-apt'
 HOLDS = {'host_hardening_hold_packages': ['ds4-dummy']}
 # the controller's "power cycle": restart the node container, wait for its inner Docker, load the simulator image
-# again (tmpfs /var/lib/docker), and on the nodes listed in the marker file bring eth0 back at MTU 1500
+# again (tmpfs /var/lib/docker), and on the nodes listed in the marker file set the fabric netdevs of the fixture
+# sysfs (nccl_fabric_sysfs_root) to MTU 1500, as a node whose netplan MTU did not survive the reboot
 REBOOT_SCRIPT = r'''#!/bin/bash
 set -euo pipefail
 node="$1"
 docker restart -t 5 "$node" >/dev/null
 for _ in $(seq 120); do docker exec "$node" docker info >/dev/null 2>&1 && break; sleep 1; done
 docker exec "$node" sh -c 'for f in /images/*.tar; do docker load -i "$f" >/dev/null; done'
-if grep -qx "$node" "$(dirname "$0")/mtu-1500" 2>/dev/null; then docker exec "$node" ip link set eth0 mtu 1500; fi
+if grep -qx "$node" "$(dirname "$0")/mtu-1500" 2>/dev/null; then
+  docker exec "$node" sh -c 'for i in enp1s0f1np1 enP2p1s0f1np1; do echo 1500 > /var/lib/ds4-test/sysfs/node_b/class/net/$i/mtu; done'
+fi
 '''
 
 
@@ -128,7 +131,7 @@ def test_pair_by_pair_a_lost_mtu_keeps_pair2_out_and_pair1_serves_then_pair2_fix
            'failed, %d retried once after a reset %s' % (took, rc, summary['requests'], summary['failed'],
                                                         summary['retried'], summary['retry_errors']))
     assert rc != 0, out[-4000:]
-    assert 'maintain of pair spark_pair2 failed' in flat and 'Jumbo-frame ping' in flat, out[-4000:]
+    assert 'maintain of pair spark_pair2 failed' in flat and 'Fabric checks failed on spark4: [mtu_low]' in flat, out[-4000:]
     # pair1: upgraded, held again, serving, in rotation; pair2 upgraded too (before its reboot), out of rotation
     for node in NODES:
         assert _version(node, 'ds4-dummy') == '2.0 hold', (node, _version(node, 'ds4-dummy'))
@@ -137,7 +140,7 @@ def test_pair_by_pair_a_lost_mtu_keeps_pair2_out_and_pair1_serves_then_pair2_fix
     assert summary['failed'] == 0, summary
     # fixed, then pair2 alone
     (top / 'mtu-1500').write_text('')
-    d.node('spark4', 'ip', 'link', 'set', 'eth0', 'mtu', '9000')
+    d.node('spark4', 'sh', '-c', 'for i in enp1s0f1np1 enP2p1s0f1np1; do echo 9000 > /var/lib/ds4-test/sysfs/node_b/class/net/$i/mtu; done')
     with load.SteadyLoad(threads=6, max_seconds=1200, url=VIP_URL, timeout=30.0, retry_resets=1) as steady:
         rc, out, took = _playbook(extra, args=['-l', P2], timeout=1200)
     summary = steady.summary()

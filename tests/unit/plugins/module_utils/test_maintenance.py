@@ -167,4 +167,6 @@ def test_the_plan_of_a_pair_in_order():
     assert deploy['vars'] == {'ds4_rolling': True, 'ds4_converge_roles': ['nccl_fabric']}
     stop = [t for t in tasks if t.get('name', '').startswith('Maintain | Stop the head first')][0]
     assert stop['ansible.builtin.systemd_service'] == {'name': "{{ item['unit'] }}", 'state': 'stopped', 'enabled': False}
-    assert stop['run_once'] is True and 'selectattr(\'role\', \'eq\', \'head\')' in stop['loop'].split('+')[0]
+    # once, from the pair's head: run_once would take the play's first host, which may be in another pair
+    assert 'run_once' not in stop and stop['when'] == "inventory_hostname == ds4_rolling_pair['head']"
+    assert 'selectattr(\'role\', \'eq\', \'head\')' in stop['loop'].split('+')[0]
