@@ -128,8 +128,8 @@ def test_pair_by_pair_a_lost_mtu_keeps_pair2_out_and_pair1_serves_then_pair2_fix
     summary = steady.summary()
     flat = ' '.join(out.split())
     figure('maintenance.yml (pair2 loses its MTU at the reboot) took %.1f s, rc %s; %d requests through the VIP, %d '
-           'failed, %d retried once after a reset %s' % (took, rc, summary['requests'], summary['failed'],
-                                                        summary['retried'], summary['retry_errors']))
+           'failed, %d retried once after a reset %s'
+           % (took, rc, summary['requests'], summary['failed'], summary['retried'], summary['retry_errors']))
     assert rc != 0, out[-4000:]
     assert 'maintain of pair spark_pair2 failed' in flat and 'Fabric checks failed on spark4: [mtu_low]' in flat, out[-4000:]
     # pair1: upgraded, held again, serving, in rotation; pair2 upgraded too (before its reboot), out of rotation
