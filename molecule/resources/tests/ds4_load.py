@@ -134,8 +134,8 @@ class SteadyLoad(object):
                  timeout=30.0, pause_s=0.0, retry_resets=0):
         self.threads, self.max_requests, self.max_seconds = threads, max_requests, max_seconds
         self.url, self.key, self.max_tokens, self.timeout, self.pause_s = url, key, max_tokens, timeout, pause_s
-        # retry_resets: a request whose connection failed before any HTTP answer (reset, refused) is sent again, up
-        # to this many times, as the OpenAI SDK does (max_retries 2); each retry is recorded (rec['retries'])
+        # retry_resets: a request that got no HTTP answer (reset, refused, or its timeout) is sent again, up to this
+        # many times, as the OpenAI SDK does (max_retries 2); each retry is recorded (rec['retries'])
         self.retry_resets = retry_resets
         self.records = []
         self._lock = threading.Lock()
