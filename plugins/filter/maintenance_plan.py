@@ -21,26 +21,13 @@ description:
   - The logic is in C(plugins/module_utils/maintenance.py).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.package_holds
 options:
   _input:
     description: Output of C(dpkg-query -W -f '${Package} ${Version} ${Status}\n').
     type: str
     required: true
-  defaults:
-    description: C(host_hardening_hold_default_packages).
-    type: list
-    elements: str
-    default: []
-  hold:
-    description: C(host_hardening_hold_packages).
-    type: list
-    elements: str
-    default: []
-  unhold:
-    description: C(host_hardening_unhold_packages).
-    type: list
-    elements: str
-    default: []
   packages:
     description: C(ds4_maintenance_packages) (empty for every package apt would upgrade).
     type: list

@@ -19,26 +19,13 @@ description:
   - The logic is in C(plugins/module_utils/package_holds.py).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.ds4.package_holds
 options:
   _input:
     description: Output of C(dpkg-query -W -f '${Package} ${Status}\n').
     type: str
     required: true
-  defaults:
-    description: C(host_hardening_hold_default_packages).
-    type: list
-    elements: str
-    default: []
-  hold:
-    description: C(host_hardening_hold_packages).
-    type: list
-    elements: str
-    default: []
-  unhold:
-    description: C(host_hardening_unhold_packages).
-    type: list
-    elements: str
-    default: []
   release:
     description: C(host_hardening_release_holds).
     type: bool
