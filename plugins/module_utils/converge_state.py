@@ -291,3 +291,23 @@ def write_record(path, record):
             os.unlink(tmp)
         raise
     return True
+
+
+def decide(role, probe, pair_current, full=False, roles=(), needed=None):
+    """Whether the role runs in this deploy, from this node's probe and the probes of every node of its pair.
+
+    role: the calling role; probe: this node's state=probe result; pair_current: the probes' ``current`` of every
+    node of the pair in the play; full: ds4_converge_full; roles: ds4_converge_roles; needed: __converge_needed so
+    far (role -> bool). Returns (needed with this role's entry, the facts to set, the one line that says why).
+    When the role is skipped its published facts (from the record) are set, for the roles that follow."""
+    runs = bool(full) or role in (roles or ()) or not all(pair_current)
+    needed = dict(needed or {})
+    needed[role] = runs
+    facts = {'__%s_converge' % role: probe, '__converge_needed': needed}
+    if runs:
+        why = '; '.join(probe.get('reasons') or ()) or 'the other node of the pair differs, ds4_converge_full or ds4_converge_roles'
+        line = '%s: runs (%s)' % (role, why)
+    else:
+        facts.update(probe.get('published') or {})
+        line = '%s: as recorded on every node, skipped' % role
+    return needed, facts, line

@@ -36,7 +36,10 @@ elapsed() { awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - 
 log() { echo "build-node-image: $*" >&2; }
 
 include_list=$(IFS=,; echo "${PACKAGES[*]}")
-key=$( { echo "$SUITE $MIRROR $include_list"; cat "${BASH_SOURCE[0]}"; } | sha256sum | cut -c1-16)
+# tests/harness/node-python: the bytecode cache for Ansible's zip payloads (ds4_zipcache.py says why), in the key too.
+NODE_PYTHON="${REPO_ROOT}/tests/harness/node-python"
+key=$( { echo "$SUITE $MIRROR $include_list"; cat "${BASH_SOURCE[0]}" "$NODE_PYTHON"/ds4_zipcache.py "$NODE_PYTHON"/ds4_zipcache.pth; } \
+       | sha256sum | cut -c1-16)
 cache_file="${CACHE_DIR}/node-image-${key}.tar.zst"
 label="org.dgxspark.ds4.node-image-key"
 
@@ -88,6 +91,7 @@ rm -f "$rootfs"/etc/systemd/system/getty.target.wants/getty@tty1.service
 find "$rootfs"/etc/systemd/system -name 'prometheus*.service' -path '*.wants/*' -delete
 find "$rootfs"/etc/systemd/system -name 'prometheus-node-exporter*.timer' -path '*.wants/*' -delete
 : >"$rootfs/etc/machine-id"
+install -m 0644 "$NODE_PYTHON"/ds4_zipcache.py "$NODE_PYTHON"/ds4_zipcache.pth "$rootfs/usr/lib/python3/dist-packages/"
 echo "ds4-node" >"$rootfs/etc/hostname"
 
 log "docker import as ${IMAGE}"

@@ -7,6 +7,8 @@ __metaclass__ = type
 
 import os
 
+import pytest
+
 from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
 
 
@@ -206,3 +208,36 @@ def test_observed_is_validated():
     assert 'checks.observed' in cs.normalise_checks({'observed': ['']})[1]
     checks, error = cs.normalise_checks({'commands': [['a', 'b']], 'observed': [['a', 'b']]})
     assert error is None and checks['observed'] == ['a b']
+
+
+# decide(): whether a deploy role runs (dgxspark.ds4.converge_decide), its facts and its line.
+PROBE_CURRENT = {'current': True, 'reasons': [], 'published': {'container_image_ref': 'img:1', 'container_image_id': 'sha256:a'}}
+PROBE_DRIFT = {'current': False, 'reasons': ['input container_image_source changed'], 'published': {}}
+
+
+def test_decide_skips_when_every_node_of_the_pair_is_current_and_publishes_the_record():
+    needed, facts, line = cs.decide('container_image', PROBE_CURRENT, [True, True], needed={'firewall': True})
+    assert needed == {'firewall': True, 'container_image': False}
+    assert facts['__converge_needed'] == needed
+    assert facts['__container_image_converge'] is PROBE_CURRENT
+    assert facts['container_image_ref'] == 'img:1' and facts['container_image_id'] == 'sha256:a'
+    assert line == 'container_image: as recorded on every node, skipped'
+
+
+@pytest.mark.parametrize('probe, pair, full, roles, why', [
+    (PROBE_DRIFT, [False, True], False, [], 'input container_image_source changed'),
+    (PROBE_CURRENT, [True, False], False, [], 'the other node of the pair differs'),
+    (PROBE_CURRENT, [True, True], True, [], 'ds4_converge_full'),
+    (PROBE_CURRENT, [True, True], False, ['nccl_fabric', 'container_image'], 'ds4_converge_roles'),
+])
+def test_decide_runs_when_a_node_differs_or_asked_and_publishes_nothing_from_the_record(probe, pair, full, roles, why):
+    needed, facts, line = cs.decide('container_image', probe, pair, full=full, roles=roles)
+    assert needed == {'container_image': True}
+    assert 'container_image_ref' not in facts, 'a role that runs sets its facts itself, never from the old record'
+    assert line.startswith('container_image: runs (') and why in line, line
+
+
+def test_decide_does_not_change_the_callers_needed():
+    before = {'firewall': False}
+    cs.decide('container_image', PROBE_DRIFT, [False], needed=before)
+    assert before == {'firewall': False}
