@@ -94,7 +94,7 @@ def main(argv=None):
     ap.add_argument('--jobs', type=int, default=int(os.environ.get('MOLECULE_JOBS', '3')),
                     help='scenarios at once (MOLECULE_JOBS, default 3)')
     ap.add_argument('--molecule', default=os.path.join(ROOT, '.venv', 'bin', 'molecule'))
-    ap.add_argument('--action', default='test', choices=('test', 'converge', 'destroy'))
+    ap.add_argument('--action', default='test', choices=('test', 'converge', 'verify', 'destroy'))
     ap.add_argument('--stream', action='store_true', help='also print the output as it comes (one scenario at a time)')
     ap.add_argument('--then', nargs='+', default=[], metavar='TARGET',
                     help='make targets (checks) to run in the same lanes once every scenario has started')
