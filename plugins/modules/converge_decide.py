@@ -19,8 +19,8 @@ description:
   - Sets, as C(ansible.builtin.set_fact) does, C(__<role>_converge) (this node's probe), C(__converge_needed) (O(needed)
     with this role's entry) and, when the role is skipped, the facts it published in its record, for the roles that
     follow.
-  - Prints one line as C(ansible.builtin.debug) does, C(<role>: runs (<why>)) or C(<role>: as recorded on every node,
-    skipped).
+  - "Prints one line as C(ansible.builtin.debug) does, C(<role>: runs (<why>)) or C(<role>: as recorded on every node,
+    skipped)."
   - Logic lives in C(plugins/module_utils/converge_state.py) (C(decide)).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
