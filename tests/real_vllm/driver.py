@@ -430,6 +430,20 @@ def wait_for(pred, timeout, cluster, step=0.05):
     return pred()
 
 
+def wait_quiet(cluster, stream, quiet_s, timeout):
+    """Until `stream` has counted no new chunk for quiet_s (at least quiet_s from now), at most `timeout`."""
+    start = last_change = time.monotonic()
+    last = stream.count
+    while time.monotonic() - start < timeout:
+        sleep_checked(cluster, min(0.05, quiet_s))
+        now = time.monotonic()
+        if stream.count != last:
+            last, last_change = stream.count, now
+        elif now - last_change >= quiet_s:
+            return True
+    return False
+
+
 def sleep_checked(cluster, seconds):
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -562,13 +576,19 @@ def sc_worker_frozen(c, cfg):
         sleep_checked(c, cfg['warm_s'])
         c.signal_worker(signal.SIGSTOP)
         # what was produced before the stop (the step in flight, chunks already in the socket) reaches the client
-        # first: the frozen window starts once that has arrived (without it the simulator, whose steps are 10 ms,
-        # was once seen to deliver a chunk after the mark on a loaded machine)
-        sleep_checked(c, cfg['settle_s'])
+        # first: the frozen window starts once that has arrived. A fixed settle_s was not enough on a loaded
+        # machine (the simulator, whose steps are 10 ms, delivered a chunk after the mark once with settle_s alone,
+        # and again in a CI run with a load average of 12): the window starts when the stream has received nothing
+        # for settle_s, at most 10 x settle_s after the stop (a stream that never goes quiet is then measured as
+        # progressing, which the comparison names).
+        wait_quiet(c, stream, cfg['settle_s'], 10 * cfg['settle_s'])
         c.mark('worker_stopped', chunks=stream.count)
         sleep_checked(c, cfg['freeze_s'])
+        # the count that ends the frozen window is read before the SIGCONT: read after it, a starved client thread
+        # could count chunks the thawed worker already helped produce (seen under a load average of 12)
+        frozen = stream.count
         c.signal_worker(signal.SIGCONT)
-        c.mark('worker_continued', chunks=stream.count)
+        c.mark('worker_continued', chunks=frozen)
         sleep_checked(c, cfg['thaw_s'])
         c.mark('stream_closed', chunks=stream.count)
         stream.close()
