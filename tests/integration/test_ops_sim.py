@@ -119,10 +119,15 @@ def _within(measured, expected, tol=0.02):
 
 
 # ------------------------------------------------------------------------------------------ bench
-# 256 tokens at these rates: 2.6 s windows at c1/c2 (6.8 s at c8), so a scheduling delay of a few tens of ms on
-# this shared 2-core machine (load ~4 while other tests run) stays well inside 2 %
-PER_STREAM = 100.0
-AGG_CAP = 300.0
+# 256 tokens at these rates: 6.4 s windows at c1/c2 (8.5 s at c4, 17 s at c8). The per-stream rate is measured
+# between a stream's first and last token as the client receives them, so a late wake-up of the client at either end
+# is the error: 2 % of 6.4 s is 128 ms. At 100 tok/s (2.6 s windows) CI saw c2 at -2.41 % (a 62 ms late last
+# token under a load average of 12 on this 2-core machine, the Molecule scenarios beside it).
+PER_STREAM = 40.0
+AGG_CAP = 120.0
+# the bench playbook's plumbing test (5 % tolerance, see there): 2.6 s windows at c1/c2 are enough
+PLAYBOOK_PER_STREAM = 100.0
+PLAYBOOK_AGG_CAP = 300.0
 
 
 def test_bench_measures_simulator_rates_within_2_percent(pair_factory):
@@ -221,7 +226,8 @@ def _playbook(tmp_path, name, extra):
 
 
 def test_bench_playbook_writes_table_json_and_plot(pair_factory, tmp_path):
-    pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": str(PER_STREAM), "VLLM_SIM_AGG_TOKENS_PER_S": str(AGG_CAP)})
+    pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": str(PLAYBOOK_PER_STREAM),
+                                  "VLLM_SIM_AGG_TOKENS_PER_S": str(PLAYBOOK_AGG_CAP)})
     out_dir = tmp_path / "bench"
     rc, out = _playbook(tmp_path, "bench.yml", {"ds4_endpoint_url": pair.url, "ds4_bench_levels": [1, 2, 4, 8, 16],
                                                 "ds4_bench_max_tokens": 256, "ds4_bench_dir": str(out_dir)})
@@ -240,7 +246,8 @@ def test_bench_playbook_writes_table_json_and_plot(pair_factory, tmp_path):
     # this test adds is the playbook's plumbing, so a wrong rate (a level or a cap not applied) is what it must catch:
     # the nearest wrong answers are 33 % (c4 capped at 300, not 400) and 50 % (c2 as c1) away.
     for lv in report["levels"]:
-        assert _within(lv["aggregate_tps"], min(PER_STREAM * lv["concurrency"], AGG_CAP), tol=0.05), lv["aggregate_tps"]
+        assert _within(lv["aggregate_tps"], min(PLAYBOOK_PER_STREAM * lv["concurrency"], PLAYBOOK_AGG_CAP), tol=0.05), \
+            lv["aggregate_tps"]
     png = (out_dir / files[2]).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000
     md = (out_dir / files[1]).read_text()
