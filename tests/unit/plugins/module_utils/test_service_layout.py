@@ -158,7 +158,9 @@ def test_other_roles_reach_vllm_service_through_the_published_layout():
     assert "ansible_facts['ds4_effective']['service']['state_dir']" in model["__model_cache_restart_marker"]
     vllm = _yaml(ROLE, "vars", "main.yml")
     assert vllm["_vllm_service_pending_path"].endswith("/restart-pending-{{ ds4_effective['role'] }}")
-    with open(os.path.join(REPO, "roles", "container_image", "tasks", "prune.yml")) as f:
-        prune = f.read()
+    prune = ""
+    for name in ("prune.yml", "prune_found.yml"):
+        with open(os.path.join(REPO, "roles", "container_image", "tasks", name)) as f:
+            prune += f.read()
     assert "vllm_service_" not in prune
     assert "ds4_effective']['service']['unit_dir']" in prune and "ds4_effective']['service']['config_dir']" in prune

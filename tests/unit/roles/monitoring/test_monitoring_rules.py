@@ -98,8 +98,8 @@ def guard_series():
 
 
 def tls_series():
-    """The series of the fronts' TLS textfile, read from the task that writes it (roles/api_proxy/tasks/tls.yml)."""
-    with open(os.path.join(REPO, 'roles', 'api_proxy', 'tasks', 'tls.yml')) as f:
+    """The series of the fronts' TLS textfile, read from the task that writes it (roles/api_proxy/tasks/tls_front.yml)."""
+    with open(os.path.join(REPO, 'roles', 'api_proxy', 'tasks', 'tls_front.yml')) as f:
         tasks = yaml.safe_load(f)
     texts = [t['ansible.builtin.copy']['content'] for t in tasks
              if 'expiry for the node exporter' in t.get('name', '') and 'ansible.builtin.copy' in t]
