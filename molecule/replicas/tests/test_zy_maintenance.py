@@ -17,8 +17,8 @@ host_hardening_hold_packages lists it), 2.0 in the repository; ds4-handheld held
 3. The MTU fixed, the run again for pair2 alone (-l spark_pair2): back in rotation.
 
 Passed a run of this scenario (2026-11-27: 326.2 s with pair2 kept out, 141.9 s for pair2 after the fix, 0 failed
-requests of 2554 and 1224, 6 retried after a 30 s timeout at a VIP move). Not in CI: CI is over its time budget
-without it. DS4_REPLICAS_MAINTENANCE=1 runs it. The node containers' /var/lib/docker is
+requests of 2554 and 1224, 6 retried after a 30 s timeout at a VIP move; with the nodes over ssh: 232.3 s and
+101.8 s, 0 failed of 1752 and 882). Not in CI yet (CI time). DS4_REPLICAS_MAINTENANCE=1 runs it. The node containers' /var/lib/docker is
 a tmpfs here, so the reboot command loads the simulator image again after the restart (a real node keeps its images
 on disk; nothing of the collection runs in between).
 """
