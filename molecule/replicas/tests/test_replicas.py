@@ -12,11 +12,17 @@
    pool keeper adds the missing pair as soon as it answers; the router's front is an nginx of its own: with its port
    taken it does not start, and pair1's head proxy on the same host restarts and serves;
 5. restart.yml (rolling) under steady load: zero failed requests, both pairs restarted, one after the other;
-6. switch.yml to a recipe with another served name (dspark-c16) is refused up front, nothing touched; switch.yml to
-   the throughput profile on another API port (8888), then rollback.yml, under steady load: zero failed requests
-   each, the pair that serves a slow request (longer than the old fixed 600 s would be at this scale: the router's
+6. switch.yml to a recipe with another served name (dspark-c16) is refused up front, nothing touched;
+7. upgrade.yml (switch.yml gated by the regression kit) to an image the simulator makes slower: pair1 measured slower
+   than pair2 (still on the old image), reverted by itself, back in rotation, pair2 never touched, 0 failed requests;
+8. upgrade.yml to an equal image (another ID), the throughput recipe and another API port (8888) at once, under
+   steady load: promoted pair by pair with both sets of numbers in the output and the JSON record, zero failed
+   requests, the pair that serves a slow request (longer than the old fixed 600 s would be at this scale: the router's
    request timeout is 90 s here) is drained only once it finished, the router's configuration lists only the live
-   URLs afterwards and a router restart serves at once (DS4_REPLICAS_SWITCH=0 skips it).
+   URLs afterwards and a router restart serves at once; then rollback.yml back to the old image, recipe and port
+   under load, zero failed requests (DS4_REPLICAS_SWITCH=0 skips 6 and 8).
+
+test_zy_maintenance.py (maintenance.yml) and test_zz_vip.py (the VIP) run after this file.
 
 Measured figures are printed as `FIGURE ...` lines (pytest -s) for docs/measurements.md.
 """
@@ -330,87 +336,10 @@ def test_switch_to_another_served_name_is_refused_up_front():
     figure('switch.yml to dspark-c16 (served name deepseek-v4-flash-dspark): refused up front, no pair touched')
 
 
-@pytest.mark.skipif(os.environ.get('DS4_REPLICAS_SWITCH', '1') == '0', reason='DS4_REPLICAS_SWITCH=0')
-def test_rolling_switch_to_another_port_then_rollback_under_load_no_failed_request():
-    """throughput on port 8888 (as the dspark recipes use): the drain takes the URL the router lists (:8000), the
-    restore puts back :8888; a slow request in flight on pair1 (80 s, under the router's 90 s request timeout) is
-    waited for; afterwards the router's configuration lists only the :8888 URLs and a router restart serves at once."""
-    assert served_max_model_len() == 131072
-    overrides = dict(d.BASE_OVERRIDES, api={'port': ALT_PORT})
-    before = dict((p, started(p)) for p in (P1, P2))
-    # the slow request lands on pair1, the first pair the switch drains: pair2 held out while it is sent
-    _hold_out(P2)
-    slow = SlowRequest(80).start()
-    d.wait_until('the slow request running on pair1', lambda: load.running_count(P1) >= 1, 20, interval=0.2)
-    _put_back(P2)
-    with load.HealthWindows(ports=(8000, ALT_PORT)) as health, load.SteadyLoad(threads=6, max_seconds=900) as steady:
-        t_switch = time.monotonic()
-        # four drains of up to 100 s each (the slow request's) and two deploys, on a loaded 2-core machine: more than
-        # run_playbook's default 900 s is possible (618 s measured with two other scenarios beside it)
-        out, took = playbook('switch.yml', {'ds4_profile': 'throughput', 'ds4_site_overrides': overrides},
-                             var_files=[THROUGHPUT_PROFILE], timeout=1800)
-    slow.thread.join(120)
-    after = dict((p, started(p)) for p in (P1, P2))
-    # the YAML callback folds long lines: read the run's words
-    # one drain per pair at each router (spark1's, spark3's: the two router hosts behind the VIP), in that order
-    drained = re.findall(r'(spark_pair\d) at the router on (spark\d): took (\S+) out of rotation; waited up to (\d+) s '
-                         r'\(([^)]*)\) for its in-flight requests: (\d+) finished in ([0-9.]+) s', ' '.join(out.split()))
-    figure('switch.yml balanced -> throughput on port %d (rolling) took %.1f s; drains (pair, URL, bound s, in flight, '
-           'waited s) %s; the slow request (%s s, HTTP %s) ended %.1f s after the switch started, pair1 stopped '
-           'answering %.1f s after it ended'
-           % (ALT_PORT, took, [(p, r, u, w, n, s_) for p, r, u, w, _why, n, s_ in drained], slow.seconds, slow.result[0],
-              slow.t1 - t_switch, health.windows()[P1][0][0] - slow.t1))
-    assert_no_failed('switch.yml', steady)
-    assert_one_pair_at_a_time('switch.yml', health.windows(), before, after)
-    # the slow request finished (200, not cut) while pair1's drain waited for it: pair1 stopped answering only after
-    assert slow.result == (200, None), slow.result
-    first_down = health.windows()[P1][0][0]
-    assert slow.t1 > t_switch and first_down >= slow.t1 - 0.5, (slow.t1 - t_switch, first_down - slow.t1)
-    # each pair drained at both routers under the URL they listed (:8000), for the router's request timeout + 10 s,
-    # said so; the slow request (sent through spark1's front) was in flight at spark1's router
-    around = [m.start() for m in re.finditer('out of rotation', out)]
-    assert [(p, r, u) for p, r, u, _w, _why, _n, _s in drained] == [
-        (P1, 'spark1', load.worker_url(P1)), (P1, 'spark3', load.worker_url(P1)),
-        (P2, 'spark1', load.worker_url(P2)), (P2, 'spark3', load.worker_url(P2))], (
-        [out[max(0, i - 300):i + 400] for i in around[:3]] or out[-3000:])
-    assert all(int(w) == REQUEST_TIMEOUT_S + 10 and 'router_request_timeout_s %d s' % REQUEST_TIMEOUT_S in why
-               for _p, _r, _u, w, why, _n, _s in drained), drained
-    assert int(drained[0][5]) >= 1, drained[0]
-    assert set(served_max_model_len() for dummy in range(6)) == {65536}, 'a pair still serves the old profile'
-    # the router's configuration lists only the live URLs, its unit none; a restart serves at once, both pairs back
-    live = [load.worker_url(P1, ALT_PORT), load.worker_url(P2, ALT_PORT)]
-    assert pool_workers() == live
-    assert load.router_workers() == sorted(live)
-    serving = restart_router()
-    both_in_rotation(ROUTER_SERVES_S, port=ALT_PORT)
-    figure('router restart after the switch: serving %.2f s after the restart, both :%d pairs in rotation'
-           % (serving, ALT_PORT))
-    assert serving <= ROUTER_SERVES_S
-
-    before = after
-    with load.HealthWindows(ports=(8000, ALT_PORT)) as health, load.SteadyLoad(threads=6, max_seconds=600) as steady:
-        _out, took = playbook('rollback.yml', timeout=1800)
-    after = dict((p, started(p)) for p in (P1, P2))
-    figure('rollback.yml (rolling, back to port 8000) took %.1f s' % took)
-    assert_no_failed('rollback.yml', steady)
-    assert_one_pair_at_a_time('rollback.yml', health.windows(), before, after)
-    assert set(served_max_model_len() for dummy in range(6)) == {131072}
-    assert pool_workers() == [load.worker_url(P1), load.worker_url(P2)]
-    both_in_rotation(30)
-    assert load.router_workers() == sorted([load.worker_url(P1), load.worker_url(P2)])
-
-
 # upgrade.yml (issue: upgrades without fear): switch.yml gated by the regression kit. `slower` is the simulator at half
 # its decode and prefill rates (baked into the image: tests/harness/build-sim-image.sh), `next` the same simulator
 # under another image ID.
 SLOWER_IMAGE, NEXT_IMAGE, OLD_IMAGE = 'ds4-vllm-sim:slower', 'ds4-vllm-sim:next', 'ds4-vllm-sim:test'
-# Passed a run of this scenario (2026-11-27, alone: slower image reverted in 259.8 s, equal image promoted in 354.6 s,
-# 0 failed requests under load), and in a fresh-clone CI beside the other scenarios (426.6 s and 635.2 s there, 0
-# failed requests; `replicas` 3295 s against ~1930 s without them): not in CI until its time allows (over its budget
-# without them). With the nodes over ssh (2026-11-27, alone: 187.3 s and 216.4 s, 0 failed requests) they would add
-# an estimated 7-8 minutes to a 40-minute CI: still opt-in. DS4_REPLICAS_UPGRADE=1 runs them (docs/testing.md).
-upgrade_run = pytest.mark.skipif(os.environ.get('DS4_REPLICAS_UPGRADE') != '1',
-                                 reason='upgrade.yml drills run with DS4_REPLICAS_UPGRADE=1 (not in CI: CI time)')
 
 
 def image_ids(pair):
@@ -422,31 +351,28 @@ def image_id(ref, node='spark1'):
     return d.node(node, 'docker', 'image', 'inspect', '-f', '{{.Id}}', ref)
 
 
-def upgrade_to(image, record_dir):
-    """upgrade.yml to `image` under steady load through the router -> (rc, output, took, load summary, before, after,
-    the JSON record)."""
-    overrides = dict(d.BASE_OVERRIDES, image=dict(d.BASE_OVERRIDES['image'], ref=image))
-    before = dict((p, started(p)) for p in (P1, P2))
-    with load.SteadyLoad(threads=6, max_seconds=900) as steady:
-        t0 = time.monotonic()
-        rc, out = d.run_playbook('upgrade.yml', {'ds4_site_overrides': overrides, 'ds4_upgrade_dir': str(record_dir)},
-                                 var_files=[SCENARIO_VARS], timeout=1800)
-        took = time.monotonic() - t0
-    after = dict((p, started(p)) for p in (P1, P2))
+def upgrade_record(record_dir, out):
     records = sorted(record_dir.glob('upgrade-*.json'))
     assert len(records) == 1, (records, out[-3000:])
-    return rc, out, took, steady, before, after, json.loads(records[0].read_text())
+    return json.loads(records[0].read_text())
 
 
 def _numbers(step):
     return '; '.join('%s %s vs %s (x%.2f)' % (c['figure'], c['new'], c['old'], c['ratio']) for c in step['verdict']['compared'])
 
 
-@upgrade_run
 def test_upgrade_to_a_slower_image_reverts_the_first_pair_by_itself_and_never_touches_the_other(tmp_path):
     old_id = image_id(OLD_IMAGE)
     assert image_ids(P1) == image_ids(P2) == [old_id, old_id]
-    rc, out, took, steady, before, after, record = upgrade_to(SLOWER_IMAGE, tmp_path / 'slower')
+    overrides = dict(d.BASE_OVERRIDES, image=dict(d.BASE_OVERRIDES['image'], ref=SLOWER_IMAGE))
+    before = dict((p, started(p)) for p in (P1, P2))
+    with load.SteadyLoad(threads=6, max_seconds=900) as steady:
+        t0 = time.monotonic()
+        rc, out = d.run_playbook('upgrade.yml', {'ds4_site_overrides': overrides, 'ds4_upgrade_dir': str(tmp_path)},
+                                 var_files=[SCENARIO_VARS], timeout=1800)
+        took = time.monotonic() - t0
+    after = dict((p, started(p)) for p in (P1, P2))
+    record = upgrade_record(tmp_path, out)
     flat = ' '.join(out.split())
     assert rc != 0, out[-3000:]
     step = record['steps'][0]
@@ -467,20 +393,52 @@ def test_upgrade_to_a_slower_image_reverts_the_first_pair_by_itself_and_never_to
     both_in_rotation(30)
 
 
-@upgrade_run
-def test_upgrade_to_an_equal_image_is_promoted_pair_by_pair_with_both_sets_of_numbers(tmp_path):
-    next_id = image_id(NEXT_IMAGE)
-    assert next_id != image_id(OLD_IMAGE)
-    with load.HealthWindows(ports=(8000,)) as health:
-        rc, out, took, steady, before, after, record = upgrade_to(NEXT_IMAGE, tmp_path / 'next')
-    assert rc == 0, out[-5000:]
+@pytest.mark.skipif(os.environ.get('DS4_REPLICAS_SWITCH', '1') == '0', reason='DS4_REPLICAS_SWITCH=0')
+def test_upgrade_to_an_equal_image_recipe_and_port_promoted_pair_by_pair_then_rollback_under_load(tmp_path):
+    """upgrade.yml (switch.yml gated by the kit: the one rolling sequence, tasks/rolling.yml) to a change of three
+    things at once: the `next` image (the same simulator under another ID), the throughput recipe and API port 8888
+    (as the dspark recipes use). Under steady load: promoted pair by pair, both sets of numbers in the output and the
+    JSON record, 0 failed requests. The drain takes the URL the router lists (:8000), the restore puts back :8888; a
+    slow request in flight on pair1 (80 s, under the router's 90 s request timeout) is waited for; afterwards the
+    router's configuration lists only the :8888 URLs and a router restart serves at once. Then rollback.yml, back to
+    the old image, recipe and port, under load: 0 failed requests."""
+    assert served_max_model_len() == 131072
+    old_id, next_id = image_id(OLD_IMAGE), image_id(NEXT_IMAGE)
+    assert next_id != old_id and image_ids(P1) == image_ids(P2) == [old_id, old_id]
+    overrides = dict(d.BASE_OVERRIDES, api={'port': ALT_PORT}, image=dict(d.BASE_OVERRIDES['image'], ref=NEXT_IMAGE))
+    before = dict((p, started(p)) for p in (P1, P2))
+    # the slow request lands on pair1, the first pair the upgrade drains: pair2 held out while it is sent
+    _hold_out(P2)
+    slow = SlowRequest(80).start()
+    d.wait_until('the slow request running on pair1', lambda: load.running_count(P1) >= 1, 20, interval=0.2)
+    _put_back(P2)
+    with load.HealthWindows(ports=(8000, ALT_PORT)) as health, load.SteadyLoad(threads=6, max_seconds=1800) as steady:
+        t_switch = time.monotonic()
+        # four drains of up to 100 s each (the slow request's), two deploys and three kit runs, on a loaded 2-core
+        # machine: more than run_playbook's default 900 s is possible
+        out, took = playbook('upgrade.yml', {'ds4_profile': 'throughput', 'ds4_site_overrides': overrides,
+                                             'ds4_upgrade_dir': str(tmp_path)},
+                             var_files=[THROUGHPUT_PROFILE], timeout=1800)
+    slow.thread.join(120)
+    after = dict((p, started(p)) for p in (P1, P2))
+    record = upgrade_record(tmp_path, out)
+    # the YAML callback folds long lines: read the run's words
+    flat = ' '.join(out.split())
+    # one drain per pair at each router (spark1's, spark3's: the two router hosts behind the VIP), in that order
+    drained = re.findall(r'(spark_pair\d) at the router on (spark\d): took (\S+) out of rotation; waited up to (\d+) s '
+                         r'\(([^)]*)\) for its in-flight requests: (\d+) finished in ([0-9.]+) s', flat)
+    assert len(record['steps']) == 2, (record, out[-3000:])
     first, last = record['steps']
-    figure('upgrade.yml to %s: promoted in %.1f s; %s against %s: %s; %s against %s: %s'
-           % (NEXT_IMAGE, took, first['pair'], first['reference'], _numbers(first), last['pair'], last['reference'],
-              _numbers(last)))
-    assert_no_failed('upgrade.yml (equal image, promoted)', steady)
+    figure('upgrade.yml to %s, balanced -> throughput on port %d (rolling): promoted in %.1f s; %s against %s: %s; '
+           '%s against %s: %s; drains (pair, URL, bound s, in flight, waited s) %s; the slow request (%s s, HTTP %s) '
+           'ended %.1f s after the upgrade started, pair1 stopped answering %.1f s after it ended'
+           % (NEXT_IMAGE, ALT_PORT, took, first['pair'], first['reference'], _numbers(first), last['pair'],
+              last['reference'], _numbers(last), [(p, r, u, w, n, s_) for p, r, u, w, _why, n, s_ in drained],
+              slow.seconds, slow.result[0], slow.t1 - t_switch, health.windows()[P1][0][0] - slow.t1))
+    assert_no_failed('upgrade.yml (equal image, throughput recipe, port %d: promoted)' % ALT_PORT, steady)
     assert_one_pair_at_a_time('upgrade.yml', health.windows(), before, after)
-    assert record['outcome'] == 'promoted' and record['regressed'] == [] and record['failed'] == []
+    # promoted pair by pair, both sets of numbers in the record and in the output
+    assert record['outcome'] == 'promoted' and record['regressed'] == [] and record['failed'] == [], record
     assert [s['pair'] for s in record['steps']] == [P1, P2]
     assert first['reference'].startswith(P2 + ' (still on the old version') and last['reference'] == P2 + ' itself, before its change'
     # the last pair's reference is the numbers it gave as the first comparison's reference
@@ -488,8 +446,42 @@ def test_upgrade_to_an_equal_image_is_promoted_pair_by_pair_with_both_sets_of_nu
     for step in (first, last):
         assert step['verdict']['verdict'] == 'pass', step
         assert set(c['figure'] for c in step['verdict']['compared']) >= {'decode_tps', 'prefill_tps'}
-    # both sets of numbers in the output too
-    flat = ' '.join(out.split())
     assert flat.count('Changed pair: decode') == 2 and flat.count('Reference: decode') == 2
     assert image_ids(P1) == image_ids(P2) == [next_id, next_id]
+    # the slow request finished (200, not cut) while pair1's drain waited for it: pair1 stopped answering only after
+    assert slow.result == (200, None), slow.result
+    first_down = health.windows()[P1][0][0]
+    assert slow.t1 > t_switch and first_down >= slow.t1 - 0.5, (slow.t1 - t_switch, first_down - slow.t1)
+    # each pair drained at both routers under the URL they listed (:8000), for the router's request timeout + 10 s,
+    # said so; the slow request (sent through spark1's front) was in flight at spark1's router
+    around = [m.start() for m in re.finditer('out of rotation', out)]
+    assert [(p, r, u) for p, r, u, _w, _why, _n, _s in drained] == [
+        (P1, 'spark1', load.worker_url(P1)), (P1, 'spark3', load.worker_url(P1)),
+        (P2, 'spark1', load.worker_url(P2)), (P2, 'spark3', load.worker_url(P2))], (
+        [out[max(0, i - 300):i + 400] for i in around[:3]] or out[-3000:])
+    assert all(int(w) == REQUEST_TIMEOUT_S + 10 and 'router_request_timeout_s %d s' % REQUEST_TIMEOUT_S in why
+               for _p, _r, _u, w, why, _n, _s in drained), drained
+    assert int(drained[0][5]) >= 1, drained[0]
+    assert set(served_max_model_len() for dummy in range(6)) == {65536}, 'a pair still serves the old recipe'
+    # the router's configuration lists only the live URLs, its unit none; a restart serves at once, both pairs back
+    live = [load.worker_url(P1, ALT_PORT), load.worker_url(P2, ALT_PORT)]
+    assert pool_workers() == live
+    assert load.router_workers() == sorted(live)
+    serving = restart_router()
+    both_in_rotation(ROUTER_SERVES_S, port=ALT_PORT)
+    figure('router restart after the upgrade: serving %.2f s after the restart, both :%d pairs in rotation'
+           % (serving, ALT_PORT))
+    assert serving <= ROUTER_SERVES_S
+
+    before = after
+    with load.HealthWindows(ports=(8000, ALT_PORT)) as health, load.SteadyLoad(threads=6, max_seconds=600) as steady:
+        _out, took = playbook('rollback.yml', timeout=1800)
+    after = dict((p, started(p)) for p in (P1, P2))
+    figure('rollback.yml (rolling, back to the old image, recipe and port 8000) took %.1f s' % took)
+    assert_no_failed('rollback.yml', steady)
+    assert_one_pair_at_a_time('rollback.yml', health.windows(), before, after)
+    assert set(served_max_model_len() for dummy in range(6)) == {131072}
+    assert image_ids(P1) == image_ids(P2) == [old_id, old_id]
+    assert pool_workers() == [load.worker_url(P1), load.worker_url(P2)]
     both_in_rotation(30)
+    assert load.router_workers() == sorted([load.worker_url(P1), load.worker_url(P2)])

@@ -223,9 +223,11 @@ class SteadyLoad(object):
 
 class HealthWindows(object):
     """Polls each pair head's API /health (through its proxy, no key needed) every `interval` s from the
-    controller and records when each pair answered something else than 200: windows() -> {pair: [(t0, t1)]}."""
+    controller and records when each pair answered something else than 200: windows() -> {pair: [(t0, t1)]}.
+    Every 0.5 s: a pair restart is down for seconds, and each poll is a TLS handshake per pair (0.25 s doubled them,
+    as many as the steady load's, for the CPU the other CI lanes need)."""
 
-    def __init__(self, interval=0.25, ports=(8000,)):
+    def __init__(self, interval=0.5, ports=(8000,)):
         self.interval, self.ports = interval, ports
         self.samples = dict((p, []) for p in PAIRS)
         self._stop = threading.Event()
