@@ -53,7 +53,11 @@ BENCHY_VENV = os.path.join(REPO, ".cache", "llama-benchy-%s" % BENCHY_VERSION)
 # (HTTP, tokenizing, scheduling: ~0.1 s, what the 12 % seen beside Molecule's converges at 2000 tok/s implies) stays
 # under 3 % of it
 PREFILL = 500.0
-DECODE = 64.0          # tok/s per stream: 128 tokens in 2 s, so a late first token (the simulator then catches up) stays < 2 %
+# tok/s per stream: 128 tokens in 5.1 s. A first token delivered late on the loaded CI machine, the rest then on time
+# (the simulator's tokens are due on the engine's clock, as vLLM's engine core keeps decoding while its API server
+# lags), shortens tg's window (tokens after the first / (last - first)) by that delay: at 64 tok/s (2 s) a fresh-clone
+# CI saw tg 5.1 % over the sweep (~0.1 s late); here the same delay is 2 %.
+DECODE = 25.0
 PIECE = re.compile(r"\w+|[^\w\s]+")
 
 
