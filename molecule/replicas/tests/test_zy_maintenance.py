@@ -18,8 +18,8 @@ host_hardening_hold_packages lists it), 2.0 in the repository; ds4-handheld held
 
 Passed a run of this scenario (2026-11-27: 326.2 s with pair2 kept out, 141.9 s for pair2 after the fix, 0 failed
 requests of 2554 and 1224, 6 retried after a 30 s timeout at a VIP move; with the nodes over ssh: 232.3 s and
-101.8 s, 0 failed of 1752 and 882). In CI since 2026-11-27 (docs/measurements.md). The node containers' /var/lib/docker
-is a tmpfs here, so the reboot command loads the simulator image again after the restart (a real node keeps its images
+101.8 s, 0 failed of 1752 and 882; in two fresh-clone CI runs, CI22 and CI23, green). Opt-in (CI time, below). The node
+containers' /var/lib/docker is a tmpfs here, so the reboot command loads the simulator image again after the restart (a real node keeps its images
 on disk; nothing of the collection runs in between).
 """
 
@@ -37,7 +37,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
 import ds4_load as load  # noqa: E402  pylint: disable=wrong-import-position
 
-pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
+# Not in CI yet: with it (and the upgrade drills) a fresh-clone CI took 2842 s (47.4 min) and 3145.8 s (52.4 min) here: over the 50-minute budget
+# (CI22, CI23: 585 s of `replicas` verify in CI22). DS4_REPLICAS_MAINTENANCE=1 runs it (docs/testing.md).
+pytestmark = [pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only'),
+              pytest.mark.skipif(os.environ.get('DS4_REPLICAS_MAINTENANCE') != '1',
+                                 reason='maintenance.yml drill: DS4_REPLICAS_MAINTENANCE=1 (not in CI: CI time)')]
 
 SCENARIO_VARS = os.path.join(d.SCENARIO_DIR, 'vars', 'replicas.yml')
 NODES = ('spark1', 'spark2', 'spark3', 'spark4')
