@@ -15,7 +15,7 @@ host_hardening_hold_packages lists it), 2.0 in the repository; ds4-handheld held
    flight through the VIP when it moves gets no answer: it is retried once after its error or 30 s timeout, as the
    OpenAI SDK does; counted and shown).
 3. The MTU fixed, the run again for pair2 alone (-l spark_pair2), without a reboot (pair2 has its packages and
-   rebooted in run 2; ds4_maintenance_reboot=false): its fabric re-qualified, its ranks started, the kit, back in
+   rebooted in step 2; ds4_maintenance_reboot=false): its fabric re-qualified, its ranks started, the kit, back in
    rotation.
 
 In CI (it was opt-in for CI time until the thirteenth session; figures in docs/testing.md). The node containers'
@@ -123,7 +123,8 @@ def test_a_package_held_by_hand_is_refused_before_anything_changes(reboot_comman
 def test_pair_by_pair_a_lost_mtu_keeps_pair2_out_and_pair1_serves_then_pair2_fixed(reboot_command):
     top, command = reboot_command
     (top / 'mtu-1500').write_text(d.node_container('spark4') + '\n')
-    extra = dict(HOLDS, ds4_maintenance_reboot_command=command, nccl_fabric_expected_mtu=9000)
+    base = dict(HOLDS, nccl_fabric_expected_mtu=9000)
+    extra = dict(base, ds4_maintenance_reboot_command=command)
     with load.SteadyLoad(threads=6, max_seconds=1800, url=VIP_URL, timeout=30.0, retry_resets=1) as steady:
         rc, out, took = _playbook(extra, timeout=1800)
     summary = steady.summary()
@@ -145,8 +146,7 @@ def test_pair_by_pair_a_lost_mtu_keeps_pair2_out_and_pair1_serves_then_pair2_fix
     # pair2 has its packages and rebooted in the run above: the run again without a reboot (what an operator does
     # once the cause is fixed), so its fabric is re-qualified from the fixed sysfs, its ranks start, the kit runs
     with load.SteadyLoad(threads=6, max_seconds=1200, url=VIP_URL, timeout=30.0, retry_resets=1) as steady:
-        rc, out, took = _playbook(dict(HOLDS, nccl_fabric_expected_mtu=9000, ds4_maintenance_reboot=False),
-                                  args=['-l', P2], timeout=1200)
+        rc, out, took = _playbook(dict(base, ds4_maintenance_reboot=False), args=['-l', P2], timeout=1200)
     summary = steady.summary()
     flat = ' '.join(out.split())
     figure('maintenance.yml -l spark_pair2 -e ds4_maintenance_reboot=false after the MTU fix took %.1f s, rc %s; %d '
