@@ -35,7 +35,9 @@ What vllm-router 0.1.17 offers (measured with the real binary, tests/integration
   router_in_flight(router_metrics_url, worker_url) -> vllm_router_running_requests of that worker
   in_flight_reader(worker_url, metrics_url=None, router_metrics_url=None, api_key=None) -> fn or None
   wait_listening(router_url, timeout=LISTEN_WAIT_S) -> seconds waited while the router's port refused connections
-  drain(router_url, worker_url, in_flight_fn=None, timeout=600, ..., hold_dir=None) -> result
+  drain(router_url, worker_url, in_flight_fn=None, timeout=600, ..., hold_dir=None, wait=True,
+        stale_after=None) -> result
+  wait_engine_quiet(metrics_url, api_key=None, quiet_for=ENGINE_QUIET_S, timeout=600) -> result
   restore(router_url, worker_url, timeout=600, ..., hold_dir=None) -> result
   reconcile(router_url, wanted, hold_dir=None) -> {listed, added, waiting, held}  (the pool keeper's one pass)
   hold(hold_dir, url) / release(hold_dir, url) / held(hold_dir)
@@ -44,6 +46,17 @@ The router runs without ``--worker-urls`` (0.1.17 does not listen until every on
 keeper (``roles/router/files/routerpool.py``, a loop over ``reconcile``) adds every wanted worker that answers
 ``/health`` and is not held. A drain holds the worker first (a file in ``hold_dir``) so that the keeper does not
 put it back; the restore releases it once the router has it again. Hold files live in /run: a reboot forgets them.
+
+The router's count is not trusted alone. vllm-router 0.1.17 (src/routers/http/router.rs, RequestLoadGuard) moves
+a worker's load counter atomically, then reads it and sets the gauge, as two more steps: a release that reads the
+counter before another release decrements it, and sets the gauge after that one did, leaves the gauge one above the
+counter. A worker that gets requests has it corrected at the next one; a drained worker gets none, and its gauge
+stays. A drain that trusted it waited for its timeout, then failed (seen once in seven runs of the replicas drill,
+3 then 1 for 100 s with the engine idle). So a drain takes the pair out of every router first (wait=False), then
+waits at each router with stale_after: a count above 0 that has not moved for that long returns stale instead of
+waiting on; tasks/drain.yml then asks the pair's own engine on the head (wait_engine_quiet: nothing running or
+waiting, continuously, for ENGINE_QUIET_S) and reads the router again. A long request holds the engine busy, so the
+drain still waits for it; only a count with nothing behind it at the engine is passed over, and said so.
 
 A router that is starting refuses connections until it has checked its workers (vllm-router binds its port last):
 drain and restore first wait for it to listen (bounded by listen_timeout, the wait reported in the result and its
@@ -78,6 +91,12 @@ HEALTH_PATH = '/health'
 # How long a router that refuses connections (starting) is waited for before that is an error.
 LISTEN_WAIT_S = 120
 ROUTER_RUNNING = 'vllm_router_running_requests'
+# A router's count above 0 that has not moved for this long is handed to the pair's own engine (tasks/drain.yml):
+# long enough that a count still moving by requests finishing is never mistaken for one that stands still.
+STALE_AFTER_S = 15
+# How long the pair's engine must read nothing running or waiting, every read, before a count that stood still is
+# passed over: a request the router sent reaches the engine's counters within this (the API server tokenizes first).
+ENGINE_QUIET_S = 10
 
 
 class RouterAdminError(Exception):
@@ -290,32 +309,81 @@ def reconcile(router_url, wanted, hold_dir=None, health_timeout=2.0, health_path
             'held': sorted(u for u in holds if u in [normalize_url(w) for w in wanted])}
 
 
-def _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s):
-    """Poll until in_flight_fn() reads 0 SETTLE_READS times in a row. Returns (waited_s, first, last, error)."""
+def _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s, stale_after=None):
+    """Poll until in_flight_fn() reads 0 SETTLE_READS times in a row. Returns (waited_s, first, last, error,
+    stood_from): with stale_after, a count above 0 that read the same for stale_after seconds ends the wait early,
+    stood_from then the second of the wait from which it stood (else None)."""
     start = clock()
     first = last = error = None
     zeros = 0
+    since = None  # when the count above 0 read now was first read (without a change since)
     while True:
+        previous = last
         try:
             last = in_flight_fn()
             error = None
         except (RouterAdminError, socket.timeout, OSError, HTTPException, ValueError) as exc:
             error = getattr(exc, 'msg', None) or '%s: %s' % (type(exc).__name__, exc)
             last = None
+        now = clock()
         if first is None:
             first = last
         zeros = zeros + 1 if last == 0 else 0
         if zeros >= SETTLE_READS:
-            return clock() - start, first, last, None
-        if clock() - start >= timeout:
-            return clock() - start, first, last, error or 'still %s in flight' % last
+            return now - start, first, last, None, None
+        since = (since if since is not None and last == previous else now) if last else None
+        if stale_after is not None and since is not None and now - since >= stale_after:
+            return now - start, first, last, None, since - start
+        if now - start >= timeout:
+            return now - start, first, last, error or 'still %s in flight' % last, None
         sleep(poll_s)
+
+
+def wait_engine_quiet(metrics_url, api_key=None, quiet_for=ENGINE_QUIET_S, timeout=600, clock=time.monotonic,
+                      sleep=time.sleep, poll_s=None):
+    """Wait until the vLLM server at metrics_url has read nothing in flight (vllm_in_flight: running + waiting)
+    on every read for quiet_for seconds. Connection refused reads 0 (a stopped server has nothing in flight).
+    Returns waited_s, in_flight_initial, in_flight_max, quiet_for_s, reads; a server still busy (or unreadable)
+    at timeout raises RouterAdminError with those fields."""
+    metrics_url = normalize_url(metrics_url)
+    start = clock()
+    quiet_since = first = None
+    peak = reads = 0
+    error = None
+    while True:
+        try:
+            count = vllm_in_flight(metrics_url, api_key=api_key)
+            error = None
+        except (RouterAdminError, socket.timeout, OSError, HTTPException, ValueError) as exc:
+            error = getattr(exc, 'msg', None) or '%s: %s' % (type(exc).__name__, exc)
+            count = None
+        now = clock()
+        reads += 1
+        if first is None:
+            first = count
+        peak = max(peak, count or 0)
+        quiet_since = (now if quiet_since is None else quiet_since) if count == 0 else None
+        fields = {'waited_s': round(now - start, 3), 'in_flight_initial': first, 'in_flight_max': peak,
+                  'quiet_for_s': quiet_for, 'reads': reads}
+        if quiet_since is not None and now - quiet_since >= quiet_for:
+            return fields
+        if now - start >= timeout:
+            raise RouterAdminError('the vLLM server at %s did not stay without requests in flight for %s s within %s s '
+                                   '(last read: %s)' % (metrics_url, quiet_for, timeout,
+                                                        error or '%s running or waiting' % count),
+                                   in_flight_final=count, **fields)
+        sleep(poll_s or POLL_S)
 
 
 def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=False, allow_last=False,
           clock=time.monotonic, sleep=time.sleep, poll_s=None, listen_timeout=LISTEN_WAIT_S, hold_dir=None,
-          waits_for=None):
+          waits_for=None, wait=True, stale_after=None):
     """Take worker_url out of the router's rotation, then wait until in_flight_fn() reads 0.
+
+    wait=False: out of rotation (held), nothing awaited. stale_after: a count above 0 that stands still that many
+    seconds ends the wait without error, with stale True, stood_at (the count) and stood_from_s (when it began to
+    stand, in seconds of the wait); the caller decides from the engine. waited_msg: the wait in words, without the
+    removal (msg has both).
 
     Not in rotation: nothing is removed (changed False), the in-flight wait still runs. Refused (nothing
     changed) when no other healthy worker would stay in rotation, unless allow_last. Check mode: reads only.
@@ -353,16 +421,28 @@ def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=Fal
                                    workers_after=result['workers_after'])
     done = ('took %s out of rotation' % worker_url if result['changed']
             else '%s was not in rotation' % worker_url) + _waited_note(router_wait)
+    result['stale'] = False
+    if not wait:
+        result['msg'] = done
+        return result
     if in_flight_fn is None:
-        result['msg'] = done + '; in-flight requests not awaited (no in-flight source)'
+        result['waited_msg'] = 'in-flight requests not awaited (no in-flight source)'
+        result['msg'] = done + '; ' + result['waited_msg']
         return result
     bound = 'up to %s s%s' % (timeout, ' (%s)' % waits_for if waits_for else '')
-    waited, first, last, error = _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s or POLL_S)
+    waited, first, last, error, stood_from = _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s or POLL_S,
+                                                        stale_after)
     result.update(in_flight_initial=first, in_flight_waited_s=round(waited, 3), drain_timeout_s=timeout)
     if error:
         raise RouterAdminError('%s, but its in-flight requests did not reach 0 within %s s (%s); it stays out of '
                                'rotation' % (done, timeout, error), in_flight_final=last, **result)
-    result['msg'] = '%s; waited %s for its in-flight requests: %s finished in %.1f s' % (done, bound, first, waited)
+    if stood_from is not None:
+        result.update(stale=True, stood_at=last, stood_from_s=round(stood_from, 3))
+        result['waited_msg'] = ('waited %s for its in-flight requests: %s in flight, the count stood at %s from %.1f s '
+                                'to %.1f s' % (bound, first, last, stood_from, waited))
+    else:
+        result['waited_msg'] = 'waited %s for its in-flight requests: %s finished in %.1f s' % (bound, first, waited)
+    result['msg'] = done + '; ' + result['waited_msg']
     return result
 
 

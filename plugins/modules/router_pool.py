@@ -105,6 +105,21 @@ options:
       - O(state=drained) - what O(drain_timeout) stands for, said in RV(msg) (for example the router's request
         timeout it was derived from).
     type: str
+  wait_in_flight:
+    description:
+      - O(state=drained) - V(false) takes the worker out of rotation (and holds it) without waiting for its in-flight
+        requests: a drain takes the pair out of every router first, then waits at each (C(tasks/drain.yml)).
+    type: bool
+    default: true
+  stale_after:
+    description:
+      - O(state=drained) - when the in-flight count stays above 0 without moving for this many seconds, stop waiting
+        and return RV(stale)=true (not a failure) with the count in RV(stood_at). vllm-router 0.1.17 can leave its
+        C(vllm_router_running_requests) above the worker's real load (it sets the gauge after its load counter, not
+        atomically), and a drained worker gets no request that would correct it; C(tasks/drain.yml) then asks the
+        pair's own engine (module C(dgxspark.ds4.vllm_idle)) and reads the router again.
+      - Not given, a count that stands still is waited for up to O(drain_timeout), then the module fails.
+    type: int
   listen_timeout:
     description:
       - How long to wait, in seconds, while the router's port refuses connections (a router that is starting binds
@@ -182,6 +197,26 @@ router_wait_s:
   returned: always
   type: float
   sample: 0.0
+stale:
+  description: O(state=drained) with O(stale_after) - the count stood still above 0 and the wait ended there.
+  returned: when in-flight requests were awaited, or not (O(wait_in_flight=false))
+  type: bool
+  sample: false
+stood_at:
+  description: The count that stood still (RV(stale)=true).
+  returned: when RV(stale) is true
+  type: int
+  sample: 1
+stood_from_s:
+  description: Second of the wait from which the count stood still (RV(stale)=true).
+  returned: when RV(stale) is true
+  type: float
+  sample: 0.5
+waited_msg:
+  description: O(state=drained) - the wait in words, without the removal (RV(msg) has both).
+  returned: when O(state=drained) waited (not in check mode, not with O(wait_in_flight=false))
+  type: str
+  sample: "waited up to 1810 s (the router's request timeout 1800 s + 10 s) for its in-flight requests: 2 finished in 3.5 s"
 msg:
   description: One line saying what was done.
   returned: always
@@ -217,12 +252,14 @@ def main():
             hold_dir=dict(type='path'),
             waits_for=dict(type='str'),
             replaces=dict(type='str'),
+            wait_in_flight=dict(type='bool', default=True),
+            stale_after=dict(type='int'),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    for key in ('drain_timeout', 'restore_timeout', 'listen_timeout'):
-        if p[key] < 0:
+    for key in ('drain_timeout', 'restore_timeout', 'listen_timeout', 'stale_after'):
+        if p[key] is not None and p[key] < 0:
             module.fail_json(msg='%s = %d: must be at least 0' % (key, p[key]))
     try:
         if p['state'] == 'drained':
@@ -231,7 +268,8 @@ def main():
                 in_flight_fn=router_admin.in_flight_reader(p['worker_url'], p['metrics_url'],
                                                            p['router_metrics_url'], p['api_key']),
                 timeout=p['drain_timeout'], check_mode=module.check_mode, allow_last=p['allow_last'],
-                listen_timeout=p['listen_timeout'], hold_dir=p['hold_dir'], waits_for=p['waits_for'])
+                listen_timeout=p['listen_timeout'], hold_dir=p['hold_dir'], waits_for=p['waits_for'],
+                wait=p['wait_in_flight'], stale_after=p['stale_after'])
             result['waited_s'] = None
         else:
             result = router_admin.restore(p['router_url'], p['worker_url'], timeout=p['restore_timeout'],

@@ -341,3 +341,112 @@ def test_restore_under_another_url_releases_the_drained_ones_hold(fake, tmp_path
     assert ra.held(str(tmp_path)) == {a, fake.worker('b')}
     ra.restore(fake.base, fake.worker('b'), timeout=10, hold_dir=str(tmp_path), replaces=a)
     assert ra.held(str(tmp_path)) == set()
+
+
+def test_drain_without_waiting_takes_it_out_and_holds_it(fake, clock, tmp_path):
+    """tasks/drain.yml's first step: out of every router first (held, removed), nothing read."""
+    a = fake.worker('a')
+    reads = _sequence([4])
+    res = ra.drain(fake.base, a, in_flight_fn=reads, wait=False, clock=clock, sleep=clock.sleep,
+                   hold_dir=str(tmp_path))
+    assert res['changed'] is True and fake.workers == [fake.worker('b')]
+    assert ra.held(str(tmp_path)) == {a}
+    assert reads.seen == [] and res['in_flight_waited_s'] is None and 'waited_msg' not in res
+    assert res['msg'] == 'took %s out of rotation' % a
+
+
+def test_a_count_that_stands_still_ends_the_wait_as_stale(fake, clock):
+    """vllm-router's gauge left above the real load (run3 of the replicas drill: 3, then 1 for 100 s): with
+    stale_after the wait ends when the count has not moved for that long, without failing."""
+    a = fake.worker('a')
+    reads = _sequence([3, 3, 2, 1])
+    res = ra.drain(fake.base, a, in_flight_fn=reads, timeout=100, stale_after=15, clock=clock, sleep=clock.sleep)
+    assert res['stale'] is True and res['stood_at'] == 1 and res['in_flight_initial'] == 3
+    # 1 first read at 1.5 s; 15 s later (0.5 s reads) it still reads 1
+    assert res['stood_from_s'] == 1.5 and res['in_flight_waited_s'] == 16.5
+    assert res['waited_msg'] == ('waited up to 100 s for its in-flight requests: 3 in flight, the count stood at 1 '
+                                 'from 1.5 s to 16.5 s')
+    assert res['msg'] == 'took %s out of rotation; %s' % (a, res['waited_msg'])
+
+
+def test_a_moving_count_is_not_stale(fake, clock):
+    """A count that moves within stale_after is waited for to the end, however long it takes."""
+    a = fake.worker('a')
+    # 5 requests, one finishing every 10 s: never still for 15 s
+    values = [5 - int(k * 0.5 // 10) for k in range(101)] + [0, 0]
+    reads = _sequence(values)
+    res = ra.drain(fake.base, a, in_flight_fn=reads, timeout=100, stale_after=15, clock=clock, sleep=clock.sleep)
+    assert res['stale'] is False and 'stood_at' not in res
+    assert res['waited_msg'] == 'waited up to 100 s for its in-flight requests: 5 finished in 50.5 s'
+
+
+def test_without_stale_after_a_count_that_stands_still_fails_at_the_timeout(fake, clock):
+    a = fake.worker('a')
+    with pytest.raises(ra.RouterAdminError) as info:
+        ra.drain(fake.base, a, in_flight_fn=_sequence([3, 1]), timeout=100, clock=clock, sleep=clock.sleep)
+    assert 'did not reach 0 within 100 s (still 1 in flight)' in info.value.msg
+
+
+def test_stale_after_zero_and_an_unreadable_count(fake, clock):
+    """stale_after 0: the first count above 0 stands (the re-read of tasks/drain.yml uses 2 s); a read that fails
+    is no count and never stands."""
+    a = fake.worker('a')
+    res = ra.drain(fake.base, a, in_flight_fn=_sequence([2]), timeout=10, stale_after=0, clock=clock,
+                   sleep=clock.sleep)
+    assert res['stale'] is True and res['stood_at'] == 2 and res['in_flight_waited_s'] == 0.0
+    with pytest.raises(ra.RouterAdminError) as info:
+        ra.drain(fake.base, a, in_flight_fn=_sequence([OSError('refused')]), timeout=5, stale_after=1,
+                 clock=clock, sleep=clock.sleep)
+    assert 'OSError: refused' in info.value.msg
+
+
+def _engine(monkeypatch, clock, counts):
+    """vllm_in_flight of the pair's engine as a function of the fake clock's seconds since the start."""
+    start = clock.now
+    seen = []
+
+    def read(url, api_key=None, timeout=5.0):
+        value = counts(clock.now - start)
+        seen.append((url, api_key, value))
+        if isinstance(value, Exception):
+            raise value
+        return value
+    monkeypatch.setattr(ra, 'vllm_in_flight', read)
+    return seen
+
+
+def test_engine_quiet_waits_for_a_long_request_then_the_quiet_window(monkeypatch, clock):
+    """A request still running at the engine (the router's count stood still because nothing finished) is
+    waited for; then every read must be 0 for quiet_for seconds."""
+    seen = _engine(monkeypatch, clock, lambda t: 1 if t < 40 else 0)
+    res = ra.wait_engine_quiet('http://127.0.0.1:8001/', api_key='k', quiet_for=10, timeout=100, clock=clock,
+                               sleep=clock.sleep)
+    assert res['waited_s'] == 50.0 and res['in_flight_initial'] == 1 and res['in_flight_max'] == 1
+    assert res['quiet_for_s'] == 10 and res['reads'] == len(seen) == 101
+    assert seen[0][:2] == ('http://127.0.0.1:8001', 'k')
+
+
+def test_engine_quiet_restarts_its_window_on_any_request(monkeypatch, clock):
+    seen = _engine(monkeypatch, clock, lambda t: 2 if 6 <= t < 7 else (OSError('reset') if t == 12 else 0))
+    res = ra.wait_engine_quiet('http://e', quiet_for=10, timeout=100, clock=clock, sleep=clock.sleep)
+    # quiet from 7 s, broken by the failed read at 12 s (no count), quiet again from 12.5 s to 22.5 s
+    assert res['waited_s'] == 22.5 and res['in_flight_max'] == 2 and len(seen) == 46
+
+
+def test_engine_busy_past_the_timeout_fails_with_the_count(monkeypatch, clock):
+    _engine(monkeypatch, clock, lambda t: 3)
+    with pytest.raises(ra.RouterAdminError) as info:
+        ra.wait_engine_quiet('http://e', quiet_for=10, timeout=30, clock=clock, sleep=clock.sleep)
+    assert info.value.msg == ('the vLLM server at http://e did not stay without requests in flight for 10 s within '
+                              '30 s (last read: 3 running or waiting)')
+    assert info.value.fields['in_flight_final'] == 3 and info.value.fields['waited_s'] == 30.0
+
+
+def test_engine_that_is_stopped_reads_quiet(clock):
+    """Connection refused reads 0: a stopped server has nothing in flight (the real HTTP path)."""
+    sock = socket.socket()
+    sock.bind(('127.0.0.1', 0))
+    url = 'http://127.0.0.1:%d' % sock.getsockname()[1]
+    sock.close()
+    res = ra.wait_engine_quiet(url, quiet_for=1, timeout=5, clock=clock, sleep=clock.sleep)
+    assert res['in_flight_initial'] == 0 and res['waited_s'] == 1.0

@@ -96,3 +96,25 @@ def test_failures_carry_the_reason(fake):
     assert kind is FailJson and 'drain_timeout = -1' in res['msg']
     kind, res = run({'router_url': fake.base, 'worker_url': a, 'state': 'gone'})
     assert kind is FailJson and 'state' in res['msg']
+
+
+def test_out_first_then_a_wait_that_ends_on_a_count_standing_still(fake):
+    """tasks/drain.yml's steps 1 and 2: wait_in_flight false takes it out and reads nothing; the wait with
+    stale_after returns stale (not failed) when the router's count stands above 0."""
+    a, b = fake.worker('a'), fake.worker('b')
+    fake.running = {a: 1}
+    base = {'router_url': fake.base, 'worker_url': a, 'state': 'drained', 'router_metrics_url': fake.base}
+    kind, res = run(dict(base, wait_in_flight=False))
+    assert kind is ExitJson and res['changed'] is True and fake.workers == [b]
+    assert res['msg'] == 'took %s out of rotation' % a and res['in_flight_waited_s'] is None
+    assert res['stale'] is False and 'waited_msg' not in res
+    kind, res = run(dict(base, drain_timeout=30, stale_after=0))
+    assert kind is ExitJson and res['changed'] is False, res
+    assert res['stale'] is True and res['stood_at'] == 1 and res['in_flight_initial'] == 1
+    assert res['waited_msg'].startswith('waited up to 30 s for its in-flight requests: 1 in flight, the count stood at 1')
+    fake.running = {a: 0}
+    kind, res = run(dict(base, drain_timeout=30, stale_after=0))
+    assert kind is ExitJson and res['stale'] is False and res['waited_msg'].endswith('0 finished in %.1f s'
+                                                                                      % res['in_flight_waited_s'])
+    kind, res = run(dict(base, stale_after=-2))
+    assert kind is FailJson and res['msg'] == 'stale_after = -2: must be at least 0'
