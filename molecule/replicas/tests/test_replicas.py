@@ -426,7 +426,7 @@ def test_upgrade_to_an_equal_image_recipe_and_port_promoted_pair_by_pair_then_ro
     flat = ' '.join(out.split())
     # one drain per pair at each router (spark1's, spark3's: the two router hosts behind the VIP), in that order
     drained = re.findall(r'(spark_pair\d) at the router on (spark\d): took (\S+) out of rotation; waited up to (\d+) s '
-                         r'\(([^)]*)\) for its in-flight requests: (\d+) finished in ([0-9.]+) s', flat)
+                         r'\(([^)]*)\) for its in-flight requests: (\d+) (?:finished|in flight, ended) in ([0-9.]+) s', flat)
     assert len(record['steps']) == 2, (record, out[-3000:])
     first, last = record['steps']
     figure('upgrade.yml to %s, balanced -> throughput on port %d (rolling): promoted in %.1f s; %s against %s: %s; '
