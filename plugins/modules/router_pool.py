@@ -108,7 +108,7 @@ options:
   wait_in_flight:
     description:
       - O(state=drained) - V(false) takes the worker out of rotation (and holds it) without waiting for its in-flight
-        requests: a drain takes the pair out of every router first, then waits at each (C(tasks/drain.yml)).
+        requests. A drain takes the pair out of every router first, then waits at each (C(tasks/drain.yml)).
     type: bool
     default: true
   stale_after:

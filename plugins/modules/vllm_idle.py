@@ -17,8 +17,8 @@ description:
     O(url) every 0.5 s, and returns once every read for O(quiet_for) seconds in a row was 0. Connection refused reads
     0 (a stopped server has nothing in flight).
   - A drain (C(tasks/drain.yml)) runs it on the pair's head when a router's in-flight count for the pair stood still
-    above 0 (module C(dgxspark.ds4.router_pool), O(dgxspark.ds4.router_pool#module:stale_after)): a long request keeps the
-    engine busy and is waited for; a router count with nothing behind it is not.
+    above 0 (module C(dgxspark.ds4.router_pool), O(dgxspark.ds4.router_pool#module:stale_after)). A long request keeps
+    the engine busy and is waited for; a router count with nothing behind it is not.
   - Reads only; never changes anything. The logic is C(wait_engine_quiet) in C(module_utils/router_admin.py).
 author:
   - dgxspark.ds4 contributors (@dgxspark)

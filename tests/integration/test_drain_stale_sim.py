@@ -169,10 +169,11 @@ def test_a_router_count_with_nothing_behind_it_does_not_hold_the_drain(router_bi
                          r"count that did not come down", flat)
         assert said, flat[-3000:]
         url, bound, first, ended, stood, stood_from, engine_max, quiet, still = said.groups()
-        # the count stood at 2 from the first read: the long request was still running at the engine (1)
-        assert (url, int(bound), int(first), int(stood), int(engine_max), int(quiet), int(still)) \
-            == (front.url, DRAIN_TIMEOUT, 2, 2, 1, 10, 1), said.groups()
-        assert float(stood_from) < 1.0, said.groups()
+        # the count stood at 2 (the held request, the long one still running at the engine: 1) from its first
+        # seconds (a request of the load in flight on A at the removal finishes within them)
+        assert (url, int(bound), int(stood), int(engine_max), int(quiet), int(still)) \
+            == (front.url, DRAIN_TIMEOUT, 2, 1, 10, 1), said.groups()
+        assert int(first) >= 2 and float(stood_from) < 5.0, said.groups()
         # the long request at the engine was waited for: answered whole before the drain ended, 10 s before at least
         assert long_req.get("status") == 200 and long_req.get("tokens") == LONG_TOKENS, long_req
         assert long_req["ended"] + 10 <= t1, (long_req["ended"] - t0, t1 - t0)
