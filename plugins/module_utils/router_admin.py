@@ -38,6 +38,7 @@ What vllm-router 0.1.17 offers (measured with the real binary, tests/integration
   drain(router_url, worker_url, in_flight_fn=None, timeout=600, ..., hold_dir=None, wait=True,
         stale_after=None) -> result
   wait_engine_quiet(metrics_url, api_key=None, quiet_for=ENGINE_QUIET_S, timeout=600) -> result
+  drain_report(removal, wait, engine=None, again=None) -> one line (tasks/drain.yml's steps at one router)
   restore(router_url, worker_url, timeout=600, ..., hold_dir=None) -> result
   reconcile(router_url, wanted, hold_dir=None) -> {listed, added, waiting, held}  (the pool keeper's one pass)
   hold(hold_dir, url) / release(hold_dir, url) / held(hold_dir)
@@ -429,7 +430,7 @@ def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=Fal
         result['waited_msg'] = 'in-flight requests not awaited (no in-flight source)'
         result['msg'] = done + '; ' + result['waited_msg']
         return result
-    bound = 'up to %s s%s' % (timeout, ' (%s)' % waits_for if waits_for else '')
+    bound = result['wait_bound'] = 'up to %s s%s' % (timeout, ' (%s)' % waits_for if waits_for else '')
     waited, first, last, error, stood_from = _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s or POLL_S,
                                                         stale_after)
     result.update(in_flight_initial=first, in_flight_waited_s=round(waited, 3), drain_timeout_s=timeout)
@@ -438,12 +439,41 @@ def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=Fal
                                'rotation' % (done, timeout, error), in_flight_final=last, **result)
     if stood_from is not None:
         result.update(stale=True, stood_at=last, stood_from_s=round(stood_from, 3))
-        result['waited_msg'] = ('waited %s for its in-flight requests: %s in flight, the count stood at %s from %.1f s '
-                                'to %.1f s' % (bound, first, last, stood_from, waited))
+        result['waited_msg'] = _waited(bound, '%s in flight, the count stood at %s from %.1f s to %.1f s'
+                                       % (first, last, stood_from, waited))
     else:
-        result['waited_msg'] = 'waited %s for its in-flight requests: %s finished in %.1f s' % (bound, first, waited)
+        result['waited_msg'] = _waited(bound, '%s finished in %.1f s' % (first, waited))
     result['msg'] = done + '; ' + result['waited_msg']
     return result
+
+
+def _waited(bound, what):
+    return 'waited %s for its in-flight requests: %s' % (bound, what)
+
+
+def drain_report(removal, wait, engine=None, again=None):
+    """One line for a drain at one router, from the results of tasks/drain.yml's steps there: removal (drain with
+    wait=False), wait (the wait, with stale_after), engine (wait_engine_quiet, when a count stood still) and again
+    (that router read again). A count that stood still is reported as finished when it came down once the engine
+    was quiet, else as passed over."""
+    line = removal.get('msg') or ''
+    if not wait.get('waited_msg'):  # check mode, or no in-flight source
+        return line
+    if not wait.get('stale'):
+        return '%s; %s' % (line, wait['waited_msg'])
+    engine, again = engine or {}, again or {}
+    total = sum(float(part.get(key) or 0) for part, key in ((wait, 'in_flight_waited_s'), (engine, 'waited_s'),
+                                                            (again, 'in_flight_waited_s')))
+    stood = ("the router's count stood at %s from %.1f s; the pair's engine had at most %s running or waiting, then "
+             "nothing for %s s" % (wait.get('stood_at'), float(wait.get('stood_from_s') or 0),
+                                   engine.get('in_flight_max', '?'), engine.get('quiet_for_s', '?')))
+    if again and not again.get('stale'):
+        what = '%s finished in %.1f s (%s, and the count came down)' % (wait.get('in_flight_initial'), total, stood)
+    else:
+        what = ('%s in flight, ended in %.1f s: %s, and the count still reads %s - a router count that did not come '
+                'down (vllm-router sets it after its load counter, not atomically), passed over'
+                % (wait.get('in_flight_initial'), total, stood, again.get('stood_at', '?')))
+    return '%s; %s' % (line, _waited(wait['wait_bound'], what))
 
 
 def _wait_healthy_url(worker_url, deadline, clock, sleep, poll_s, health_path):

@@ -212,6 +212,11 @@ stood_from_s:
   returned: when RV(stale) is true
   type: float
   sample: 0.5
+wait_bound:
+  description: O(state=drained) - how long the wait may last, in words (O(drain_timeout) and O(waits_for)).
+  returned: when O(state=drained) waited (not in check mode, not with O(wait_in_flight=false))
+  type: str
+  sample: "up to 1810 s (the router's request timeout 1800 s + 10 s)"
 waited_msg:
   description: O(state=drained) - the wait in words, without the removal (RV(msg) has both).
   returned: when O(state=drained) waited (not in check mode, not with O(wait_in_flight=false))

@@ -450,3 +450,34 @@ def test_engine_that_is_stopped_reads_quiet(clock):
     sock.close()
     res = ra.wait_engine_quiet(url, quiet_for=1, timeout=5, clock=clock, sleep=clock.sleep)
     assert res['in_flight_initial'] == 0 and res['waited_s'] == 1.0
+
+
+def test_drain_report_of_each_way_a_drain_ends(fake, clock, monkeypatch):
+    """tasks/drain.yml's line per router (filter drain_report), from the results of its steps there."""
+    a = fake.worker('a')
+    removal = ra.drain(fake.base, a, wait=False, clock=clock, sleep=clock.sleep)
+    done = ra.drain(fake.base, a, in_flight_fn=_sequence([2, 1, 0, 0]), timeout=100, waits_for='why', stale_after=15,
+                    clock=clock, sleep=clock.sleep)
+    assert ra.drain_report(removal, done) == ('took %s out of rotation; waited up to 100 s (why) for its in-flight '
+                                              'requests: 2 finished in 1.5 s' % a)
+    stood = ra.drain(fake.base, a, in_flight_fn=_sequence([3, 1]), timeout=100, waits_for='why', stale_after=15,
+                     clock=clock, sleep=clock.sleep)
+    _engine(monkeypatch, clock, lambda t: 1 if t < 30 else 0)
+    engine = ra.wait_engine_quiet('http://e', quiet_for=10, timeout=100, clock=clock, sleep=clock.sleep)
+    came_down = ra.drain(fake.base, a, in_flight_fn=_sequence([0, 0]), timeout=10, stale_after=2, clock=clock,
+                         sleep=clock.sleep)
+    still = ra.drain(fake.base, a, in_flight_fn=_sequence([1]), timeout=10, stale_after=2, clock=clock,
+                     sleep=clock.sleep)
+    stood_words = ("the router's count stood at 1 from 0.5 s; the pair's engine had at most 1 running or waiting, then "
+                   "nothing for 10 s")
+    # 15.5 s at the router, 40 s at the engine, 0.5 s or 2 s reading the router again
+    assert ra.drain_report(removal, stood, engine, came_down) == (
+        'took %s out of rotation; waited up to 100 s (why) for its in-flight requests: 3 finished in 56.0 s (%s, and '
+        'the count came down)' % (a, stood_words))
+    assert ra.drain_report(removal, stood, engine, still) == (
+        'took %s out of rotation; waited up to 100 s (why) for its in-flight requests: 3 in flight, ended in 57.5 s: %s, '
+        'and the count still reads 1 - a router count that did not come down (vllm-router sets it after its load '
+        'counter, not atomically), passed over' % (a, stood_words))
+    # check mode: the removal's words only
+    checked = ra.drain(fake.base, fake.worker('b'), check_mode=True, allow_last=True, in_flight_fn=_sequence([0]))
+    assert ra.drain_report(checked, checked) == checked['msg'] == 'would take %s out of rotation' % fake.worker('b')
