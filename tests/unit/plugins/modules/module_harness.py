@@ -28,3 +28,13 @@ def fail_json(self, **kwargs):  # pylint: disable=unused-argument
 def patch_exit(monkeypatch):
     monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
     monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
+
+
+def run_main(main, args):
+    """Run a module's main() with args (patch_exit first); -> (ExitJson or FailJson, the result)."""
+    import pytest  # pylint: disable=import-outside-toplevel
+    from ansible.module_utils.testing import patch_module_args  # pylint: disable=import-outside-toplevel
+    with patch_module_args(args):
+        with pytest.raises((ExitJson, FailJson)) as info:
+            main()
+    return info.type, info.value.args[0]

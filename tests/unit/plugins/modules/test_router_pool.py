@@ -9,12 +9,10 @@ __metaclass__ = type
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.dgxspark.ds4.plugins.module_utils import router_admin
 from ansible_collections.dgxspark.ds4.plugins.modules import router_pool as mod
 from module_utils.fake_router import FakeRouter  # pylint: disable=import-error
-from .module_harness import ExitJson, FailJson, patch_exit
+from .module_harness import ExitJson, FailJson, patch_exit, run_main
 
 
 @pytest.fixture(autouse=True)
@@ -30,10 +28,7 @@ def fake():
 
 
 def run(args):
-    with patch_module_args(args):
-        with pytest.raises((ExitJson, FailJson)) as info:
-            mod.main()
-    return info.type, info.value.args[0]
+    return run_main(mod.main, args)
 
 
 def test_drain_then_drain_again(fake):

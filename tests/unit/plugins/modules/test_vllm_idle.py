@@ -11,12 +11,10 @@ import threading
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.dgxspark.ds4.plugins.module_utils import router_admin
 from ansible_collections.dgxspark.ds4.plugins.modules import vllm_idle as mod
 from module_utils.fake_router import FakeRouter  # pylint: disable=import-error
-from .module_harness import ExitJson, FailJson, patch_exit
+from .module_harness import ExitJson, FailJson, patch_exit, run_main
 
 
 @pytest.fixture(autouse=True)
@@ -32,10 +30,7 @@ def fake():
 
 
 def run(args):
-    with patch_module_args(args):
-        with pytest.raises((ExitJson, FailJson)) as info:
-            mod.main()
-    return info.type, info.value.args[0]
+    return run_main(mod.main, args)
 
 
 def test_a_request_at_the_engine_is_waited_for_then_the_quiet_window(fake):
