@@ -50,8 +50,8 @@ put it back; the restore releases it once the router has it again. Hold files li
 
 The router's count is not trusted alone. vllm-router 0.1.17 (src/routers/http/router.rs, RequestLoadGuard) moves
 a worker's load counter atomically, then reads it and sets the gauge, as two more steps: a release that reads the
-counter before another release decrements it, and sets the gauge after that one did, leaves the gauge one above the
-counter. A worker that gets requests has it corrected at the next one; a drained worker gets none, and its gauge
+counter, then sets the gauge after other releases decremented it and set theirs, leaves the gauge above the counter
+(by as many as finished meanwhile: 1 to 6 seen, tests/harness/router_gauge_race.py). A worker that gets requests has it corrected at the next one; a drained worker gets none, and its gauge
 stays. A drain that trusted it waited for its timeout, then failed (seen once in seven runs of the replicas drill,
 3 then 1 for 100 s with the engine idle). So a drain takes the pair out of every router first (wait=False), then
 waits at each router with stale_after: a count above 0 that has not moved for that long returns stale instead of
@@ -92,9 +92,6 @@ HEALTH_PATH = '/health'
 # How long a router that refuses connections (starting) is waited for before that is an error.
 LISTEN_WAIT_S = 120
 ROUTER_RUNNING = 'vllm_router_running_requests'
-# A router's count above 0 that has not moved for this long is handed to the pair's own engine (tasks/drain.yml):
-# long enough that a count still moving by requests finishing is never mistaken for one that stands still.
-STALE_AFTER_S = 15
 # How long the pair's engine must read nothing running or waiting, every read, before a count that stood still is
 # passed over: a request the router sent reaches the engine's counters within this (the API server tokenizes first).
 ENGINE_QUIET_S = 10

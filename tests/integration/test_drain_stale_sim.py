@@ -143,11 +143,12 @@ def test_a_router_count_with_nothing_behind_it_does_not_hold_the_drain(router_bi
         router = Router(router_bin, [front, sim_b], tmp_path)
         # both requests to pair A: pair B out of rotation while they are sent (the way a drain holds it)
         router_admin.drain(router.base, sim_b.url, wait=False, allow_last=True, hold_dir=router.hold_dir)
+        # one after the other: two counts moving at once can leave the router's gauge wrong (the race itself)
         threading.Thread(target=_send, args=(router, HOLD + " keep me", 4, held), daemon=True).start()
+        assert wait_until(lambda: front.held == 1, 20), front.held
         threading.Thread(target=_send, args=(router, "a long answer, please", LONG_TOKENS, long_req),
                          daemon=True).start()
-        assert wait_until(lambda: front.held == 1 and router_admin.vllm_in_flight(sim_a.url) == 1, 20), \
-            (front.held, router_admin.vllm_in_flight(sim_a.url))
+        assert wait_until(lambda: router_admin.vllm_in_flight(sim_a.url) == 1, 20), router_admin.vllm_in_flight(sim_a.url)
         assert _router_count(router, front.url) == 2
         router_admin.restore(router.base, sim_b.url, timeout=30, hold_dir=router.hold_dir)
         load = Load(router, n=3, max_tokens=10)
@@ -170,16 +171,17 @@ def test_a_router_count_with_nothing_behind_it_does_not_hold_the_drain(router_bi
         assert said, flat[-3000:]
         url, bound, first, ended, stood, stood_from, engine_max, quiet, still = said.groups()
         # the count stood at 2 (the held request, the long one still running at the engine: 1) from its first
-        # seconds (a request of the load in flight on A at the removal finishes within them)
-        assert (url, int(bound), int(stood), int(engine_max), int(quiet), int(still)) \
-            == (front.url, DRAIN_TIMEOUT, 2, 1, 10, 1), said.groups()
-        assert int(first) >= 2 and float(stood_from) < 5.0, said.groups()
+        # seconds (a request of the load in flight on A at the removal finishes within them; should two of those
+        # finish together and leave the gauge above the load, as the race does, it stands higher and stays so)
+        assert (url, int(bound), int(engine_max), int(quiet)) == (front.url, DRAIN_TIMEOUT, 1, 10), said.groups()
+        assert int(stood) >= 2 and int(still) == int(stood) - 1, said.groups()
+        assert int(first) >= int(stood) and float(stood_from) < 5.0, said.groups()
         # the long request at the engine was waited for: answered whole before the drain ended, 10 s before at least
         assert long_req.get("status") == 200 and long_req.get("tokens") == LONG_TOKENS, long_req
         assert long_req["ended"] + 10 <= t1, (long_req["ended"] - t0, t1 - t0)
         assert 25 <= float(ended) < DRAIN_TIMEOUT, ended
         # the held request is still counted, and pair A stays out of rotation, held
-        assert _router_count(router, front.url) == 1 and front.held == 1 and "status" not in held
+        assert _router_count(router, front.url) == int(still) and front.held == 1 and "status" not in held
         assert router.listed() == [sim_b.url] and front.url in router_admin.held(router.hold_dir)
         failed = [r for r in load.results if not r[1]]
         assert not failed and len(load.results) > 10, (failed[:5], len(load.results))
