@@ -13,8 +13,8 @@ it: the router counts it, the engine never sees it.
 
 Shown, under a steady load through the router: pair A taken out of rotation (held); its count stood at 2 for 15 s
 (the held request and a 35 s request running at the engine), so the drain asked A's engine, which finished the long
-request (200, every token, at least 10 s before the drain ended) and then had nothing for 10 s; read again, the router's count still read
-1; the drain ended, said why, and A stays out of rotation; no client request failed."""
+request (200, every token, at least 10 s before the drain ended) and then had nothing for 10 s; read again, the
+router's count still read 1; the drain ended, said why, and A stays out of rotation; no client request failed."""
 
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
