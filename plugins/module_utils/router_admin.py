@@ -51,7 +51,7 @@ put it back; the restore releases it once the router has it again. Hold files li
 The router's count is not trusted alone. vllm-router 0.1.17 (src/routers/http/router.rs, RequestLoadGuard) moves
 a worker's load counter atomically, then reads it and sets the gauge, as two more steps: a release that reads the
 counter, then sets the gauge after other releases decremented it and set theirs, leaves the gauge above the counter
-(by as many as finished meanwhile: 1 to 6 seen, tests/harness/router_gauge_race.py). A worker that gets requests
+(by as many as finished meanwhile: 1 to 6 seen, docs/measurements.md). A worker that gets requests
 has it corrected at the next one; a drained worker gets none, and its gauge stays. A drain that trusted it waited
 for its timeout, then failed (seen once in seven runs of the replicas drill, 3 then 1 for 100 s with the engine
 idle). So a drain takes the pair out of every router first (wait=False), then
