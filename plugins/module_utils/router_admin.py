@@ -6,10 +6,10 @@
 in-flight requests (drain), put it back and wait until the router routes to it (restore).
 
 Pure Python (no Ansible imports); HTTP through vllm_client, /metrics parsed by bench_stats / ops_status.
-The module ``dgxspark.ds4.router_pool`` calls it; tests/integration/test_router_drain.py runs it against the
+The module ``dgxspark.ds4.router_pool`` calls it; the drain integration test (docs/testing.md) runs it against the
 real router.
 
-What vllm-router 0.1.17 offers (measured with the real binary, tests/integration/test_router_drain.py):
+What vllm-router 0.1.17 offers (measured with the real binary by the drain integration test, docs/testing.md):
 
 - ``GET /list_workers`` -> ``{"urls": [...]}``: every worker in the registry, healthy or not. A pair evicted by
   the health checker stays listed; it shows as ``is_healthy: false`` in ``GET /workers``
