@@ -69,7 +69,7 @@ HOST_KEYS = (
     'ds4_node_rank', 'ds4_fabric_ip', 'ds4_fabric_prefix', 'ds4_fabric_ifname', 'ds4_rdma_hcas',
     'ds4_nccl_ib_gid_index', 'ds4_node_memory_gib', 'ds4_ack_unsafe_gpu_memory_utilization',
     'ds4_profile', 'ds4_profile_config', 'ds4_site_overrides', 'ds4_api_allowed_networks', 'ds4_api_upstream_port',
-    'ds4_model', 'ds4_model_revisions', 'ds4_router_address',
+    'ds4_model', 'ds4_model_revisions', 'ds4_router_address', 'ds4_interactive_long_prompts',
 )
 # Read from the first host of group spark: one router set per inventory (group_vars/spark;
 # roles/config/meta/argument_specs.yml). ds4_router_address is read per router host (HOST_KEYS).
@@ -211,6 +211,7 @@ class ActionModule(ActionBase):
             'ds4_site_overrides': task_vars.get('ds4_site_overrides'),
             'ds4_model': task_vars.get('ds4_model'),
             'ds4_model_revisions': task_vars.get('ds4_model_revisions'),
+            'ds4_interactive_long_prompts': task_vars.get('ds4_interactive_long_prompts'),
             'require_model_revision': args['require_model_revision'],
         }
         # One or more TP=2 pairs (plugins/module_utils/pairs.py): each host is configured within its own pair.

@@ -803,6 +803,87 @@ def _plain(value):
     return value
 
 
+# --------------------------------------------------------------------------- interactive during long prompts
+
+INTERACTIVE_VAR = 'ds4_interactive_long_prompts'
+THRESHOLD_FLAG = 'long-prefill-token-threshold'
+BUDGET_FLAG = 'max-num-batched-tokens'
+# --long-prefill-token-threshold = 7/8 of the per-step token budget (the real-vllm-on-device notes, Part 1b, vLLM 0.26.0:
+# 224 of 256 cost the long prompt +13 % and a short request's first token came in 0.04-0.05 s instead of 10.3 s; 7168
+# of 8192 cost nothing measurable and the short request waited 0.46 s instead of 7.66 s; 64 of 256 cost x3.3).
+THRESHOLD_FRACTION = (7, 8)
+_TRUE = ('true', 'yes', 'on', '1')
+_FALSE = ('false', 'no', 'off', '0', '')
+
+
+def long_prefill_threshold(budget):
+    """--long-prefill-token-threshold for a --max-num-batched-tokens budget: 7/8 of it (rounded down), at least 1."""
+    num, den = THRESHOLD_FRACTION
+    return max(1, int(budget) * num // den)
+
+
+def _as_bool(value):
+    """True/False for a YAML/CLI boolean (`-e var=true` arrives as a string), None for anything else."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return bool(value) if value in (0, 1) else None
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    return None
+
+
+def apply_interactive_long_prompts(merged, value, errors):
+    """ds4_interactive_long_prompts: on, render --long-prefill-token-threshold N (N = 7/8 of the merged
+    --max-num-batched-tokens), listed as a deviation from the seed; off (default), the recipe is left as it is.
+
+    Returns the plan published as ds4_effective.interactive_long_prompts:
+    {enabled, threshold, max_num_batched_tokens, fraction, deviation}."""
+    plan = {'enabled': False, 'threshold': None, 'max_num_batched_tokens': None,
+            'fraction': '%d/%d' % THRESHOLD_FRACTION, 'deviation': None}
+    on = _as_bool(value)
+    if on is None:
+        errors.append(_msg(INTERACTIVE_VAR, value, 'must be true or false',
+                           'set %s: true (short requests get their first token while a long prompt prefills, at a small '
+                           'cost to the long prompt; docs/profiles.md "Interactive during long prompts") or false (default: '
+                           'the recipe as its seed ran it)' % INTERACTIVE_VAR))
+        return plan
+    args = merged['serve_args']
+    budget = args.get(BUDGET_FLAG)
+    plan['max_num_batched_tokens'] = budget if isinstance(budget, int) and not isinstance(budget, bool) else None
+    if not on:
+        return plan
+    sources = merged.setdefault('sources', {})
+    recipe = (merged.get('choice') or {}).get('recipe') or 'ds4_profile_config'
+    if args.get(THRESHOLD_FLAG) is not None:
+        errors.append(_msg(INTERACTIVE_VAR, value, '--%s is already set to %s by %s; the setting derives it and one flag has '
+                           'one owner' % (THRESHOLD_FLAG, _fmt(args[THRESHOLD_FLAG]), sources.get(THRESHOLD_FLAG, 'serve_args')),
+                           'either remove serve_args %s from %s (the setting then writes 7/8 of --%s), or set %s: false '
+                           'and keep your own value' % (THRESHOLD_FLAG, sources.get(THRESHOLD_FLAG, 'serve_args'), BUDGET_FLAG,
+                                                        INTERACTIVE_VAR)))
+        return plan
+    if plan['max_num_batched_tokens'] is None or budget < 2:
+        errors.append(_msg(INTERACTIVE_VAR, value, 'the threshold is derived from --%s, and recipe %s %s' % (
+            BUDGET_FLAG, recipe, 'does not set it (vLLM then picks a default by version and device)' if budget is None
+            else 'sets it to %s, not an integer >= 2' % _fmt(budget)),
+            'set ds4_site_overrides.serve_args.%s to the budget to run with (the 1M recipes use 8192), or set serve_args '
+            '%s yourself in ds4_site_overrides and leave %s false' % (BUDGET_FLAG, THRESHOLD_FLAG, INTERACTIVE_VAR)))
+        return plan
+    if args.get('no-enable-chunked-prefill') or args.get('enable-chunked-prefill') is False:
+        errors.append(_msg(INTERACTIVE_VAR, value, 'the recipe turns chunked prefill off (--no-enable-chunked-prefill), so a '
+                           'long prompt is never split and the threshold cannot make room for other requests',
+                           'remove no-enable-chunked-prefill, or set %s: false' % INTERACTIVE_VAR))
+        return plan
+    n = long_prefill_threshold(budget)
+    args[THRESHOLD_FLAG] = n
+    sources[THRESHOLD_FLAG] = INTERACTIVE_VAR
+    plan.update(enabled=True, threshold=n, deviation=(
+        '%s: --%s %d (%s of --%s %d; the seed runs vLLM\'s default, 0): a request that arrives during a long prefill gets '
+        'its first token within about one engine step, the long prompt prefills slightly slower'
+        % (INTERACTIVE_VAR, THRESHOLD_FLAG, n, plan['fraction'], BUDGET_FLAG, budget)))
+    return plan
+
+
 def revision_check(merged, choice, required, errors, warnings):
     """An unpinned model revision: an error where the weights are downloaded (required), else a warning."""
     model = merged['model']
@@ -817,7 +898,7 @@ def revision_check(merged, choice, required, errors, warnings):
 
 def validate_all(inputs):
     """inputs: {base, spark_hosts, hostvars, ds4_profile, ds4_profile_config, ds4_site_overrides, ds4_model,
-    ds4_model_revisions, require_model_revision}.
+    ds4_model_revisions, ds4_interactive_long_prompts, require_model_revision}.
 
     Returns (errors, warnings, merged, overrides, nodes); merged['choice'] is the recipe/model/family chosen."""
     errors = []
@@ -835,7 +916,7 @@ def validate_all(inputs):
         site = {}
     # Shared settings must not differ per host (host_vars overriding group_vars on one node).
     for var in ('ds4_profile', 'ds4_profile_config', 'ds4_site_overrides', 'ds4_api_allowed_networks', 'ds4_api_upstream_port',
-                'ds4_model', 'ds4_model_revisions'):
+                'ds4_model', 'ds4_model_revisions', INTERACTIVE_VAR):
         seen = {}
         for h in spark:
             seen.setdefault(json.dumps(hostvars.get(h, {}).get(var), sort_keys=True, default=str), []).append(h)
@@ -845,6 +926,7 @@ def validate_all(inputs):
     merged, overrides = merge_layers(base, profile, site, errors) if profile is not None else (None, [])
     if merged is not None:
         merged['choice'] = choice
+        merged['interactive_long_prompts'] = apply_interactive_long_prompts(merged, _plain(inputs.get(INTERACTIVE_VAR)), errors)
         check_merged(merged, errors, warnings)
         revision_check(merged, choice, inputs.get('require_model_revision') is True, errors, warnings)
         catalogue.check_choice(merged, choice, errors)
@@ -938,6 +1020,9 @@ def compute_effective(inputs, host):
         'unit_name': 'dgxspark-ds4-%s.service' % role,
         'env_file_name': 'nccl.env',
         'overrides': overrides,
+        # collection settings that change the recipe's seed launch (empty: the seed's flags as the recipe lists them)
+        'deviations': [merged['interactive_long_prompts']['deviation']] if merged['interactive_long_prompts']['enabled'] else [],
+        'interactive_long_prompts': merged['interactive_long_prompts'],
         'vllm_schema': merged['vllm_schema'],
         'tool_calls': tool_calls(merged),
         'compile_cache': compile_cache_plan(merged),

@@ -14,7 +14,8 @@ Entry fields:
   source    where the string and the diagnosis come from (seed / vllm-ops.md section / upstream)
   severity  'error' | 'warning' | 'info'
   where     log sources the line appears in: 'vllm' (container / vLLM log), 'journal'
-            (systemd journal of the unit), 'kernel' (dmesg / journalctl -k)
+            (systemd journal of the unit), 'kernel' (dmesg / journalctl -k); 'forensics': no log line, a
+            finding the boot forensics make themselves (pair-load-crash, from the pair's phase marker)
   roles     node roles the entry applies to: 'head', 'worker'; an entry also matches when the
             role is unknown unless 'needs_role' is True
   rank      root-cause priority: lower sorts first.  Generic wrappers (engine core init failed,
@@ -22,12 +23,20 @@ Entry fields:
   absent    (optional, with empty patterns) an absence rule: the entry matches a log that has a line
             matching one of ``requires`` (so the log can tell) and no line matching any of ``absent``;
             its evidence is the log's last line (where it stopped).
+  boot_end  (optional, with empty patterns, 'kernel' entries) matches a previous boot's log that ended
+            uncleanly by boot_end() (below); its evidence is the log's last line (where it stopped).
+  gpu_fault (optional, 'kernel') a host-killing GPU fault (reset-class Xid, GSP timeout): the boot
+            forensics hold the pair when the boot ended uncleanly soon after it.
+  only_if_unclean (optional, 'kernel') the boot forensics count the line only as part of an unclean end
+            (NV_ERR_NO_MEMORY: one appears on every successful engine start on GB10).
 
 The 'kernel' entries are also the signatures the boot forensics (roles/vllm_service/files/forensics.py,
 which imports this file on the node) look for in the previous boot's kernel log of both nodes.
 
 API:
   match(lines, node=None, source=None, role=None, max_lines=5) -> list of findings
+  boot_end(lines) -> {'end': 'clean'|'unclean'|'unknown', 'lineno', 'text', 'why'}: how a previous boot's log
+            (journalctl -b -1 _TRANSPORT=kernel _TRANSPORT=driver) ended
   verdict(finding) -> str   "<node>: <cause> — fix: <fix> [<line>]"
   diagnose(sources, max_lines=5) -> list of findings over several nodes/sources
   check_json_flags(lines, expected, node=None) -> list of findings (id 'json-flag-ignored')
@@ -91,15 +100,33 @@ CATALOGUE = (
     },
     {
         "id": "pcie-aer",
-        "patterns": (r"AER: (?:Multiple )?(?:Uncorrected|Corrected) \((?:Fatal|Non-Fatal)\) error",
-                     r"PCIe Bus Error: severity=(?:Uncorrected|Corrected)"),
-        "cause": "PCIe Advanced Error Reporting logged bus errors (NIC or GPU link)",
-        "fix": "read the device named on the line (lspci -s); reseat/replace the cable or update firmware; keep the evidence record",
-        "source": "field notes 2026-11 (what users report, item 3: 'NVRM, NV_ERR_NO_MEMORY, Xid, mlx5/AER')",
+        "patterns": (r"AER: (?:Multiple )?Uncorrect(?:ed|able) \((?:Fatal|Non-Fatal)\) error",
+                     r"PCIe Bus Error: severity=Uncorrect(?:ed|able) \((?:Fatal|Non-Fatal)\)"),
+        "cause": "PCIe Advanced Error Reporting logged an uncorrectable bus error (NIC or GPU link): on a DGX Spark the "
+                 "ConnectX-7 whose recovery can soft-lock the host",
+        "fix": "read the device named on the line (lspci -s); reseat/replace the cable or update the NIC firmware; keep the "
+               "evidence record",
+        "source": "Linux drivers/pci/pcie/aer.c (severity strings 'Uncorrectable (Fatal)' / 'Uncorrectable (Non-Fatal)' on "
+                  "the kernels DGX OS ships, 'Uncorrected (...)' on older ones); MiaAI-Lab/DeepSeek-v4-Flash-DSpark-2x-DGX-Spark "
+                  "#146 (ConnectX-7 fatal AER soft-locks a DGX Spark head); field notes 2026-11 (item 3)",
         "severity": "error",
         "where": ("kernel",),
         "roles": ROLES_BOTH,
         "rank": 26,
+    },
+    {
+        "id": "pcie-aer-correctable",
+        "patterns": (r"PCIe Bus Error: severity=Correct(?:ed|able)",
+                     r"AER: (?:Multiple )?Correct(?:ed|able) error (?:message )?received"),
+        "cause": "PCIe Advanced Error Reporting logged a correctable bus error: the link retried and carried on",
+        "fix": "nothing to do for a few; a steady stream means a marginal cable or slot (read the device named on the line)",
+        "source": "Linux drivers/pci/pcie/aer.c ('Correctable' on the kernels DGX OS ships, 'Corrected' on older ones); "
+                  "pop-os/pop #3363, MiaAI-Lab/DeepSeek-v4-Flash-DSpark-2x-DGX-Spark #146 (correctable lines on hosts that "
+                  "kept running)",
+        "severity": "info",
+        "where": ("kernel",),
+        "roles": ROLES_BOTH,
+        "rank": 86,
     },
     {
         "id": "master-port-in-use",
@@ -337,45 +364,73 @@ CATALOGUE = (
     {
         "id": "nv-err-no-memory",
         "patterns": (r"NV_ERR_NO_MEMORY", r"NVRM: .*Out of memory"),
-        "cause": "the unified-memory pool is exhausted (kernel NVRM out of memory); the host may hang instead of OOM-killing",
+        "cause": "the unified-memory pool is exhausted (kernel NVRM out of memory); the host may hang instead of OOM-killing "
+                 "(GB10: a silent wedge, no OOM kill, no panic, power cycle)",
         "fix": "lower --gpu-memory-utilization / --max-num-seqs, drop caches before start, avoid cold JIT (custom_ops all) "
                "under memory pressure; power-cycle if hung",
-        "source": "vllm-ops.md §2.3G, §5 (NVIDIA/open-gpu-kernel-modules#1358, dgx-spark-playbooks#97); seed 002 (system freeze)",
+        "source": "vllm-ops.md §2.3G, §5 (NVIDIA/open-gpu-kernel-modules#1358, dgx-spark-playbooks#97); seed 002 (system "
+                  "freeze). One appears on every successful engine start on GB10 (vllm#56824): the boot forensics count it "
+                  "only as part of an unclean end",
         "severity": "error",
         "where": ("kernel",),
         "roles": ROLES_BOTH,
         "rank": 43,
+        "only_if_unclean": True,
     },
     {
         "id": "gsp-timeout",
         "patterns": (
+            r"NVRM: Xid \(PCI:[0-9a-fA-F:.]+\): 1(?:19|20)\b",
             r"Timeout after \d+s of waiting for RPC response from GPU\d+ GSP",
             r"Timeout waiting for RPC from GPU\d+ GSP",
-            r"_kgspRpcRecvPoll|_kgspLogXid119",
+            r"_kgspRpcRecvPoll|_kgspLogXid119|_kgspLogRpcTimeout",
+            r"_kgspIsHeartbeatTimedOut: Heartbeat timed out",
         ),
-        "cause": "the GPU's GSP firmware stopped answering (Xid 119 RPC timeout): the GB10 hang that stops NCCL and ssh on both "
-                 "nodes until a power cycle",
+        "cause": "the GPU's GSP firmware stopped answering (Xid 119 RPC timeout / Xid 120 GSP error, a reset-class fault in "
+                 "NVIDIA's Xid catalogue): the GB10 hang that stops NCCL and ssh on both nodes until a power cycle",
         "fix": "apply the mxfp4 per-layer tensor release (dgxspark.ds4 mxfp4_patch) or an image that has it; keep "
                "--gpu-memory-utilization at the recipe's value; power-cycle both nodes if they hang",
-        "source": "seed 000 (mxfp4 cleanup: 'MoE kernel initialization triggers a GSP firmware hang ... physically power-cycling "
-                  "both Sparks'); field notes 2026-11 (what users report, item 3: NVRM/Xid in the previous boot's kernel log)",
+        "source": "NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors: 119 GSP RPC timeout, 120 GSP error, "
+                  "resolution: reset the GPU); seed 000 (mxfp4 cleanup: 'MoE kernel initialization triggers a GSP firmware "
+                  "hang ... physically power-cycling both Sparks'); NVIDIA/open-gpu-kernel-modules #446, #1230 (the NVRM lines)",
         "severity": "error",
         "where": ("kernel",),
         "roles": ROLES_BOTH,
         "rank": 44,
+        "gpu_fault": True,
     },
     {
-        "id": "nvrm-xid",
-        "patterns": (r"NVRM: Xid \(PCI:[0-9a-fA-F:.]+\): \d+",),
-        "cause": "the NVIDIA driver reported a GPU error (Xid); after a hard reset it is the last word of the GPU before the freeze",
-        "fix": "look the Xid number up in NVIDIA's Xid catalogue; keep the evidence record; for memory Xids lower "
-               "--gpu-memory-utilization / --max-num-seqs; power-cycle if the GPU fell off the bus",
-        "source": "field notes 2026-11 (what users report, item 3: 'the evidence is in the previous boot's kernel log (NVRM, "
-                  "NV_ERR_NO_MEMORY, Xid, mlx5/AER)'; vllm#46307, #56824)",
+        "id": "gpu-reset-xid",
+        "patterns": (r"NVRM: Xid \(PCI:[0-9a-fA-F:.]+\): (?:48|62|79|95|140|154)\b",
+                     r"NVRM: GPU [0-9a-fA-F:.]+: GPU has fallen off the bus",
+                     r"NVRM: GPU at (?:PCI:)?[0-9a-fA-F:.]+ has fallen off the bus"),
+        "cause": "the GPU reported a reset-class fault (NVIDIA's Xid catalogue: 79 fallen off the bus, 62 internal "
+                 "micro-controller halt, 48/95/140 uncorrectable ECC, 154 GPU reset or reboot required): it is unusable "
+                 "until reset, on GB10 until the host is power-cycled",
+        "fix": "power-cycle the node; if it repeats on the same load, keep the evidence record and open a case with NVIDIA "
+               "(nvidia-bug-report.sh); read the lines before it in the record (memory, GSP)",
+        "source": "NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors, resolution buckets RESET_GPU / RESTART_BM); "
+                  "NVIDIA/open-gpu-kernel-modules #1151 (Xid 79 lines)",
         "severity": "error",
         "where": ("kernel",),
         "roles": ROLES_BOTH,
-        "rank": 45,
+        "rank": 44,
+        "gpu_fault": True,
+    },
+    {
+        "id": "nvrm-xid",
+        "patterns": (r"NVRM: Xid \(PCI:[0-9a-fA-F:.]+\): (?!(?:48|62|79|95|119|120|140|154)\b)\d+",),
+        "cause": "the NVIDIA driver reported an application-class GPU error (Xid 13, 31, 43, 45 ...: NVIDIA's catalogue "
+                 "says restart the application; the GPU stays usable)",
+        "fix": "nothing at boot; if it comes with a crash of vLLM, read the vLLM log of the same minute (a kernel fault, an "
+               "illegal address); keep the evidence record",
+        "source": "NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors: 13 graphics engine exception, 31 MMU fault, "
+                  "43 'GPU stopped processing' with the GPU healthy, 45 preemptive cleanup: RESTART_APP); vllm#5901, "
+                  "leptonai/gpud #46 (Xid 13 bursts on hosts that kept running)",
+        "severity": "warning",
+        "where": ("kernel",),
+        "roles": ROLES_BOTH,
+        "rank": 48,
     },
     {
         "id": "oom-killer",
@@ -384,8 +439,8 @@ CATALOGUE = (
         "fix": "lower --gpu-memory-utilization (seed 002: 0.78, 0.82 went OOM) or --max-num-seqs; keep the memory guard on; "
                "cap the container (docker --memory) and keep swap off",
         "source": "seed 002 ('OOM Safety on GB10 Unified Memory': 'OOM does not produce a graceful CUDA error ... the entire "
-                  "machine freezes'; gpu_mem 0.82 OOM); field notes 2026-11 (item 3)",
-        "severity": "error",
+                  "machine freezes'; gpu_mem 0.82 OOM); field notes 2026-11 (item 3); docker/for-linux #1001 (the lines)",
+        "severity": "warning",
         "where": ("kernel",),
         "roles": ROLES_BOTH,
         "rank": 46,
@@ -394,11 +449,13 @@ CATALOGUE = (
         "id": "kernel-hang",
         "patterns": (r"INFO: task \S+ blocked for more than \d+ seconds", r"Kernel panic - not syncing",
                      r"watchdog: BUG: soft lockup - CPU#\d+ stuck"),
-        "cause": "the kernel saw tasks stuck, a soft lockup or a panic: the node froze before it was reset",
-        "fix": "read the lines before it in the evidence record (memory, GPU, NIC); keep the memory guard on; power-cycle both nodes",
+        "cause": "the kernel saw tasks stuck, a soft lockup or a panic",
+        "fix": "read the lines before it in the evidence record (memory, GPU, NIC); keep the memory guard on; power-cycle if "
+               "the node froze",
         "source": "seed 002 ('the entire machine freezes, SSH hangs, and a hard power cycle is required'); seed 000 (GSP hang, "
-                  "'SSH dies on both nodes')",
-        "severity": "error",
+                  "'SSH dies on both nodes'). Real GB10 wedges leave none (NVIDIA/open-gpu-kernel-modules#1358: no panic, "
+                  "empty pstore): never a reason to hold by itself",
+        "severity": "warning",
         "where": ("kernel",),
         "roles": ROLES_BOTH,
         "rank": 47,
@@ -406,17 +463,33 @@ CATALOGUE = (
     {
         "id": "unclean-shutdown",
         "patterns": (),
-        "requires": (r"systemd-journald\[\d+\]: Journal started",),
-        "absent": (r"systemd-journald\[\d+\]: Journal stopped",),
-        "cause": "the previous boot ended without a clean shutdown (its journal was never stopped): a freeze, a hard reset or "
-                 "power loss",
+        "boot_end": True,
+        "cause": "the previous boot ended without a shutdown (its log stops: no systemd-shutdown, journald not stopped by it): "
+                 "a freeze, a hard reset or power loss",
         "fix": "read the evidence record for the cause above this line; if there is none, check power and the BMC event log",
-        "source": "field notes 2026-11 (what users report, item 3: 'unified-memory exhaustion freezing or hard-resetting the host'); "
-                  "systemd-journald logs 'Journal stopped' when it stops at a clean shutdown",
+        "source": "systemd-shutdown(8) and journald: a clean shutdown ends with 'systemd-shutdown[1]: Syncing filesystems and "
+                  "block devices', 'systemd-journald[N]: Received SIGTERM from PID 1 (systemd-shutdow).', 'Journal stopped'; "
+                  "field notes 2026-11 (item 3: 'unified-memory exhaustion freezing or hard-resetting the host')",
         "severity": "warning",
         "where": ("kernel",),
         "roles": ROLES_BOTH,
         "rank": 85,
+    },
+    {
+        "id": "pair-load-crash",
+        "patterns": (),
+        "cause": "the host ended uncleanly while the pair was loading (the collection's own record: prestart started it, it "
+                 "never reached readiness): the seed-000 GSP hang during MoE kernel initialization, or the seed-002 "
+                 "unified-memory freeze during compilation; the same start would do it again",
+        "fix": "before releasing: apply the mxfp4 per-layer tensor release (dgxspark.ds4 mxfp4_patch), drop custom_ops all "
+               "(or warm the compile cache), keep --gpu-memory-utilization at the recipe's value (or pick a safer recipe: "
+               "vllm_service_after_crash fallback:<recipe>); then playbooks/ack.yml",
+        "source": "seed 000 (mxfp4 cleanup: GSP firmware hang at MoE kernel initialization, power-cycling both Sparks); seed "
+                  "002 (custom_ops all: TileLang JIT exhausts memory during model load, full system freeze)",
+        "severity": "error",
+        "where": ("forensics",),
+        "roles": ROLES_BOTH,
+        "rank": 40,
     },
     {
         "id": "rendezvous-timeout",
@@ -628,15 +701,63 @@ def match(lines, node=None, source=None, role=None, max_lines=5):
     return findings
 
 
+_JOURNAL_STARTED = re.compile(r"systemd-journald\[\d+\]: Journal started")
+_JOURNAL_STOPPED = re.compile(r"systemd-journald\[\d+\]: Journal stopped")
+# What only a shutdown leaves (systemd-shutdown(8) logs to the kernel ring buffer, so journalctl's _TRANSPORT=kernel
+# carries it; journald's own SIGTERM line names the sender; pstore/console captures end with the kernel's reboot line).
+_SHUTDOWN = (
+    re.compile(r"systemd-journald\[\d+\]: Received SIGTERM from PID 1 \(systemd-shutdow\)"),
+    re.compile(r"systemd-shutdown\[1\]: (?:Syncing filesystems and block devices|Sending SIGTERM to remaining processes)"),
+    re.compile(r"\breboot: (?:Restarting system|Power down|System halted)"),
+)
+
+
+def boot_end(lines):
+    """How a previous boot's log ended: {'end', 'lineno', 'text', 'why'} (lineno/text: the line that tells, or the last).
+
+    'unknown': no "Journal started" (journalctl -k alone, an empty log): the log cannot tell.
+    'clean': after the LAST "Journal started" (journald restarts inside a boot write "Journal stopped" then "Journal
+             started" again) there is a line only a shutdown leaves: systemd-shutdown's own lines, journald's "Received
+             SIGTERM from PID 1 (systemd-shutdow)" or the kernel's "reboot: Restarting system / Power down".
+    'unclean': anything else: the log just stops (a freeze, a reset, a power cut; journald syncs warnings to disk only
+             every few minutes, so the last lines may be missing), or journald was stopped by something else and never
+             came back.
+    """
+    lines = lines.splitlines() if isinstance(lines, str) else list(lines)
+    numbered = [(n, raw.rstrip("\r\n")) for n, raw in enumerate(lines, 1)]
+    filled = [(n, t) for n, t in numbered if t.strip()]
+    if not filled:
+        return {"end": "unknown", "lineno": 0, "text": "", "why": "empty log"}
+    starts = [n for n, t in numbered if _JOURNAL_STARTED.search(t)]
+    last_n, last_t = filled[-1]
+    if not starts:
+        return {"end": "unknown", "lineno": last_n, "text": last_t, "why": "no 'Journal started' line: the log cannot tell"}
+    after = [(n, t) for n, t in numbered if n > starts[-1]]
+    for n, t in after:
+        if any(rx.search(t) for rx in _SHUTDOWN):
+            return {"end": "clean", "lineno": n, "text": t, "why": "shutdown sequence after the last 'Journal started'"}
+    stopped = [(n, t) for n, t in after if _JOURNAL_STOPPED.search(t)]
+    if stopped:
+        return {"end": "unclean", "lineno": stopped[-1][0], "text": stopped[-1][1],
+                "why": "journald stopped without a shutdown and never started again"}
+    return {"end": "unclean", "lineno": last_n, "text": last_t, "why": "the log stops with no shutdown sequence"}
+
+
 def _absences(lines, role, source):
-    """[(entry, last line)] for the absence rules the log breaks: a line matching 'requires', none matching 'absent'."""
-    rules = [e for e in CATALOGUE if e.get("absent") and _applies(e, role, source)]
+    """[(entry, last line)] for the absence rules the log breaks: a line matching 'requires', none matching 'absent';
+    a 'boot_end' rule: the log ended uncleanly (boot_end)."""
+    rules = [e for e in CATALOGUE if (e.get("absent") or e.get("boot_end")) and _applies(e, role, source)]
     if not rules:
         return []
     numbered = [(n, raw.rstrip("\r\n")) for n, raw in enumerate(lines, 1)]
     last = [{"lineno": n, "text": t} for n, t in numbered if t.strip()][-1:]
     out = []
     for ent in rules:
+        if ent.get("boot_end"):
+            end = boot_end(lines)
+            if end["end"] == "unclean":
+                out.append((ent, {"lineno": end["lineno"], "text": end["text"]}))
+            continue
         requires = [re.compile(p) for p in ent["requires"]]
         absent = [re.compile(p) for p in ent["absent"]]
         if (last and any(rx.search(t) for _n, t in numbered for rx in requires)

@@ -92,6 +92,8 @@ def render_launch_script(eff):
         lines.append('# Site overrides applied (ds4_site_overrides):')
         for o in eff['overrides']:
             lines.append('#   %s: %s -> %s' % (o['key'], json.dumps(o['profile']), json.dumps(o['site'])))
+    for text in eff.get('deviations') or []:
+        lines.append('# Deviation from the seed (a collection setting), %s' % text)
     lines += ['# Secrets (API keys, HF tokens) never appear here; they come from a 0600 env file.', 'set -euo pipefail', '']
     per_node = set(eff.get('per_node_env') or [])
     lines.append('# Environment common to both nodes (base + profile + site overrides).')

@@ -169,6 +169,8 @@ def canary_summary(state, config, now=None):
         "runs": int(state.get("canary_runs_total") or 0),
         "failures": int(state.get("canary_failures_total") or 0),
         "skips": int(state.get("canary_skips_total") or 0),
+        "inconclusive": int(state.get("canary_inconclusive_total") or 0),
+        "last_inconclusive": state.get("last_canary_inconclusive") or None,
         "consecutive": int(state.get("canary_consecutive") or 0),
         "last_ago": _ago(state.get("last_canary_at"), now),
         "last_ok": state.get("last_canary_ok") if isinstance(state.get("last_canary_ok"), bool) else None,
@@ -182,10 +184,12 @@ def canary_summary(state, config, now=None):
     out["baseline_decode_tps"] = _number(baseline.get("decode_tps"))
     counts = "; %d runs, %d failed" % (out["runs"], out["failures"])
     skipped = ", %d skipped (saturated or unreachable)" % out["skips"] if out["skips"] else ""
+    if out["inconclusive"]:
+        skipped += ", %d inconclusive (no answer while the pair was busy: not failures)" % out["inconclusive"]
     if enabled is False:
         out["text"] = "off"
     elif out["last_ago"] is None or out["last_ok"] is None:
-        if not known and not out["runs"] and not out["skips"]:
+        if not known and not out["runs"] and not out["skips"] and not out["inconclusive"]:
             return None
         out["text"] = "no run yet%s%s" % (" (every %d s)" % interval if interval is not None else "", skipped)
     elif out["last_ok"]:
@@ -220,8 +224,13 @@ def crash_summary(record):
     findings = record["findings"]
     first = findings[0]
     state = "HELD (not started)" if record.get("held") else "started anyway (vllm_service_after_crash: start)"
-    lines = ["previous boot crashed, pair %s: incident %s, vllm_service_after_crash %s" % (
-        state, record["incident"], record.get("after_crash") or "hold")]
+    head = "previous boot crashed"
+    if record.get("holding") is False:
+        # the boot forensics recorded signatures that are no crash the pair would repeat (forensics.py: verdict)
+        why = (record.get("verdict") or "started: not a crash the pair would repeat").split(": ", 1)[-1]
+        head, state = "previous boot left signatures", "started (%s)" % why
+    lines = ["%s, pair %s: incident %s, vllm_service_after_crash %s" % (
+        head, state, record["incident"], record.get("after_crash") or "hold")]
     for f in findings:
         lines.append("  %s: %s (%s) [%s]" % (f.get("node"), f.get("cause"), f.get("id"), (f.get("line") or "").strip()[:160]))
     lines.append("  fix: %s" % first.get("fix"))

@@ -30,10 +30,27 @@ canary that found no request in flight; under load only the answers count.
 
 Saturation (should_skip): the canary is never the request that tips a busy pair over: skipped while requests wait
 in the queue or the running ones fill max-num-seqs less one (vllm:num_requests_waiting / _running of the head).
+
+Load is not decay (busy_reason, run_canary's probe): a canary that finds the pair free starts, and a long prompt may be
+prefilling or arrive while it runs. Real vLLM (0.26.0, V1 scheduler, chunked prefill) gives the running prefill the
+whole per-step token budget and schedules a waiting request only with budget left: a short request that arrived
+during a 250,000-token prefill got its first token only when the prefill ended (10.3 s, alone 0.02-0.08 s), and
+/metrics showed vllm:num_requests_waiting 1 and vllm:num_requests_running 2 for the whole wait (the real-vllm-on-device
+notes, Part 1b). On a Spark a 980K prompt prefills for 16.6 min (seed 001): every canary request would time out.
+So while each request awaits its answer the head's queue gauges are read (every probe_every_s, and once more when it
+ended); the canary has at most one request in the engine, so a reading with running + waiting above one shows other
+work. A request that got no answer (timed out, or its stream stopped) while a reading showed other work is
+INCONCLUSIVE: said in one line (`inconclusive`), the canary stops there (its later requests would wait too), and the
+pair guard counts it apart, no gate, no restart. No answer while every reading showed the canary alone (or none could
+be read) stays a failure: an idle engine that does not answer a 32-token request is a fault (the hang watchdog watches
+the same engine). An answer that did arrive is judged as always, busy or not (garbled, wrong, a broken tool call:
+failures); only its timings are not (`busy`: the pair guard judges timings on a canary that saw the pair idle only).
 """
 
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
+
+import threading
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import garble
 from ansible_collections.dgxspark.ds4.plugins.module_utils import smoke_checks
@@ -51,6 +68,10 @@ EXCERPT = 200
 UNREACHABLE_ERRORS = ('ConnectionRefusedError', 'ConnectionResetError', 'RemoteDisconnected', 'BrokenPipeError',
                       'ConnectionAbortedError')
 UNREACHABLE_STATUS = (502, 503, 504)
+# vllm_client.stream_chat's errors for a stream that stopped before its end (a read timed out, the connection closed)
+NO_ANSWER_ERRORS = ('stream interrupted', 'stream ended without')
+# The canary sends one request at a time: at most one request in the engine is its own.
+CANARY_OWN_REQUESTS = 1
 
 # config key -> (role variable, default, smallest allowed, largest allowed)
 SETTINGS = (
@@ -85,6 +106,16 @@ def check_config(cfg):
         problems.append('vllm_service_canary_retry_s = %r is longer than vllm_service_canary_interval_s = %r: a failed '
                         'canary is retried sooner than the next scheduled one. Fix: lower the retry or raise the interval'
                         % (cfg['canary_retry_s'], cfg.get('canary_interval_s', DEFAULTS['canary_interval_s'])))
+    floor = cfg.get('canary_timeout_s', DEFAULTS['canary_timeout_s'])
+    request = cfg.get('canary_request_timeout_s', floor)
+    if not problems and (isinstance(request, bool) or not isinstance(request, (int, float)) or request < floor):
+        problems.append('canary_request_timeout_s = %r: must be a number, at least vllm_service_canary_timeout_s (%r). '
+                        'Fix: re-run the dgxspark.ds4.vllm_service role (it derives it from the recipe)' % (request, floor))
+    elif not problems and 'canary_deadline_s' in cfg:
+        deadline = cfg['canary_deadline_s']
+        if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or deadline < 4 * request:
+            problems.append('canary_deadline_s = %r: must be a number, at least 4 x canary_request_timeout_s (%r). Fix: '
+                            're-run the dgxspark.ds4.vllm_service role (it derives it from the recipe)' % (deadline, request))
     for key in ('canary_url', 'canary_model'):
         if not isinstance(cfg.get(key), str) or not cfg.get(key):
             problems.append('%s = %r: missing from the guard config. Fix: re-run the dgxspark.ds4.vllm_service role'
@@ -102,6 +133,44 @@ def should_skip(samples, max_num_seqs):
     if max_num_seqs and running >= max(1, int(max_num_seqs) - 1):
         return 'saturated: %d request(s) running of max-num-seqs %d' % (running, int(max_num_seqs))
     return None
+
+
+def busy_reason(samples, own=CANARY_OWN_REQUESTS):
+    """Why the engine was busy with other work at this reading, or None. samples: the head's queue gauges
+    ({name: value}); own: how many of the requests in the engine may be the canary's (1 while one of its requests
+    awaits its answer). Running + waiting above own is other work: a prefill the canary waits behind (Part 1b: waiting
+    1, running 2), or requests sharing the engine's steps."""
+    waiting = samples.get('vllm:num_requests_waiting') or 0.0
+    running = samples.get('vllm:num_requests_running') or 0.0
+    if running + waiting > own:
+        return 'the engine was busy: %d request(s) running, %d waiting (at most %d of them the canary\'s own)' % (
+            running, waiting, own)
+    return None
+
+
+def _watched(send, probe, every_s):
+    """send() while a thread reads probe() every every_s; -> (send's value, the readings (samples, or {'error': ...}),
+    read: one more reading into them)."""
+    readings, stop = [], threading.Event()
+
+    def read():
+        try:
+            readings.append(dict(probe()))
+        except Exception as exc:  # pylint: disable=broad-except
+            readings.append({'error': '%s: %s' % (type(exc).__name__, exc)})
+
+    def loop():
+        while not stop.wait(every_s):
+            read()
+    thread = threading.Thread(target=loop, name='canary-probe')
+    thread.daemon = True
+    thread.start()
+    try:
+        value = send()
+    finally:
+        stop.set()
+        thread.join(60)
+    return value, readings, read
 
 
 def _body(model, prompt, max_tokens, **extra):
@@ -132,27 +201,54 @@ def _as_response(rec):
 
 
 def run_canary(base_url, model, api_key=None, tools=True, tool_choice='auto', timeout=60.0, decode_tokens=64,
-               stream=None):
-    """One canary. -> {'ok', 'failures': [...], 'requests': [...], 'ttft_s', 'decode_tps', 'skipped_checks': [...]}
-    (judge_timings adds the baseline comparison). stream: vllm_client.stream_chat (tests pass a fake)."""
+               stream=None, probe=None, probe_every_s=5.0):
+    """One canary. -> {'ok', 'failures': [...], 'requests': [...], 'ttft_s', 'decode_tps', 'skipped_checks': [...],
+    'unreachable': [...], 'inconclusive': [...], 'busy': first busy_reason seen or ''} (judge_timings adds the baseline
+    comparison). stream: vllm_client.stream_chat (tests pass a fake). probe: the head's queue gauges
+    ({'vllm:num_requests_running': n, 'vllm:num_requests_waiting': n}), read while each request awaits its answer
+    (None: not read; a request with no answer is then a failure, as before)."""
     stream = stream or vllm_client.stream_chat
     failures, requests, skipped = [], [], []
-
-    unreachable = []
+    unreachable, inconclusive, busy = [], [], []
 
     def send(name, body):
-        rec = stream(base_url, body, api_key=api_key, timeout=timeout)
+        if inconclusive:
+            skipped.append('%s: not sent, the pair is busy (an earlier request got no answer behind other work)' % name)
+            return None
+        read = None
+        if probe is None:
+            rec, readings = stream(base_url, body, api_key=api_key, timeout=timeout), []
+        else:
+            rec, readings, read = _watched(lambda: stream(base_url, body, api_key=api_key, timeout=timeout), probe,
+                                           probe_every_s)
+            if rec.get('error'):
+                read()   # once more as it ended: a wait shorter than probe_every_s has one reading too
+        reasons = [busy_reason(r) for r in readings if 'error' not in r]
+        seen = [r for r in reasons if r]
+        if seen and not busy:
+            busy.append('%s: %s' % (name, seen[0]))
+        no_answer = False
         if rec.get('error') and (rec.get('status') in UNREACHABLE_STATUS or (
                 rec.get('status') is None and str(rec['error']).split(':', 1)[0] in UNREACHABLE_ERRORS)):
             unreachable.append('%s: %s' % (name, rec['error']))
+        elif rec.get('error') and (rec.get('status') is None or str(rec['error']).startswith(NO_ANSWER_ERRORS)):
+            no_answer = True   # timed out, or the stream stopped: no (whole) answer came
         ttft, tps = _timings(rec)
         requests.append({'request': name, 'prompt': body['messages'][0]['content'], 'status': rec.get('status'),
                          'error': rec.get('error'), 'content': (rec.get('content') or '')[:EXCERPT],
                          'tool_calls': rec.get('tool_calls') or [], 'finish_reason': rec.get('finish_reason'),
-                         'completion_tokens': rec.get('completion_tokens'),
+                         'completion_tokens': rec.get('completion_tokens'), 'load': readings,
                          'ttft_s': None if ttft is None else round(ttft, 4), 'decode_tps': None if tps is None else round(tps, 2)})
+        if no_answer and seen:
+            inconclusive.append('%s: no answer within %g s while %s' % (name, timeout, seen[0]))
+            return None
         if rec.get('error'):
-            failures.append(_failure(name, 'http', rec.get('content'), 'request failed: %s' % rec['error']))
+            detail = 'request failed: %s' % rec['error']
+            if no_answer and read is not None:
+                read_ok = len(reasons)
+                detail += ('; the engine had no other work (%d /metrics reading(s) while it waited)' % read_ok if read_ok
+                           else '; /metrics did not answer while it waited')
+            failures.append(_failure(name, 'http', rec.get('content'), detail))
             return None
         return rec
 
@@ -184,8 +280,8 @@ def run_canary(base_url, model, api_key=None, tools=True, tool_choice='auto', ti
         if ttft is None or tps is None:
             failures.append(_failure('decode', 'timings', content, 'no time to first token or decode rate (%s tokens)'
                                      % rec.get('completion_tokens')))
-    return {'ok': not failures, 'failures': failures, 'requests': requests, 'skipped_checks': skipped,
-            'unreachable': unreachable,
+    return {'ok': not failures and not inconclusive, 'failures': failures, 'requests': requests, 'skipped_checks': skipped,
+            'unreachable': unreachable, 'inconclusive': inconclusive, 'busy': busy[0] if busy else '',
             'ttft_s': None if ttft is None else round(ttft, 4), 'decode_tps': None if tps is None else round(tps, 2)}
 
 
@@ -205,7 +301,7 @@ def judge_timings(result, baseline, settings=None):
         detail = 'decode %.1f tok/s, below %.1f tok/s (%.2f x the baseline %.1f tok/s)' % (
             result['decode_tps'], floor, s['canary_min_decode_ratio'], baseline['decode_tps'])
         result['failures'].append(_failure('decode', 'decode_drift', '', detail))
-    result['ok'] = not result['failures']
+    result['ok'] = not result['failures'] and not result.get('inconclusive')
     return result
 
 
@@ -214,5 +310,7 @@ def summary(result):
     if result.get('ok'):
         return 'ok (ttft %.2f s, decode %.1f tok/s)' % (result.get('ttft_s') or 0, result.get('decode_tps') or 0)
     fails = result.get('failures') or []
+    if not fails and result.get('inconclusive'):
+        return 'inconclusive: %s' % result['inconclusive'][0]
     return '%d check(s) failed: %s' % (len(fails), '; '.join(
         '%s %s: %s' % (f['request'], f['check'], f['detail'] or f['excerpt']) for f in fails[:3]))

@@ -11,7 +11,7 @@ endpoint (no proxy from the environment is used).
   get(base_url, path, api_key=None, timeout=10) -> (status, text)
   post(base_url, path, body, api_key=None, timeout=120) -> (status, text)   connection errors raise
   post_json(base_url, path, body, api_key=None, timeout=120) -> (status, obj_or_text, seconds)
-  stream_chat(base_url, body, api_key=None, timeout=600, clock=time.monotonic) -> record
+  stream_chat(base_url, body, api_key=None, timeout=600, clock=time.monotonic, path=..., ca_file=None) -> record
   run_concurrent(fn, args_list) -> [result, ...]   all calls released together (barrier)
 
 A stream record is what bench_stats.summarize_level expects (vllm-ops.md section 4.5):
@@ -26,6 +26,7 @@ __metaclass__ = type
 
 import json
 import socket
+import ssl
 import threading
 import time
 
@@ -48,13 +49,16 @@ def _headers(api_key, json_body=False):
     return h
 
 
-def _connect(base_url, timeout):
-    """A connection straight to the endpoint (http.client: no proxy from the environment is used)."""
+def _connect(base_url, timeout, ca_file=None):
+    """A connection straight to the endpoint (http.client: no proxy from the environment is used).  https verifies
+    the server against ca_file (a PEM bundle) when given, else against the system's trust store."""
     u = urlsplit(base_url)
     if u.scheme not in ("http", "https") or not u.hostname:
         raise ValueError("bad endpoint URL %r (http[s]://host[:port])" % base_url)
-    cls = HTTPSConnection if u.scheme == "https" else HTTPConnection
-    return cls(u.hostname, u.port or (443 if u.scheme == "https" else 80), timeout=timeout), u.path.rstrip("/")
+    if u.scheme == "https":
+        ctx = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        return HTTPSConnection(u.hostname, u.port or 443, timeout=timeout, context=ctx), u.path.rstrip("/")
+    return HTTPConnection(u.hostname, u.port or 80, timeout=timeout), u.path.rstrip("/")
 
 
 def _error_text(status, body):
@@ -70,9 +74,9 @@ def _error_text(status, body):
     return "HTTP %s: %s" % (status, body[:300])
 
 
-def _request(base_url, method, path, body=None, api_key=None, timeout=10.0):
+def _request(base_url, method, path, body=None, api_key=None, timeout=10.0, ca_file=None):
     """(connection, response) for one request; the caller reads and closes."""
-    conn, prefix = _connect(base_url, timeout)
+    conn, prefix = _connect(base_url, timeout, ca_file)
     data = None if body is None else json.dumps(body).encode("utf-8")
     try:
         conn.request(method, prefix + path, body=data, headers=_headers(api_key, data is not None))
@@ -194,7 +198,7 @@ def consume_event(rec, obj, now, tools):
             rec["finish_reason"] = choice["finish_reason"]
 
 
-def stream_chat(base_url, body, api_key=None, timeout=600.0, clock=time.monotonic, path="/v1/chat/completions"):
+def stream_chat(base_url, body, api_key=None, timeout=600.0, clock=time.monotonic, path="/v1/chat/completions", ca_file=None):
     """Send one streamed request and time its chunks (see the module docstring)."""
     body = dict(body)
     body["stream"] = True
@@ -205,7 +209,7 @@ def stream_chat(base_url, body, api_key=None, timeout=600.0, clock=time.monotoni
     tools = {}
     rec["t_start"] = clock()
     try:
-        conn, resp = _request(base_url, "POST", path, body=body, api_key=api_key, timeout=timeout)
+        conn, resp = _request(base_url, "POST", path, body=body, api_key=api_key, timeout=timeout, ca_file=ca_file)
     except (socket.timeout, OSError, HTTPException, ValueError) as exc:
         rec["error"] = "%s: %s" % (type(exc).__name__, exc)
         rec["t_end"] = clock()

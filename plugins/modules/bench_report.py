@@ -18,6 +18,7 @@ description:
     seed reference figures beside them).
   - A M(dgxspark.ds4.llama_benchy) report (C(tool=llama-benchy)) gets its cell table (pp/tg tok/s, TTFT, seed figures,
     ratios) and a plot of pp and tg tok/s per cell beside the seed's.
+  - A M(dgxspark.ds4.vllm_bench_mixed) report (C(tool=mixed)) gets its two figures and one row per request; no plot.
   - Meant for the controller (C(delegate_to) C(localhost)), where C(matplotlib) is installed from C(requirements.txt).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
@@ -30,7 +31,7 @@ attributes:
     support: none
 options:
   report:
-    description: The C(report) returned by M(dgxspark.ds4.vllm_bench) or M(dgxspark.ds4.llama_benchy).
+    description: The C(report) returned by M(dgxspark.ds4.vllm_bench), M(dgxspark.ds4.llama_benchy) or M(dgxspark.ds4.vllm_bench_mixed).
     type: dict
     required: true
   dest:
@@ -76,7 +77,7 @@ import tempfile
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_benchy, bench_plot, bench_sweep
+from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_benchy, bench_mixed, bench_plot, bench_sweep
 
 try:
     import matplotlib  # noqa: F401  pylint: disable=unused-import
@@ -108,20 +109,22 @@ def main():
     p = module.params
     if '/' in p['name'] or p['name'] in ('', '.', '..'):
         module.fail_json(msg='name must be a plain file name, got %r' % p['name'])
-    if p['plot'] and not HAS_MPL:
+    if p['plot'] and not HAS_MPL and p['report'].get('tool') != 'mixed':
         module.fail_json(msg=missing_required_lib('matplotlib'), exception=MPL_ERR)
     base = os.path.join(p['dest'], p['name'])
-    files = [base + '.json', base + '.md'] + ([base + '.png'] if p['plot'] else [])
-    # one writer for both tools: the report says which made it
+    # one writer for every tool: the report says which made it; the mixed bench has two figures and no plot
     benchy = p['report'].get('tool') == 'llama-benchy'
-    md = (bench_benchy if benchy else bench_sweep).markdown_report(p['report'])
+    mixed = p['report'].get('tool') == 'mixed'
+    plot = p['plot'] and not mixed
+    files = [base + '.json', base + '.md'] + ([base + '.png'] if plot else [])
+    md = (bench_mixed if mixed else bench_benchy if benchy else bench_sweep).markdown_report(p['report'])
     if module.check_mode:
         module.exit_json(changed=True, files=files, markdown=md)
     if not os.path.isdir(p['dest']):
         os.makedirs(p['dest'], 0o755)
     _write(module, base + '.json', json.dumps(p['report'], indent=2, sort_keys=True) + '\n')
     _write(module, base + '.md', md)
-    if p['plot']:
+    if plot:
         (bench_plot.render_benchy_plot if benchy else bench_plot.render_plot)(p['report'], base + '.png')
     module.exit_json(changed=True, files=files, markdown=md, msg='wrote %s' % ', '.join(files))
 

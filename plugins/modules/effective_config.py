@@ -95,7 +95,9 @@ ansible_facts:
         - profile, seed, host, node_rank, role (head/worker), nnodes, master_addr, master_port, fabric, node_memory_gib,
           gpu_memory_utilization_cap, api, image, model, entrypoint, container, env (ordered, common then per-node),
           per_node_env, serve_args, argv, script_name, unit_name, launch_script, env_file_name, env_file, volumes, host_dirs,
-          overrides, warnings, service (config_dir, state_dir, unit_dir, libexec_dir, docker_bin, unit_name,
+          overrides, deviations (collection settings that change the seed's launch, e.g. ds4_interactive_long_prompts),
+          interactive_long_prompts (enabled, threshold, max_num_batched_tokens, fraction, deviation), warnings,
+          service (config_dir, state_dir, unit_dir, libexec_dir, docker_bin, unit_name,
           container_name, script_path, env_file_path, secrets_path, prestart_config_path, unit_path, deployed_record,
           rollback_store).
       type: dict

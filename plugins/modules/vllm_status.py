@@ -56,7 +56,7 @@ options:
         found by the watchdog, storm stops, the last cause and the last hang with its evidence directory.
       - Absent or unreadable = no guard line.
       - Also the quality canary's last run (pass or failure with its reason and evidence directory, timings against
-        the pair's baseline, runs, failures, skips).
+        the pair's baseline, runs, failures, skips, and the inconclusive ones - no answer while the pair was busy).
     type: path
   guard_config:
     description:
@@ -105,7 +105,7 @@ row:
     KV cache usage and running/waiting requests, healthy; with O(guard_state) also C(guard) (restarts, hangs, storm
     stops, last cause, last restart and last hang, evidence directory, the memory guard's gates and stops, a one-line
     text); with O(guard_state) or O(guard_config) also C(canary) (the quality canary - on or off, interval, runs,
-    failures, skips, failures in a row, the last run's result, reason, evidence and timings, the baseline, a one-line
+    failures, skips, inconclusive runs, failures in a row, the last run's result, reason, evidence and timings, the baseline, a one-line
     text); with O(crash_hold) and an incident also C(crash) (held or not, incident, signatures, the lines that name
     the cause, the fix, the evidence and playbooks/ack.yml).
   returned: always

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Golden launch scripts: tests/golden/<profile>/<host>/{launch-*.sh,nccl.env}.
+"""Golden launch scripts: tests/golden/<profile>/<host>/{launch-*.sh,nccl.env}, and for a collection setting that
+changes the launch, tests/golden/_variants/<variant>/<host>/ (VARIANTS: a profile's inventory plus extra vars).
 
 Regenerate after an intended change to a profile, the base layer or the renderer:
     .venv/bin/python tests/golden/regen.py
@@ -33,6 +34,12 @@ if not os.path.exists(LINK):
 from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue, ds4_config  # noqa: E402
 
 HOSTS = ('spark1', 'spark2')
+VARIANTS_DIR = os.path.join(HERE, '_variants')
+# variant -> (profile, extra vars as `-e` gives them: strings). tests/integration/test_golden_render.py renders each one
+# with render.yml -i inventories/<profile> -e NAME=VALUE.
+VARIANTS = {
+    'long-context-1m-interactive': ('long-context-1m', {'ds4_interactive_long_prompts': 'true'}),
+}
 
 
 def load_base():
@@ -74,6 +81,7 @@ def inventory_inputs(profile):
         'ds4_site_overrides': group.get('ds4_site_overrides'),
         'ds4_model': group.get('ds4_model'),
         'ds4_model_revisions': group.get('ds4_model_revisions'),
+        'ds4_interactive_long_prompts': group.get('ds4_interactive_long_prompts'),
     }
 
 
@@ -94,12 +102,20 @@ def golden_dir(profile, host):
     return os.path.join(HERE, profile, host)
 
 
+def variant_inputs(variant):
+    profile, extra = VARIANTS[variant]
+    inputs = inventory_inputs(profile)
+    inputs.update(extra)
+    return inputs
+
+
 def main():
-    for profile in ds4_config.PROFILES:
-        inputs = inventory_inputs(profile)
+    jobs = [(golden_dir(profile, '%s'), inventory_inputs(profile)) for profile in ds4_config.PROFILES]
+    jobs += [(os.path.join(VARIANTS_DIR, variant, '%s'), variant_inputs(variant)) for variant in sorted(VARIANTS)]
+    for out_pattern, inputs in jobs:
         for host in inputs['spark_hosts']:
             eff = ds4_config.compute_effective(inputs, host)
-            out = golden_dir(profile, host)
+            out = out_pattern % host
             if not os.path.isdir(out):
                 os.makedirs(out)
             for stale in glob.glob(os.path.join(out, '*')):

@@ -13,6 +13,7 @@ profile (~5 s each); no host is contacted (render.yml delegates every write to l
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import json
 import os
 import subprocess
 import sys
@@ -39,7 +40,7 @@ def profiles():
 
 
 def test_golden_tree_has_every_profile_and_only_rendered_files():
-    names = sorted(d for d in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, d)) and d != "__pycache__")
+    names = sorted(d for d in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, d)) and not d.startswith("_"))
     assert names == profiles(), "tests/golden/ and inventories/ disagree: regenerate with tests/golden/regen.py"
     assert len(names) == len(ds4_config.PROFILES) and names == list(ds4_config.PROFILES), names
     for profile in names:
@@ -47,8 +48,37 @@ def test_golden_tree_has_every_profile_and_only_rendered_files():
             assert sorted(os.listdir(os.path.join(GOLDEN, profile, host))) == sorted([script, "nccl.env"]), (profile, host)
 
 
-@pytest.mark.parametrize("profile", profiles())
+def _variants():
+    sys.path.insert(0, GOLDEN)
+    try:
+        import regen  # pylint: disable=import-error,import-outside-toplevel
+    finally:
+        sys.path.remove(GOLDEN)
+    return regen.VARIANTS
+
+
+def test_golden_variants_are_exactly_regen_variants():
+    variants = _variants()
+    found = sorted(os.listdir(os.path.join(GOLDEN, "_variants")))
+    assert found == sorted(variants), "tests/golden/_variants/ and regen.VARIANTS disagree: regenerate with tests/golden/regen.py"
+    for variant, (profile, _extra) in variants.items():
+        assert profile in profiles(), (variant, profile)
+        for host, script in SCRIPTS.items():
+            assert sorted(os.listdir(os.path.join(GOLDEN, "_variants", variant, host))) == sorted([script, "nccl.env"])
+
+
+@pytest.mark.parametrize("profile", profiles() + ["_variants/%s" % v for v in sorted(_variants())])
 def test_render_playbook_writes_the_golden_files(profile, tmp_path):
+    """A profile's inventory as it ships; a variant (tests/golden/_variants/<v>): its profile's inventory with the variant's
+    extra vars given with -e, the way an operator turns a collection setting on."""
+    extra = []
+    if profile.startswith("_variants/"):
+        golden_name = profile
+        profile, variables = _variants()[profile.split("/", 1)[1]]
+        for name, value in sorted(variables.items()):
+            extra += ["-e", "%s=%s" % (name, value)]
+    else:
+        golden_name = profile
     if not os.path.exists(PLAYBOOK):
         pytest.fail("ansible-playbook is not next to the test interpreter (%s): run the tests with .venv/bin/pytest" % PLAYBOOK)
     with open(os.path.join(REPO, "inventories", profile, "group_vars", "spark", "profile.yml")) as handle:
@@ -59,7 +89,7 @@ def test_render_playbook_writes_the_golden_files(profile, tmp_path):
     for name in ("ANSIBLE_INVENTORY", "ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_COLLECTIONS_PATHS"):
         env.pop(name, None)
     res = subprocess.run([PLAYBOOK, os.path.join(REPO, "playbooks", "render.yml"), "-i", os.path.join(REPO, "inventories", profile),
-                          "-e", "ds4_render_dir=%s" % out], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                          "-e", "ds4_render_dir=%s" % out] + extra, cwd=REPO, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
     assert res.returncode == 0, res.stdout
     assert sorted(os.listdir(str(out))) == [profile], "render.yml wrote %s, not %s" % (os.listdir(str(out)), profile)
@@ -67,8 +97,11 @@ def test_render_playbook_writes_the_golden_files(profile, tmp_path):
         written = out / profile / host
         assert sorted(os.listdir(str(written))) == sorted([script, "nccl.env", "effective.json"]), (host, os.listdir(str(written)))
         for name in (script, "nccl.env"):
-            with open(os.path.join(GOLDEN, profile, host, name)) as want:
+            with open(os.path.join(GOLDEN, golden_name, host, name)) as want:
                 assert (written / name).read_text() == want.read(), (
                     "%s/%s/%s from render.yml differs from tests/golden: if the change is intended, run "
-                    ".venv/bin/python tests/golden/regen.py and review git diff tests/golden/" % (profile, host, name))
+                    ".venv/bin/python tests/golden/regen.py and review git diff tests/golden/" % (golden_name, host, name))
         assert os.access(str(written / script), os.X_OK)
+        # a shipped inventory deviates from its seed only where the recipe says so; a variant's setting is listed
+        eff = json.loads((written / "effective.json").read_text())
+        assert bool(eff["deviations"]) == golden_name.startswith("_variants/"), eff["deviations"]

@@ -71,6 +71,9 @@ BACKENDS = {
         'prefill_words': 130000, 'decode_tokens': 64, 'long_tokens': 20000, 'warm_s': 3.0, 'freeze_s': 20.0, 'settle_s': 1.0,
         'thaw_s': 5.0, 'idle_s': 8.0, 'second_request_after_s': 8.0, 'exit_wait_s': 60.0, 'post_s': 3.0,
         'bench_levels': [1, 2, 4], 'bench_tokens': 64,
+        'starv': {'engine': {'max-model-len': 262144, 'enable-chunked-prefill': True, 'max-num-seqs': 8,
+                             'gpu-memory-utilization': 0.85},
+                  'long_tokens': 250000, 'long_timeout_s': 240.0, 'stop_s': 20.0},
     },
     'sim': {
         'entrypoint': [os.path.join(TESTS, 'vllm_sim', 'bin', 'vllm'), 'serve'],
@@ -90,7 +93,29 @@ BACKENDS = {
         'prefill_words': 9000, 'decode_tokens': 32, 'long_tokens': 5000, 'warm_s': 1.0, 'freeze_s': 1.5, 'settle_s': 0.3,
         'thaw_s': 1.0, 'idle_s': 1.0, 'second_request_after_s': 0.6, 'exit_wait_s': 15.0, 'post_s': 0.5,
         'bench_levels': [1, 2], 'bench_tokens': 16,
+        # the simulator sizes its KV cache from a 119.67 GiB node: the real flags fit as they are
+        'starv': {'engine': {'max-model-len': 262144, 'enable-chunked-prefill': True, 'max-num-seqs': 8,
+                             'gpu-memory-utilization': 0.85},
+                  'long_tokens': 250000, 'long_timeout_s': 120.0, 'stop_s': 5.0},
     },
+}
+
+# The starvation scenario (real-vllm-on-device notes, Part 1b), in seconds after D is sent (t0); the same on both
+# backends (real time: the simulator's prefill pace is its own, set by VLLM_SIM_PREFILL_TOKENS_PER_S).
+STARVATION = {
+    'alone': 3,               # S sent one after the other before D and L ("S alone")
+    'decode_tokens': 3000,    # D: max_tokens, ignore_eos, short prompt
+    'decode_words': 32,
+    'long_after_s': 2.0,      # L sent at t0 + 2 s
+    'shorts_after_s': 5.0,    # S from t0 + 5 s ...
+    'shorts_after_s_big': 3.0,   # ... t0 + 3 s at a budget >= BIG_BUDGET (L prefills faster)
+    'big_budget': 8192,
+    'short_words': 30,        # S: ~30 tokens, max_tokens 8
+    'short_tokens': 8,
+    'long_max_tokens': 8,
+    'short_gap_s': 0.25,      # between one S's end and the next S
+    'after': 3,               # S sent after L's first token
+    'short_timeout_s': 180.0,
 }
 
 
@@ -352,12 +377,18 @@ class Stream:
 
     KEEP = 40
 
-    def __init__(self, cluster, name, body, first_mark=None, timeout=900.0):
+    def __init__(self, cluster, name, body, first_mark=None, timeout=900.0, timed=False, extra=None):
         self.c = cluster
         self.name = name
         self.body = dict(body, stream=True)
         self.first_mark = first_mark
         self.timeout = timeout
+        # timed: the response event also carries t_sent, t_first (first token) and chunk_t (every token chunk's t)
+        self.timed = timed
+        self.extra = dict(extra or {})
+        self.t_sent = None
+        self.t_first = None
+        self.chunk_t = []
         self.lines = []
         self.count = 0
         self.status = None
@@ -381,6 +412,7 @@ class Stream:
 
     def _run(self):
         body_text = ''
+        self.t_sent = self.c.now()
         try:
             self.conn = self.c._conn(self.timeout)  # pylint: disable=protected-access
             self.conn.request('POST', '/v1/completions', body=json.dumps(self.body),
@@ -398,7 +430,11 @@ class Stream:
                     if not line:
                         continue
                     self._keep(line)
-                    if not self.first.is_set() and '"text"' in line and '"text":""' not in line.replace(' ', ''):
+                    token = '"text"' in line and '"text":""' not in line.replace(' ', '')
+                    if token and self.timed:
+                        self.chunk_t.append(self.c.now())
+                    if not self.first.is_set() and token:
+                        self.t_first = self.c.now()
                         self.first.set()
                         if self.first_mark:
                             self.c.mark(self.first_mark)
@@ -409,6 +445,8 @@ class Stream:
                      'body': body_text[:2000], 'stream': list(self.lines)}
             if self.count > len(self.lines):
                 event['stream_lines'] = self.count
+            if self.timed:
+                event.update(self.extra, t_sent=self.t_sent, t_first=self.t_first, chunk_t=self.chunk_t)
             self.c.emit(event)
             self.done.set()
 
@@ -658,6 +696,99 @@ def sc_worker_killed_idle(c, cfg):
     c.mark('done')
 
 
+def token_ids(n, seed):
+    """n random token ids of the test vocabulary (ids 7 ... 31999: one `wN` word each): an exact prompt length."""
+    rng = random.Random(seed)
+    return [rng.randint(7, 31999) for _i in range(n)]
+
+
+def starvation_name(budget, threshold):
+    return 'starvation_b%d_t%d' % (budget, threshold)
+
+
+def sc_start_single(c, cfg):
+    """One rank (--ranks 1): the engine started, /health probed every probe_dt until 200 (marks head_started, ready)."""
+    c.t0 = time.monotonic()
+    c.mark('probing')
+    c.start_head()
+    c.mark('head_started')
+    end = time.monotonic() + cfg['startup_timeout']
+    head = c.ranks['head']
+    while time.monotonic() < end:
+        c.check_deadline()
+        if c.probe('/health')[0] == 200:
+            c.mark('ready')
+            return
+        if head.exited.is_set():
+            raise RuntimeError('%s: the engine exited during startup (status %s)' % (c.name, head.exit_status))
+        time.sleep(cfg['probe_dt'])
+    c.mark('startup_timeout')
+    raise RuntimeError('%s: not ready after %ss' % (c.name, cfg['startup_timeout']))
+
+
+def sc_starvation(c, cfg, budget, long_tokens, st=None):
+    """Part 1b of the real-vllm-on-device notes: S alone; D decoding from t0; L (long_tokens prompt ids) from t0 + 2 s;
+    S one after the other from t0 + 5 s (t0 + 3 s at budget >= 8192) until L's first token and `after` more.
+    Every S, D and L is a `response` event with t_sent, t_first, chunk_t and (S) group: alone | during | after."""
+    st = dict(STARVATION, **(st or {}))
+    stop = threading.Event()
+    c.sampler(stop, metrics_dt=cfg['metrics_dt'])
+    streams = []
+    count = [0]
+
+    def short(group):
+        i = count[0]
+        count[0] += 1
+        s = Stream(c, 'short_%d' % i, c.completion(words(st['short_words'], 1000 + i), st['short_tokens'], ignore_eos=True),
+                   timed=True, extra={'group': group}).start()
+        streams.append(s)
+        if not wait_for(s.done.is_set, st['short_timeout_s'], c):
+            raise RuntimeError('short_%d: no answer in %ss' % (i, st['short_timeout_s']))
+        sleep_checked(c, st['short_gap_s'])
+        return s
+    try:
+        sleep_checked(c, cfg['metrics_dt'] * 4)
+        c.mark('alone')
+        for _i in range(st['alone']):
+            short('alone')
+        c.mark('decode_start', max_tokens=st['decode_tokens'])
+        t0 = time.monotonic()
+        decode = Stream(c, 'decode', c.completion(words(st['decode_words'], 7), st['decode_tokens'], ignore_eos=True),
+                        first_mark='decode_first_token', timed=True).start()
+        streams.append(decode)
+        prompt = token_ids(long_tokens, 8)
+        body = c.completion(prompt, st['long_max_tokens'], ignore_eos=True)
+        sleep_checked(c, max(0.0, t0 + st['long_after_s'] - time.monotonic()))
+        c.mark('long_start', prompt_tokens=long_tokens)
+        long_req = Stream(c, 'long', body, first_mark='long_first_token', timed=True,
+                          timeout=cfg['starv']['long_timeout_s'] + 60.0).start()
+        streams.append(long_req)
+        after_s = st['shorts_after_s_big'] if budget >= st['big_budget'] else st['shorts_after_s']
+        sleep_checked(c, max(0.0, t0 + after_s - time.monotonic()))
+        c.mark('shorts_start')
+        end = time.monotonic() + cfg['starv']['long_timeout_s']
+        after = 0
+        while after < st['after']:
+            if long_req.done.is_set() and not long_req.first.is_set():
+                raise RuntimeError('long: ended without a token (status %s)' % long_req.status)
+            if time.monotonic() > end:
+                raise RuntimeError('long: no first token in %ss' % cfg['starv']['long_timeout_s'])
+            group = 'after' if long_req.first.is_set() else 'during'
+            short(group)
+            after += group == 'after'
+        wait_for(long_req.done.is_set, 30.0, c)
+        c.mark('shorts_done', shorts=count[0])
+        sleep_checked(c, cfg['metrics_dt'] * 4)
+        c.mark('decode_closed', chunks=decode.count)
+        decode.close()
+        wait_for(decode.done.is_set, 10.0, c)
+    finally:
+        stop.set()
+        for s in streams:
+            s.close()
+    c.mark('done')
+
+
 SCENARIOS = {
     'startup': sc_startup, 'engine_error': sc_engine_error, 'wrong_api_key': sc_wrong_api_key, 'prefill': sc_prefill,
     'concurrent_decode': sc_concurrent_decode, 'bench': sc_bench, 'worker_frozen': sc_worker_frozen,
@@ -785,6 +916,140 @@ def run(args):
     return written
 
 
+def single_argv(argv):
+    """The head's argv as one rank: --tensor-parallel-size 1; no --nnodes, --node-rank, --master-addr, --master-port,
+    --headless, --distributed-executor-backend (one process: vLLM's default executor for one GPU)."""
+    drop_valued = ('--nnodes', '--node-rank', '--master-addr', '--master-port', '--distributed-executor-backend')
+    out = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in drop_valued:
+            i += 2
+            continue
+        if a == '--headless':
+            i += 1
+            continue
+        out.append(a)
+        if a == '--tensor-parallel-size':
+            out.append('1')
+            i += 2
+            continue
+        i += 1
+    return out
+
+
+def run_bench_mixed(c, out, name, long_tokens, timeout_s):
+    """Optional hook: plugins/module_utils/bench_mixed.run_mixed against the running engine, result saved as
+    bench_mixed_<b..>_<t..>.json; a missing module, an exception or a hang never breaks the trace run."""
+    path = os.path.join(out, name.replace('starvation_', 'bench_mixed_') + '.json')
+    try:
+        from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_mixed  # pylint: disable=import-error
+        run_mixed = bench_mixed.run_mixed
+    except (ImportError, AttributeError) as exc:
+        print('bench_mixed: skipped (%s)' % exc, file=sys.stderr)
+        return None
+    box = {}
+
+    def call():
+        try:
+            box['result'] = run_mixed('http://127.0.0.1:%d' % c.port, recipe.SERVED_NAME, api_key=recipe.API_KEY,
+                                      long_tokens=long_tokens, short_requests=5, timeout_s=timeout_s)
+        except Exception as exc:  # pylint: disable=broad-except
+            box['error'] = '%s: %s' % (type(exc).__name__, exc)
+    thread = threading.Thread(target=call, daemon=True, name='bench-mixed')
+    thread.start()
+    thread.join(timeout_s + 10.0)
+    doc = {'recorded': c.recorded, 'long_tokens': long_tokens, 'short_requests': 5}
+    if 'result' in box:
+        doc['result'] = box['result']
+    else:
+        doc['error'] = box.get('error', 'no result within %.0f s' % (timeout_s + 10.0))
+    try:
+        with open(path, 'w') as f:
+            json.dump(doc, f, indent=1, sort_keys=True, default=str)
+    except (OSError, TypeError, ValueError) as exc:
+        print('bench_mixed: not written (%s)' % exc, file=sys.stderr)
+        return None
+    print('bench_mixed: %s (%s)' % (path, 'result' if 'result' in box else doc['error']), file=sys.stderr)
+    return path
+
+
+def run_single(args):
+    """--ranks 1: one engine (CUDA_VISIBLE_DEVICES=0, TP 1), the starvation scenario at --budget / --threshold,
+    OUT/starvation_b<budget>_t<threshold>.json; then, with --bench-mixed, the optional bench_mixed hook."""
+    backend = args.backend
+    cfg = BACKENDS[backend]
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    workdir = os.path.join(out, '.work') if backend == 'sim' else '/tmp/real-vllm-work'
+    os.makedirs(workdir, exist_ok=True)
+    model, env, per_cluster = backend_setup(backend, args.model, workdir)
+    wanted = [s for s in (args.scenarios.split(',') if args.scenarios else ['starvation']) if s]
+    if wanted != ['starvation']:
+        raise SystemExit('--ranks 1 runs the starvation scenario only (got --scenarios %s)' % ','.join(wanted))
+    deadline = time.monotonic() + args.deadline_s
+    port = args.port_base or (8000 if backend == 'real' else free_port_base(2))
+    engine = dict(cfg['starv']['engine'], **{'max-num-batched-tokens': args.budget})
+    if args.threshold > 0:
+        engine['long-prefill-token-threshold'] = args.threshold
+    argv = {'head': single_argv(recipe.render_cluster(cfg['entrypoint'], model, engine, port, port + 1)['head'])}
+    cenv = dict(env)
+    cenv.update(per_cluster['B'])
+    facts = device_facts(backend)
+    facts['date'] = utcnow()
+    facts['recorder'] = 'python3 tests/real_vllm/driver.py ' + ' '.join(shlex.quote(a) for a in sys.argv[1:])
+    recorded = dict(facts, commands=argv, env=dict((k, v) for k, v in sorted(cenv.items()) if k != 'VLLM_SIM_PYTHON'),
+                    cluster='single', ranks=1, gpus='CUDA_VISIBLE_DEVICES=0', budget=args.budget,
+                    threshold=args.threshold, long_tokens=args.long_tokens)
+    c = Cluster('S', backend, cfg, argv, cenv, port, deadline)
+    c.recorded = recorded
+    name = starvation_name(args.budget, args.threshold)
+    trace = c.begin(name, recorded)
+    written = []
+    ok = False
+    try:
+        try:
+            sc_start_single(c, cfg)
+            sc_starvation(c, cfg, args.budget, args.long_tokens)
+            ok = True
+        except (Exception, KeyboardInterrupt) as exc:  # pylint: disable=broad-except   (Deadline, timeout -s INT too)
+            c.mark('error', error='%s: %s' % (type(exc).__name__, exc))
+            print('%s: %s: %s' % (name, type(exc).__name__, exc), file=sys.stderr)
+        print('%s done at t=%.1f' % (name, c.now() if c.t0 else 0.0), file=sys.stderr)
+        if ok and args.bench_mixed:
+            left = deadline - time.monotonic() - cfg['starv']['stop_s'] - 10.0
+            if left > 30.0:
+                with c.lock:
+                    c.trace = None   # the bench's own requests are not part of the trace
+                got = run_bench_mixed(c, out, name, args.long_tokens, min(240.0, left))
+                if got:
+                    written.append(got)
+            else:
+                print('bench_mixed: skipped, %.0f s left before the deadline' % max(0.0, left), file=sys.stderr)
+    finally:
+        head = c.ranks.get('head')
+        if head is not None and not head.exited.is_set():
+            with c.lock:
+                c.trace = trace   # the engine's shutdown lines and exit
+            try:
+                os.killpg(head.proc.pid, signal.SIGTERM)
+            except OSError:
+                pass
+            head.exited.wait(cfg['starv']['stop_s'])
+        c.kill_all()
+        if head is not None:   # the GPU is free for the next config once the engine's whole group is gone
+            end = time.monotonic() + 20.0
+            while c.group_left('head') and time.monotonic() < end:
+                time.sleep(0.2)
+        time.sleep(0.3)
+        with c.lock:
+            c.trace = None
+    written.insert(0, trace.write(out))
+    print('\n'.join(written))
+    return written
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     p.add_argument('--backend', choices=sorted(BACKENDS), required=True)
@@ -793,7 +1058,18 @@ def main(argv=None):
     p.add_argument('--scenarios', default='', help='comma-separated subset of: %s' % ', '.join(ALL_SCENARIOS))
     p.add_argument('--deadline-s', type=float, default=560.0, help='stop scenarios after this many seconds')
     p.add_argument('--port-base', type=int, default=0, help='sim: first of four consecutive free ports (0: find some)')
-    return run(p.parse_args(argv))
+    p.add_argument('--ranks', type=int, choices=(1, 2), default=2,
+                   help='2: the two-rank scenarios; 1: one engine (TP 1, GPU 0), the starvation scenario')
+    p.add_argument('--budget', type=int, default=256, help='--ranks 1: --max-num-batched-tokens')
+    p.add_argument('--threshold', type=int, default=0, help='--ranks 1: --long-prefill-token-threshold (0: flag left out)')
+    p.add_argument('--long-tokens', type=int, default=0, help='--ranks 1: the long prompt L in token ids (0: the backend default)')
+    p.add_argument('--bench-mixed', action='store_true',
+                   help='--ranks 1: after the scenario, plugins/module_utils/bench_mixed.run_mixed if it exists')
+    args = p.parse_args(argv)
+    if args.ranks == 1:
+        args.long_tokens = args.long_tokens or BACKENDS[args.backend]['starv']['long_tokens']
+        return run_single(args)
+    return run(args)
 
 
 if __name__ == '__main__':

@@ -319,3 +319,165 @@ def compare(real, sim):
         if s != r:
             diff('response %s' % name, r, s)
     return diffs
+
+
+# -- the starvation scenario (starvation_b<budget>_t<threshold>.json; README "The starvation scenario") ----------
+# Shapes only: the short request S's wait as a fraction of the rest of the long prompt L's prefill (threshold 0:
+# the whole rest; a threshold below the budget: about one engine step), what /metrics showed meanwhile, whether the
+# stream D, already decoding when L arrived, kept getting tokens. Pure functions of the trace.
+
+# An S sent during L is judged only when at least this much of L's prefill was left (seconds) and at least this many
+# engine steps: one sent just before L's first token says nothing about who waits for whom.
+MIN_REST_S = 0.5
+MIN_REST_STEPS = 5
+# 'waits_rest_of_long': S's first token came after at least this fraction of the rest of L's prefill.
+WAIT_REST_FRACTION = 0.8
+# 'within_step': S's first token came within the slowest S alone plus this many engine steps.
+WITHIN_STEPS = 3
+# /metrics polls this close to S's send or first token are not read as "while S waits" (the gauges are the last
+# step's, and a poll's t is when it was sent).
+EDGE_S = 0.5
+
+
+def _responses(trace):
+    return dict((e['name'], e) for e in trace['events'] if e['kind'] == 'response')
+
+
+def starvation_requests(trace):
+    """-> {'long': {t_sent, t_first}, 'decode': {t_sent, t_first, chunk_t}, 'shorts': [{name, group, t_sent, t_first,
+    ttft}]} from the timed response events (None where a request is missing)."""
+    resp = _responses(trace)
+
+    def timed(name):
+        e = resp.get(name)
+        if e is None or 't_sent' not in e:
+            return None
+        return {'t_sent': e['t_sent'], 't_first': e.get('t_first'), 'chunk_t': list(e.get('chunk_t') or []),
+                'status': e.get('status')}
+    shorts = []
+    for e in trace['events']:
+        if e['kind'] == 'response' and e['name'].startswith('short_') and 't_sent' in e:
+            t_first = e.get('t_first')
+            shorts.append({'name': e['name'], 'group': e.get('group'), 't_sent': e['t_sent'], 't_first': t_first,
+                           'ttft': None if t_first is None else round(t_first - e['t_sent'], 4)})
+    shorts.sort(key=lambda s: s['t_sent'])
+    return {'long': timed('long'), 'decode': timed('decode'), 'shorts': shorts}
+
+
+def engine_step_s(trace, long_req):
+    """One engine step during L's prefill, estimated: L's time to first token / the number of chunks its prompt took
+    (chunk = the threshold when set, else the budget; recorded budget, threshold, long_tokens)."""
+    rec = trace.get('recorded') or {}
+    tokens, budget, threshold = rec.get('long_tokens'), rec.get('budget'), rec.get('threshold') or 0
+    if not (tokens and budget and long_req and long_req['t_first'] is not None):
+        return None
+    per_step = threshold if 0 < threshold < budget else budget
+    steps = -(-int(tokens) // int(per_step))
+    return (long_req['t_first'] - long_req['t_sent']) / max(1, steps)
+
+
+def short_waits(trace):
+    """The S sent while L prefilled (after L was sent, before its first token) with enough of L's prefill left:
+    [{name, wait_s, rest_of_long_s, fraction}] (fraction = S's wait / the rest of L's prefill when S was sent)."""
+    req = starvation_requests(trace)
+    long_req = req['long']
+    if not long_req or long_req['t_first'] is None:
+        return []
+    step = engine_step_s(trace, long_req) or 0.0
+    out = []
+    for s in req['shorts']:
+        if s['t_first'] is None or not long_req['t_sent'] <= s['t_sent'] < long_req['t_first']:
+            continue
+        rest = long_req['t_first'] - s['t_sent']
+        if rest < MIN_REST_S or rest < MIN_REST_STEPS * step:
+            continue
+        out.append({'name': s['name'], 'wait_s': s['ttft'], 'rest_of_long_s': round(rest, 4),
+                    'fraction': round(s['ttft'] / rest, 4)})
+    return out
+
+
+def short_during_long_class(trace):
+    """'waits_rest_of_long' (every judged S waited >= WAIT_REST_FRACTION of the rest of L's prefill: threshold 0),
+    'within_step' (every judged S got its first token within the slowest S alone + WITHIN_STEPS engine steps: a
+    threshold below the budget), 'mixed' (some of each, or neither), None (no S was judged)."""
+    waits = short_waits(trace)
+    if not waits:
+        return None
+    req = starvation_requests(trace)
+    alone = [s['ttft'] for s in req['shorts'] if s['group'] == 'alone' and s['ttft'] is not None]
+    step = engine_step_s(trace, req['long']) or 0.0
+    bound = (max(alone) if alone else 0.0) + WITHIN_STEPS * step
+    if all(w['fraction'] >= WAIT_REST_FRACTION for w in waits):
+        return 'waits_rest_of_long'
+    if all(w['wait_s'] <= bound for w in waits):
+        return 'within_step'
+    return 'mixed'
+
+
+def _metric_samples(trace):
+    return [(e['t'], _sums(e['series'])) for e in trace['events'] if e['kind'] == 'metrics']
+
+
+def waiting_while_short_waits(trace, name='vllm:num_requests_waiting'):
+    """`name` (summed over labels) in the polls taken while a judged S waited (EDGE_S off both ends):
+    {'samples', 'min', 'max'}, or None when no poll fell inside (e.g. S served at once)."""
+    resp = _responses(trace)
+    values = []
+    for w in short_waits(trace):
+        s = resp[w['name']]
+        lo, hi = s['t_sent'] + EDGE_S, s['t_first'] - EDGE_S
+        values.extend(v[name] for t, v in _metric_samples(trace) if lo <= t <= hi and name in v)
+    if not values:
+        return None
+    return {'samples': len(values), 'min': min(values), 'max': max(values)}
+
+
+def decode_during_long(trace):
+    """D's tokens while L prefilled (L sent .. L's first token): {'tokens', 'largest_gap_s', 'prefill_s',
+    'keeps_decoding'}; keeps_decoding: at least 2 tokens and no gap over a quarter of the prefill (gaps measured
+    from L's send and to L's first token too). None without D or L."""
+    req = starvation_requests(trace)
+    long_req, dec = req['long'], req['decode']
+    if not long_req or not dec or long_req['t_first'] is None:
+        return None
+    lo, hi = long_req['t_sent'], long_req['t_first']
+    inside = [t for t in dec['chunk_t'] if lo <= t <= hi]
+    edges = [lo] + inside + [hi]
+    gap = max(b - a for a, b in zip(edges, edges[1:]))
+    prefill = hi - lo
+    return {'tokens': len(inside), 'largest_gap_s': round(gap, 4), 'prefill_s': round(prefill, 4),
+            'keeps_decoding': len(inside) >= 2 and gap <= prefill / 4.0}
+
+
+def prefill_counters(trace):
+    """/metrics polls while L prefilled (EDGE_S off both ends): vllm:prompt_tokens_total's change (L's prompt is
+    credited only at its first token: 'long_prompt_credited' False) and whether vllm:kv_cache_usage_perc rose
+    (last > first, rising at least twice). None when fewer than 3 polls fell inside."""
+    req = starvation_requests(trace)
+    long_req = req['long']
+    if not long_req or long_req['t_first'] is None:
+        return None
+    lo, hi = long_req['t_sent'] + EDGE_S, long_req['t_first'] - EDGE_S
+    samples = [v for t, v in _metric_samples(trace) if lo <= t <= hi]
+    if len(samples) < 3:
+        return None
+    prompt = [v.get('vllm:prompt_tokens_total', 0.0) for v in samples]
+    kv = [v.get('vllm:kv_cache_usage_perc', 0.0) for v in samples]
+    tokens = (trace.get('recorded') or {}).get('long_tokens') or 0
+    delta = prompt[-1] - prompt[0]
+    rises = sum(1 for a, b in zip(kv, kv[1:]) if b > a)
+    return {'samples': len(samples), 'prompt_tokens_delta': delta,
+            'long_prompt_credited': bool(tokens) and delta >= tokens / 2.0,
+            'kv_first': kv[0], 'kv_last': kv[-1], 'kv_cache_rises': kv[-1] > kv[0] and rises >= 2}
+
+
+def starvation_shapes(trace):
+    """What the conformance comparison of a starvation trace compares (shapes, not seconds)."""
+    waiting = waiting_while_short_waits(trace)
+    decode = decode_during_long(trace)
+    counters = prefill_counters(trace)
+    return {'short_during_long': short_during_long_class(trace),
+            'waiting_while_short_waits': None if waiting is None else waiting['min'] >= 1,
+            'decode_keeps_decoding': None if decode is None else decode['keeps_decoding'],
+            'long_prompt_credited_during_prefill': None if counters is None else counters['long_prompt_credited'],
+            'kv_cache_rises_during_prefill': None if counters is None else counters['kv_cache_rises']}

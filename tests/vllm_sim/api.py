@@ -130,7 +130,7 @@ def make_handler(state):
             elif path == '/version' and get:
                 self._send(200, {'version': state.version})
             elif path == '/load' and get:
-                self._send(200, {'server_load': state.engine.running + state.engine.waiting})
+                self._send(200, {'server_load': state.engine.load()})
             elif path == '/sim/wedge' and self.command == 'POST':
                 # test control (not a vLLM endpoint): wedge the engine now or after N more generated tokens
                 body = self._read_json() or {}
@@ -197,12 +197,16 @@ def make_handler(state):
                 answer_prompt = last_user or prompt
             else:
                 prompt = body.get('prompt')
+                # a list of token ids is the prompt itself, one token each (as vLLM takes it)
+                token_ids = isinstance(prompt, list) and bool(prompt) and all(
+                    isinstance(p, int) and not isinstance(p, bool) for p in prompt)
+                n_ids = len(prompt) if token_ids else 0
                 if isinstance(prompt, list):
                     prompt = ' '.join(str(p) for p in prompt)
                 if not isinstance(prompt, str):
                     self._error(400, 'prompt must be a string')
                     return
-                prompt_tokens = eng.prompt_tokens_override(prompt) or eng.count_prompt_tokens(prompt)
+                prompt_tokens = n_ids or eng.prompt_tokens_override(prompt) or eng.count_prompt_tokens(prompt)
                 answer_prompt = prompt
             # vLLM 0.26.0's refusals (recorded: tests/fixtures/real_vllm/engine_error.json)
             max_tokens = body.get('max_completion_tokens', body.get('max_tokens'))
@@ -251,7 +255,7 @@ def make_handler(state):
             """List of (kind, text) tokens and the finish reason."""
             cfg = state.cfg
             garble = eng.garble_mode_for(answer_prompt, state.garble)
-            if garble is None and cfg.garble_min_concurrency and state.engine.running >= cfg.garble_min_concurrency:
+            if garble is None and cfg.garble_min_concurrency and state.engine.concurrency() >= cfg.garble_min_concurrency:
                 garble = cfg.garble_concurrent_mode
             plan = []
             budget = max_tokens
@@ -284,52 +288,52 @@ def make_handler(state):
             created = int(time.time())
             req_id = ('chatcmpl-' if chat else 'cmpl-') + uuid.uuid4().hex
             try:
-                rid = engine.admit(prompt_tokens)
+                # planned when the engine admits it (engine.Request.make_plan)
+                req = engine.submit(prompt, prompt_tokens, lambda: self._plan(answer_prompt, max_tokens, call_tool, thinking),
+                                    t_arrive)
             except eng.EngineDead:
                 self._send(500, ENGINE_DEAD_ERROR)
                 return
-            sent_headers = False
+            sent_headers = [False]
             finished = False
+            model = state.cfg.served_names[0]
             try:
                 state.execute_model_rpc()
                 if state.cfg.fail == 'hang':
                     engine.stop.wait()
                     raise eng.EngineDead()
-                engine.hold_if_wedged()
-                plan, finish = self._plan(answer_prompt, max_tokens, call_tool, thinking)
-                t_first = engine.prefill(rid, prompt, prompt_tokens, t_arrive)
-                n_out = max(1, len(plan))
                 if stream:
-                    self.send_response(200)
-                    self.send_header('content-type', 'text/event-stream; charset=utf-8')
-                    self.send_header('transfer-encoding', 'chunked')
-                    self.send_header('cache-control', 'no-cache')
-                    self.end_headers()
-                    sent_headers = True
-                    self._access(200)
-                    model = state.cfg.served_names[0]
-                    if chat:
-                        self._sse(_chunk(req_id, created, model, {'role': 'assistant', 'content': ''}, None, chat))
-                    ttft = self._emit(plan, rid, t_first, lambda kind, text, idx: self._sse(
+                    def start():
+                        # the response starts with the first token (an engine death before it is an HTTP 500)
+                        self.send_response(200)
+                        self.send_header('content-type', 'text/event-stream; charset=utf-8')
+                        self.send_header('transfer-encoding', 'chunked')
+                        self.send_header('cache-control', 'no-cache')
+                        self.end_headers()
+                        sent_headers[0] = True
+                        self._access(200)
+                        if chat:
+                            self._sse(_chunk(req_id, created, model, {'role': 'assistant', 'content': ''}, None, chat))
+                    ttft = self._emit(req, t_arrive, start, lambda kind, text, idx: self._sse(
                         _chunk(req_id, created, model, _delta(kind, text, idx, chat), None, chat)))
                     # vLLM V1 frees a finished request's KV blocks and counts it before its last output reaches the
                     # API server (Scheduler.update_from_output, then AsyncLLM's output handler records the stats in
                     # the same pass): a client that has the final chunk reads the gauges and counters without it.
-                    finished = self._finish(rid, finish, ttft, t_arrive)
-                    self._sse(_chunk(req_id, created, model, {} if chat else '', finish, chat))
+                    finished = self._finish(req, req.finish, ttft, t_arrive)
+                    self._sse(_chunk(req_id, created, model, {} if chat else '', req.finish, chat))
                     if include_usage:
                         self._sse({'id': req_id, 'object': 'chat.completion.chunk' if chat else 'text_completion',
                                    'created': created, 'model': model, 'choices': [],
-                                   'usage': _usage(prompt_tokens, n_out, plan)})
+                                   'usage': _usage(prompt_tokens, req.n_out, req.plan)})
                     self._raw_chunk(b'data: [DONE]\n\n')
                     self._raw_chunk(b'')
                 else:
-                    ttft = self._emit(plan, rid, t_first, None)
-                    finished = self._finish(rid, finish, ttft, t_arrive)   # before the response, as above
-                    self._send(200, _full_response(req_id, created, state.cfg.served_names[0], plan, finish, chat,
-                                                   _usage(prompt_tokens, n_out, plan)))
+                    ttft = self._emit(req, t_arrive, None, None)
+                    finished = self._finish(req, req.finish, ttft, t_arrive)   # before the response, as above
+                    self._send(200, _full_response(req_id, created, model, req.plan, req.finish, chat,
+                                                   _usage(prompt_tokens, req.n_out, req.plan)))
             except eng.EngineDead:
-                if not sent_headers:
+                if not sent_headers[0]:
                     self._send(500, ENGINE_DEAD_ERROR)
                 else:
                     try:
@@ -344,36 +348,27 @@ def make_handler(state):
                     engine.finished('abort', None, time.monotonic() - t_arrive)
                 self.close_connection = True
             finally:
-                engine.release(rid)   # no-op when _finish released it already
+                engine.discard(req)   # no-op when the engine freed it already
 
-        def _finish(self, rid, finish, ttft, t_arrive):
+        def _finish(self, req, finish, ttft, t_arrive):
             """The request ends in the engine: counted (success, TTFT, e2e latency) and its KV blocks freed."""
             engine = state.engine
             engine.finished(finish, ttft, time.monotonic() - t_arrive)
-            engine.release(rid)
+            engine.discard(req)
             return True
 
-        def _emit(self, plan, rid, t_first, sink):
-            """Pace the plan's tokens; returns TTFT (seconds from arrival to the first token)."""
-            engine = state.engine
-            per = state.cfg.tokens_per_s
-            due = t_first
+        def _emit(self, req, t_arrive, on_first, sink):
+            """Send the request's tokens as the engine generates them; returns TTFT (seconds from arrival to the
+            first token)."""
             ttft = None
-            t0 = time.monotonic()
-            for idx, (kind, text) in enumerate(plan):
-                slot = engine.take_slot(due)
-                engine.sleep_until(slot)
-                engine.hold_if_wedged()
+            for idx in state.engine.outputs(req):
                 if ttft is None:
-                    ttft = time.monotonic() - t0
-                if sink is not None:
+                    ttft = time.monotonic() - t_arrive
+                    if on_first is not None:
+                        on_first()
+                if sink is not None and idx < len(req.plan):
+                    kind, text = req.plan[idx]
                     sink(kind, text, idx)
-                engine.token_emitted(rid)
-                due = slot + (1.0 / per if per > 0 else 0.0)
-            if not plan:
-                engine.sleep_until(engine.take_slot(due))
-                engine.token_emitted(rid)
-                ttft = time.monotonic() - t0
             return ttft
 
         def _raw_chunk(self, data):

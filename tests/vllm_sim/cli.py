@@ -52,7 +52,7 @@ STR_FLAGS = ('host', 'kv-cache-dtype', 'tokenizer-mode', 'tool-call-parser', 're
 INT_FLAGS = ('port', 'tensor-parallel-size', 'pipeline-parallel-size', 'data-parallel-size', 'block-size',
              'max-model-len', 'max-num-seqs', 'max-num-batched-tokens', 'nnodes', 'node-rank', 'master-port',
              'api-server-count', 'distributed-timeout-seconds', 'max-parallel-loading-workers',
-             'data-parallel-rpc-port', 'data-parallel-size-local')
+             'data-parallel-rpc-port', 'data-parallel-size-local', 'long-prefill-token-threshold')
 FLOAT_FLAGS = ('gpu-memory-utilization',)
 SHORT = {'tensor-parallel-size': '-tp', 'pipeline-parallel-size': '-pp', 'compilation-config': '-cc',
          'data-parallel-size': '-dp', 'quantization': '-q'}

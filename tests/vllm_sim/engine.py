@@ -3,14 +3,26 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Token scheduler, canned replies and metrics (simulator: a stand-in for vLLM, test code only).
 
-Pacing: every token gets an absolute deadline. A stream's next token is due 1/VLLM_SIM_TOKENS_PER_S
-after its previous slot; with VLLM_SIM_AGG_TOKENS_PER_S > 0 every token also takes the next free
-slot of a global clock spaced 1/agg apart. Sleeping to absolute deadlines means no drift.
+Scheduler (default, VLLM_SIM_SCHEDULER=step): one engine-core thread runs engine steps, as vLLM V1's
+`Scheduler.schedule()` (vllm/v1/core/sched/scheduler.py) does: each step has a token budget of
+--max-num-batched-tokens; the running requests are served first, in the order they were admitted (a decoding
+request takes 1 token, a prefilling one min(remaining prompt, budget left, --long-prefill-token-threshold when > 0));
+then, only while budget is left and fewer than --max-num-seqs run, waiting requests are admitted first come first
+served with the same cap. A step lasts (decode part) + (prefill part): 1/VLLM_SIM_TOKENS_PER_S when it carries a
+decode token (or its tokens / VLLM_SIM_AGG_TOKENS_PER_S when that is larger), plus its prompt tokens /
+VLLM_SIM_PREFILL_TOKENS_PER_S. The first token comes out of the step that finishes the prefill. Steps follow an
+absolute clock (no drift). README.md, "Scheduler and pacing", has where this was checked against real vLLM.
+
+VLLM_SIM_SCHEDULER=per_request keeps the simulator's former model (tests only: it shows the conformance checks fail
+without the shared budget): every request prefilled in its own thread, chunk by chunk, and its tokens paced by
+absolute per-stream deadlines (1/VLLM_SIM_TOKENS_PER_S apart, and the next free slot of a global clock spaced
+1/agg apart when VLLM_SIM_AGG_TOKENS_PER_S > 0).
 """
 
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import collections
 import hashlib
 import json
 import math
@@ -35,6 +47,10 @@ LEAK = ('</think>', '<｜tool▁calls▁begin｜>', '<｜tool▁call▁begin｜>
 GARBLE_MODES = ('cjk', 'repeat', 'leak', 'empty')
 MARKER = '[[vllm-sim:garble='
 PROMPT_TOKENS_MARKER = '[[vllm-sim:prompt_tokens='
+SCHEDULERS = ('step', 'per_request')
+# after a stall this long (a frozen or lost rank, a wedge, an overloaded host) the step clock restarts from now instead
+# of catching up with a burst of steps
+CLOCK_RESET_S = 0.25
 SHM_WAIT_MSG = ('No available shared memory broadcast block found in 60 seconds. This typically happens when some '
                 'processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).')
 
@@ -199,11 +215,53 @@ class EngineDead(Exception):
     pass
 
 
+class Request:
+    """One request inside the engine. plan_fn() -> (plan, finish) is called when the request is admitted (the plan is
+    the list of (kind, text) tokens the API layer sends; max(1, len(plan)) tokens are generated)."""
+
+    def __init__(self, rid, prompt_text, prompt_tokens, plan_fn, t_arrive, ready_at):
+        self.rid = rid
+        self.prompt_text = prompt_text
+        self.prompt_tokens = prompt_tokens
+        self.plan_fn = plan_fn
+        self.t_arrive = t_arrive
+        self.ready_at = ready_at      # when the engine core sees it (arrival + VLLM_SIM_TTFT_BASE_S)
+        self.plan = []
+        self.finish = 'stop'
+        self.n_out = 1
+        self.computed = 0             # prompt tokens prefilled so far
+        self.emitted = 0              # tokens generated so far
+        self.events = collections.deque()   # (token index, last) for the API thread
+        self.admitted_step = None     # the step that admitted it (step scheduler)
+        self.first_step = None        # the step that returned its first token
+        self.t_first = None           # monotonic time of that step's end
+
+    def make_plan(self):
+        try:
+            self.plan, self.finish = self.plan_fn()
+        except Exception:  # pylint: disable=broad-except
+            self.plan, self.finish = [], 'stop'
+        self.n_out = max(1, len(self.plan))
+
+
 class Engine:
-    """Admission (max-num-seqs), token pacing and counters."""
+    """Admission (max-num-seqs), the engine-step scheduler (or the former per-request pacing) and counters."""
 
     def __init__(self, cfg):
         self.cfg = cfg
+        self.scheduler = getattr(cfg, 'scheduler', 'step') or 'step'
+        # step scheduler: vLLM V1's token budget per step and its per-request prefill cap (0: none)
+        self.budget = max(1, int(getattr(cfg, 'max_num_batched_tokens', 0) or getattr(cfg, 'prefill_chunk_tokens', 8192)))
+        self.threshold = int(getattr(cfg, 'long_prefill_token_threshold', 0) or 0)
+        self.running_list = []        # admitted requests, in admission order (vLLM's self.running)
+        self.waiting_list = collections.deque()   # FCFS (vLLM's self.waiting): seen by a step, not admitted
+        # submitted, not yet seen by a step: not in the waiting gauge (vLLM publishes its scheduler stats after
+        # schedule(), which admits a request that fits at once; only a request left waiting shows there)
+        self.arrivals = collections.deque()
+        self.steps = 0
+        self.clock = 0.0              # end of the last step (absolute monotonic time)
+        # tests: one entry per step {'step', 'start', 'end', 'running', 'waiting', 'scheduled': {rid: (kind, tokens)}}
+        self.step_log = [] if getattr(cfg, 'log_steps', False) else None
         self.cond = threading.Condition()
         self.clock_lock = threading.Lock()
         self.running = 0
@@ -230,7 +288,235 @@ class Engine:
         self.stalled_at = None  # monotonic time the current stall began (None while steps complete)
         self.peer_gate = None  # callable() before every step: blocks while the remote rank is frozen (serve.py)
 
-    # ------------------------------------------------------------------ admission
+    # ------------------------------------------------------------------ requests (both schedulers)
+    def submit(self, prompt_text, prompt_tokens, plan_fn, t_arrive=None):
+        """A new request. Step scheduler: it joins the waiting queue (the engine core sees it VLLM_SIM_TTFT_BASE_S
+        after arrival) and is admitted by a step. Per-request model: blocks until a running slot is free (admit)."""
+        t_arrive = time.monotonic() if t_arrive is None else t_arrive
+        if self.scheduler == 'per_request':
+            rid = self.admit(prompt_tokens)
+            req = Request(rid, prompt_text, prompt_tokens, plan_fn, t_arrive, t_arrive)
+            req.make_plan()
+            return req
+        with self.cond:
+            if self.errored or self.stop.is_set():
+                raise EngineDead()
+            self.req_seq += 1
+            req = Request(self.req_seq, prompt_text, prompt_tokens, plan_fn, t_arrive, t_arrive + self.cfg.ttft_base_s)
+            self.arrivals.append(req)
+            self.cond.notify_all()
+            return req
+
+    def outputs(self, req):
+        """Yields the index of every token generated for req, when it is generated; EngineDead when the engine dies."""
+        if self.scheduler == 'per_request':
+            return self._per_request_outputs(req)
+        return self._step_outputs(req)
+
+    def _step_outputs(self, req):
+        while True:
+            with self.cond:
+                while not req.events and not self.stop.is_set():
+                    self.cond.wait(0.5)
+                if not req.events:
+                    raise EngineDead()
+                idx, last = req.events.popleft()
+            yield idx
+            if last:
+                return
+
+    def _per_request_outputs(self, req):
+        """The former model: the request's own prefill, then its tokens paced by absolute per-stream deadlines."""
+        self.hold_if_wedged()
+        due = self.prefill(req.rid, req.prompt_text, req.prompt_tokens, req.t_arrive)
+        per = self.cfg.tokens_per_s
+        for idx in range(req.n_out):
+            slot = self.take_slot(due)
+            self.sleep_until(slot)
+            self.hold_if_wedged()
+            if req.t_first is None:
+                req.t_first = time.monotonic()
+            yield idx
+            self.token_emitted(req.rid)
+            due = slot + (1.0 / per if per > 0 else 0.0)
+
+    def discard(self, req):
+        """The request leaves the engine (finished, aborted or failed); a second call changes nothing."""
+        if self.scheduler == 'per_request':
+            self.release(req.rid)
+            return
+        with self.cond:
+            if req in self.arrivals:
+                self.arrivals.remove(req)
+            if req in self.waiting_list:
+                self.waiting_list.remove(req)
+            if req in self.running_list:
+                self.running_list.remove(req)
+            self.running_tokens.pop(req.rid, None)
+            self._publish_counts_locked()
+            self.cond.notify_all()
+
+    def concurrency(self):
+        """Requests in the engine for the garble-under-concurrency rule: running and queued (step scheduler; a burst
+        that arrives together is one batch), running (per-request model)."""
+        if self.scheduler == 'per_request':
+            return self.running
+        return self.running + self.waiting + len(self.arrivals)
+
+    def load(self):
+        """Requests in flight (/load): running, waiting and not yet seen by a step."""
+        return self.running + self.waiting + len(self.arrivals)
+
+    def _publish_counts_locked(self):
+        self.running = len(self.running_list)
+        self.waiting = len(self.waiting_list)
+
+    # ------------------------------------------------------------------ the engine core (step scheduler)
+    def start(self):
+        """Start the engine-core thread (step scheduler only; the server calls it once serving)."""
+        if self.scheduler != 'step':
+            return
+        threading.Thread(target=self._loop, name='sim-engine-core', daemon=True).start()
+
+    def _ready_locked(self, now):
+        return bool(self.running_list or self.waiting_list) or bool(self.arrivals and self.arrivals[0].ready_at <= now)
+
+    def _loop(self):
+        try:
+            while not self.stop.is_set():
+                idle = False
+                with self.cond:
+                    while not self.stop.is_set():
+                        now = time.monotonic()
+                        if self.wedged.is_set() or self._ready_locked(now):
+                            break
+                        idle = True
+                        wait = 0.5
+                        if self.arrivals:
+                            wait = min(wait, max(0.0005, self.arrivals[0].ready_at - now))
+                        self.cond.wait(wait)
+                    if self.stop.is_set():
+                        break
+                    batch = {} if self.wedged.is_set() else self._schedule_locked(time.monotonic())
+                # a wedged engine never returns from its step; a frozen rank holds it (peer_gate)
+                self.hold_if_wedged()
+                if not batch:
+                    continue
+                now = time.monotonic()
+                start = self.clock if not idle and 0 <= now - self.clock <= CLOCK_RESET_S else now
+                end = start + self._step_seconds(batch)
+                self.sleep_until(end)
+                self.clock = end
+                with self.cond:
+                    self._complete_locked(batch, end)
+                    self.cond.notify_all()
+        except EngineDead:
+            pass
+        finally:
+            with self.cond:
+                self.cond.notify_all()
+
+    def _schedule_locked(self, now):
+        """vLLM V1 Scheduler.schedule(): running requests first (in order), then waiting ones while budget is left.
+        -> {rid: (req, kind, tokens)} in scheduling order; KV blocks are allocated here (the usage gauge rises)."""
+        budget = self.budget
+        thr = self.threshold
+        batch = collections.OrderedDict()
+        while self.arrivals and self.arrivals[0].ready_at <= now:
+            self.waiting_list.append(self.arrivals.popleft())
+        for req in list(self.running_list):
+            if budget <= 0:
+                break
+            left = req.prompt_tokens - req.computed
+            if left > 0:
+                n = min(left, thr if thr > 0 else left, budget)
+                batch[req.rid] = (req, 'prefill', n)
+                self.running_tokens[req.rid] = self.running_tokens.get(req.rid, 0) + n
+            else:
+                n = 1
+                batch[req.rid] = (req, 'decode', 1)
+            budget -= n
+        while self.waiting_list and budget > 0 and len(self.running_list) < self.cfg.max_num_seqs:
+            req = self.waiting_list.popleft()
+            # scheduled: the prefix cache is queried for the whole prompt once (vllm:prefix_cache_queries_total jumps)
+            key = hashlib.sha256(req.prompt_text.encode('utf-8', 'replace')).hexdigest()
+            self.prefix_queries += req.prompt_tokens
+            if self.cfg.prefix_caching and key in self.seen_prompts:
+                self.prefix_hits += req.prompt_tokens
+                req.computed = req.prompt_tokens - 1   # vLLM recomputes the last prompt token of a full hit
+            self.seen_prompts.add(key)
+            self.running_list.append(req)
+            self._publish_counts_locked()
+            req.admitted_step = self.steps + 1
+            req.make_plan()        # planned once admitted (the garble-under-concurrency rule counts it as running)
+            left = req.prompt_tokens - req.computed
+            n = min(left, thr if thr > 0 else left, budget)
+            batch[req.rid] = (req, 'prefill', n)
+            self.running_tokens[req.rid] = req.computed + n
+            budget -= n
+        self._publish_counts_locked()
+        self.steps += 1
+        if self.step_log is not None:
+            self.step_log.append({'step': self.steps, 'start': now, 'running': self.running, 'waiting': self.waiting,
+                                  'scheduled': dict((rid, (kind, n)) for rid, (_r, kind, n) in batch.items())})
+        return batch
+
+    def _step_seconds(self, batch):
+        """Decode part + prefill part. Decode: 1/tokens_per_s when the step carries a decode token, or its output
+        tokens / agg_tokens_per_s when that is longer. Prefill: prompt tokens / prefill_tokens_per_s."""
+        cfg = self.cfg
+        decodes = sum(1 for _r, kind, _n in batch.values() if kind == 'decode')
+        outputs = decodes + sum(1 for r, kind, n in batch.values() if kind == 'prefill' and r.computed + n >= r.prompt_tokens)
+        prompt = sum(n for _r, kind, n in batch.values() if kind == 'prefill')
+        decode_s = 1.0 / cfg.tokens_per_s if decodes and cfg.tokens_per_s > 0 else 0.0
+        if cfg.agg_tokens_per_s > 0 and outputs:
+            decode_s = max(decode_s, outputs / cfg.agg_tokens_per_s)
+        prefill_s = prompt / cfg.prefill_tokens_per_s if cfg.prefill_tokens_per_s > 0 else 0.0
+        return decode_s + prefill_s
+
+    def _complete_locked(self, batch, end):
+        """The step's outputs: a partial prefill chunk returns none (no counter moves); the step that finishes a
+        prefill returns the first token (the prompt tokens and one iteration for the whole prefill are credited
+        then, as vLLM records iteration stats only for steps with outputs); a decode returns one token."""
+        iteration = 0
+        outputs = 0
+        for rid, (req, kind, n) in batch.items():
+            if rid not in self.running_tokens or req not in self.running_list:
+                continue      # aborted by its client during the step
+            if kind == 'prefill':
+                req.computed += n
+                if req.computed < req.prompt_tokens:
+                    continue
+            if self.wedge_at_tokens is not None and self.generation_tokens >= self.wedge_at_tokens:
+                self._wedge_locked()
+                break
+            if kind == 'prefill':
+                self.prompt_tokens += req.prompt_tokens
+                iteration += req.prompt_tokens
+                req.first_step = self.steps
+                req.t_first = end
+            iteration += 1
+            outputs += 1
+            self.generation_tokens += 1
+            if self.cfg.spec_k:
+                self.spec_tokens += 1
+            self.running_tokens[rid] += 1
+            req.emitted += 1
+            last = req.emitted >= req.n_out
+            req.events.append((req.emitted - 1, last))
+            if last:
+                # vLLM V1 frees a finished request's KV blocks before its last output reaches the API server
+                self.running_list.remove(req)
+                self.running_tokens.pop(rid, None)
+        if outputs:
+            self.iteration.observe(iteration)
+        if self.step_log is not None and self.step_log:
+            self.step_log[-1]['end'] = end
+        self._publish_counts_locked()
+        if self.wedge_at_tokens is not None and self.generation_tokens >= self.wedge_at_tokens:
+            self._wedge_locked()
+
+    # ------------------------------------------------------------------ admission (per-request model)
     def admit(self, prompt_tokens):
         with self.cond:
             self.waiting += 1

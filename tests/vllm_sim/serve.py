@@ -158,6 +158,13 @@ class Config:
         self.shm_wait_log_s = scale * _env_f('VLLM_SIM_SHM_WAIT_LOG_S', 60.0)
         # chunked prefill: prompt tokens and engine steps advance per chunk while a prompt is prefilled
         self.prefill_chunk_tokens = max(1, _env_i('VLLM_SIM_PREFILL_CHUNK_TOKENS', 8192))
+        # the engine step's token budget (vLLM V1 Scheduler.schedule()): --max-num-batched-tokens, else the env knob
+        # above (default 8192, vLLM's default budget for the API server)
+        self.max_num_batched_tokens = max(1, arg('max_num_batched_tokens') or self.prefill_chunk_tokens)
+        # vLLM 0.26.0's default 0: no cap on a prefilling request's tokens per step
+        self.long_prefill_token_threshold = arg('long_prefill_token_threshold', 0)
+        # step (vLLM V1's scheduler) or per_request (the former model, kept for the test that shows it fails)
+        self.scheduler = os.environ.get('VLLM_SIM_SCHEDULER', '').strip() or 'step'
         # shards
         # the shard count shown while loading: the weight files found by the start-up checks, unless set here
         self.shards = _env_i('VLLM_SIM_SHARDS', 8)
@@ -469,6 +476,9 @@ def run_serve(parser, args, version):
     if cfg.fail and cfg.fail not in FAILURES:
         logs.error('vllm-sim: unknown VLLM_SIM_FAIL=%r (known: %s)' % (cfg.fail, ', '.join(FAILURES)))
         return 2
+    if cfg.scheduler not in eng.SCHEDULERS:
+        logs.error('vllm-sim: unknown VLLM_SIM_SCHEDULER=%r (known: %s)' % (cfg.scheduler, ', '.join(eng.SCHEDULERS)))
+        return 2
     if parser.sim_schema_problem:
         logs.raw('vllm-sim: %s; the serve flags are the simulator\'s built-in list' % parser.sim_schema_problem, sys.stderr)
     if not cfg.headless:
@@ -647,6 +657,8 @@ def run_serve(parser, args, version):
     server.server_activate()
     logs.uvicorn('Application startup complete.')
     state.start_monitor()
+    if cfg.fail != 'hang':   # a hung engine core never runs a step
+        state.engine.start()
     _start_stats(state)
     server.serve_forever(poll_interval=0.2)
     return 0

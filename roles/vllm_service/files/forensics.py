@@ -1,36 +1,50 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""dgxspark-ds4 forensics after a hard reset: the previous boot's kernel log of both nodes, before the pair starts.
+"""dgxspark-ds4 forensics after a hard reset: the previous boot of both nodes, before the pair starts.
 
 Installed by dgxspark.ds4.vllm_service next to prestart.py, with failure_catalogue.py (the collection's
 plugins/module_utils/failure_catalogue.py: its 'kernel' entries are the signatures, one matcher for the
 controller and the node). Python 3 standard library only.
 
-After unified-memory exhaustion a GB10 freezes or hard-resets; the evidence is in the previous boot's kernel
-log (NVRM, NV_ERR_NO_MEMORY, Xid, GSP timeouts, mlx5/AER, the OOM killer, an unclean shutdown) and nobody
-collects it (field notes 2026-11, what users report, item 3). The head's prestart (step "previous boot")
-reads it on the head and, over the peer key, on each worker, through ONE reader whose source is configurable:
-  * source 'journal' (default): journalctl -b -1 for the kernel and journald's own lines
-    (_TRANSPORT=kernel + _TRANSPORT=driver, i.e. journalctl -k plus "Journal started/stopped", which tell a
-    clean shutdown from an unclean one), then every file of the pstore directory (/sys/fs/pstore) if any;
-  * source 'file': a file replayed through the same reader (`cat`, locally or over ssh): the test nodes share
-    the CI machine's kernel, so Molecule and the unit tests replay a fixture.
-A signature found on any node is one incident (its id: a hash of the nodes' matching lines, so the same old
-evidence is the same incident at every later boot). Once per incident: one record (crash-<UTC>-<id>/ under
-evidence_dir: each node's log, summary.json with the findings, causes, fixes and sources). Then, per
-after_crash (vllm_service_after_crash):
-  * hold: the pair is not started: the worker unit is stopped, the head unit is stopped (a stop job, so
-    systemd's Restart= does not retry it) and the prestart fails naming the signature, the fix and the ack;
+After unified-memory exhaustion or a GSP hang a GB10 freezes or hard-resets; the evidence is in the previous boot's
+kernel log (field notes 2026-11, what users report, item 3). The head's prestart (step "previous boot") reads it on
+the head and, over the peer key, on each worker, through ONE reader whose source is configurable:
+  * source 'journal' (default): journalctl -b -1 for the kernel and journald's own lines (_TRANSPORT=kernel +
+    _TRANSPORT=driver: journalctl -k plus "Journal started/stopped", journald's and systemd-shutdown's lines), then
+    every file of the pstore directory (/sys/fs/pstore) if any;
+  * source 'file': a file replayed through the same reader (`cat`, locally or over ssh): the test nodes share the CI
+    machine's kernel, so Molecule and the unit tests replay a fixture.
+
+What the pair does: it is held only for a crash it would repeat. Per node (failure_catalogue.boot_end): the boot ended
+'clean' (a shutdown sequence after the last "Journal started": systemd-shutdown's lines, journald's SIGTERM from
+systemd-shutdown; a journald restart inside the boot writes "Journal stopped" and is no end), 'unclean' (the log just
+stops) or 'unknown' (no journald line: nothing to judge). Then:
+  * HOLD: an unclean end within FAULT_WINDOW_S of a host-killing GPU fault (catalogue entries with gpu_fault: GSP
+    timeouts, Xid 119/120, reset-class Xids 79/62/48/95/140/154), or an unclean end of a boot in which the pair was
+    loading: the head's phase marker (pairguard.set_phase: prestart writes 'starting' durably before the container
+    starts, the pair guard 'serving' once the head answers with every rank up) still said 'starting' (finding
+    'pair-load-crash': the seed-000 GSP hang and the seed-002 compile freeze leave no kernel line at all);
+  * START, recorded: everything else that was seen: a clean reboot with application-class Xids (13/31/43/45), a
+    survived OOM kill, an uncorrectable AER, a power cut or a wedge while serving (unclean, no GPU fault). One
+    NV_ERR_NO_MEMORY appears on every successful engine start (vllm#56824): it counts only within FAULT_WINDOW_S of an
+    unclean end. Correctable AER is 'info' and never recorded. A clean reboot with nothing else is not an incident.
+A signature found on any node is one incident (its id: a hash of the nodes' findings and lines, so the same old
+evidence is the same incident at every later start). Once per incident: one record (crash-<UTC>-<id>/ under
+evidence_dir: each node's log, summary.json with the verdict, each node's end, the findings, causes, fixes, sources).
+Then, for a holding incident, per after_crash (vllm_service_after_crash):
+  * hold: the pair is not started: the worker unit is stopped, the head unit is stopped (a stop job, so systemd's
+    Restart= does not retry it) and the prestart fails naming the cause, the fix and the ack;
   * fallback:<recipe>: held the same way; the line names the safer recipe to switch to (playbooks/switch.yml);
   * start: the pair starts; the incident stays in status.yml and the alert until acknowledged.
 `forensics.py ack CONFIG.json` (playbooks/ack.yml) acknowledges the incident: its hold is released, and a later
 boot that reads the same old evidence (pstore kept, journal of a boot before) does not hold again.
-State: hold_file (the incident held, read by status.yml) and state_file ({'seen': {id: record}, 'acked': [ids]});
-metrics: textfile (node-exporter textfile collector).
+State: hold_file (the incident, held or started, read by status.yml), state_file ({'seen': {id: record}, 'acked':
+[ids]}), phase_file (the marker above); metrics: textfile (node-exporter textfile collector).
 """
 
 from __future__ import absolute_import, division, print_function
 
+import calendar
 import hashlib
 import json
 import os
@@ -47,6 +61,9 @@ import failure_catalogue  # noqa: E402  pylint: disable=wrong-import-position,im
 TAG = 'dgxspark-ds4 forensics'
 MODES = ('hold', 'start', 'fallback')
 JOURNAL_ARGV = ['journalctl', '-b', '-1', '--no-pager', '-o', 'short-iso', '_TRANSPORT=kernel', '_TRANSPORT=driver']
+# A GPU fault or an NV_ERR_NO_MEMORY counts as the cause of an unclean end when the log ended at most this long after it
+# (journald syncs warnings to disk only every few minutes, so the last lines may be missing: a generous window).
+FAULT_WINDOW_S = 1800
 
 
 class ForensicsError(Exception):
@@ -91,9 +108,92 @@ def read_node(fcfg, runner, ssh=None):
     return ''.join(texts), notes
 
 
+def line_time(text):
+    """Epoch seconds of a journalctl short-iso line ('2026-11-25T02:41:13+0000 host ...'), or None."""
+    stamp = text.split(' ', 1)[0]
+    try:
+        parsed = time.strptime(stamp[:19], '%Y-%m-%dT%H:%M:%S')
+    except ValueError:
+        return None
+    offset = stamp[19:]
+    secs = calendar.timegm(parsed)
+    if len(offset) == 5 and offset[0] in '+-' and offset[1:].isdigit():
+        secs -= (1 if offset[0] == '+' else -1) * (int(offset[1:3]) * 3600 + int(offset[3:5]) * 60)
+    elif offset not in ('', 'Z'):
+        return None
+    return secs
+
+
+def near_end(finding, end, window_s):
+    """True when the log ended at most window_s after the finding's last line (or the times cannot be read)."""
+    last = line_time(end.get('text') or '')
+    seen = [line_time(ln['text']) for ln in finding['lines']]
+    seen = [t for t in seen if t is not None]
+    if last is None or not seen:
+        return True
+    return last - max(seen) <= window_s
+
+
+def judge_node(node, text, role, window_s=FAULT_WINDOW_S):
+    """One node's previous boot -> {'node', 'end' (boot_end), 'findings', 'faults'}: the catalogue's findings ('info'
+    left out; an only_if_unclean one only within window_s of an unclean end) and the host-killing GPU faults among
+    them (gpu_fault, within window_s of an unclean end)."""
+    end = failure_catalogue.boot_end(text)
+    found, faults = [], []
+    for f in failure_catalogue.match(text, node=node, source='kernel', role=role):
+        if f['severity'] == 'info':
+            continue
+        ent = failure_catalogue.entry(f['id'])
+        unclean_near = end['end'] == 'unclean' and near_end(f, end, window_s)
+        if ent.get('only_if_unclean') and not unclean_near:
+            continue
+        found.append(f)
+        if ent.get('gpu_fault') and unclean_near:
+            faults.append(f)
+    return {'node': node, 'end': end, 'findings': found, 'faults': faults}
+
+
 def findings_of(node, text, role):
-    """Catalogue findings of a kernel log ('info' entries left out)."""
-    return [f for f in failure_catalogue.match(text, node=node, source='kernel', role=role) if f['severity'] != 'info']
+    """The findings of one node's previous boot (judge_node)."""
+    return judge_node(node, text, role)['findings']
+
+
+def previous_phase(fcfg, clock):
+    """The head's phase marker of the previous boot ({'phase', 'since', 'boot_id'}) or None (no marker configured, none
+    written: the pair guard is off or the pair never started). Rotates the marker at the first start of a boot."""
+    path = fcfg.get('phase_file')
+    if not path:
+        return None
+    try:
+        record = pairguard.phase_record(path, fcfg.get('boot_id_file'), clock)
+    except (IOError, OSError) as exc:
+        say('cannot read or rotate the phase marker %s: %s' % (path, exc))
+        return None
+    previous = record.get('previous')
+    return previous if isinstance(previous, dict) and previous.get('phase') else None
+
+
+def load_crash_finding(node, phase):
+    """The collection's own record as a finding: the pair was loading when the boot ended."""
+    ent = failure_catalogue.entry('pair-load-crash')
+    text = ('phase marker: the pair was starting since %s (boot %s) and never reached readiness'
+            % (time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(int(phase.get('since') or 0))), phase.get('boot_id', '?')))
+    return {'id': ent['id'], 'cause': ent['cause'], 'fix': ent['fix'], 'severity': ent['severity'], 'source': ent['source'],
+            'rank': ent['rank'], 'node': node, 'lines': [{'lineno': 0, 'text': text}]}
+
+
+def verdict_of(judged, phase, head):
+    """(hold findings, why) for the nodes judged (judge_node) and the head's previous-boot phase."""
+    holds = [f for j in judged for f in j['faults']]
+    unclean = [j['node'] for j in judged if j['end']['end'] == 'unclean']
+    if phase and phase.get('phase') == 'starting' and unclean:
+        holds.insert(0, load_crash_finding(head, phase))
+    if holds:
+        return holds, 'held: %s' % ', '.join(sorted({'%s: %s' % (f['node'], f['id']) for f in holds}))
+    if unclean:
+        return [], 'started: unclean end of %s with no GPU fault%s' % (
+            ', '.join(unclean), ' while the pair was %s' % phase['phase'] if phase else '')
+    return [], 'started: the previous boot ended cleanly'
 
 
 def incident_id(findings):
@@ -107,7 +207,7 @@ def summary_line(findings):
     return '; '.join('%s: %s (%s)' % (f['node'], f['id'], f['lines'][0]['text'].strip()[:120]) for f in findings)
 
 
-def write_record(fcfg, incident, logs, findings, mode, now):
+def write_record(fcfg, incident, logs, findings, mode, now, verdict='', ends=None):
     """crash-<UTC>-<id>/ under evidence_dir: kernel-<node>.txt per node and summary.json; returns its path."""
     path = os.path.join(fcfg.get('evidence_dir') or '/var/lib/dgxspark-ds4/evidence',
                         'crash-%s-%s' % (time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(now)), incident))
@@ -117,7 +217,8 @@ def write_record(fcfg, incident, logs, findings, mode, now):
         header = ''.join('# %s\n' % n for n in notes)
         with open(os.path.join(path, 'kernel-%s.txt' % node), 'w') as fh:
             fh.write(header + (text or '# nothing read\n'))
-    summary = {'incident': incident, 'detected_at': now, 'after_crash': mode, 'nodes': sorted(logs),
+    summary = {'incident': incident, 'detected_at': now, 'after_crash': mode, 'nodes': sorted(logs), 'verdict': verdict,
+               'ends': ends or {},
                'findings': [dict((k, f[k]) for k in ('node', 'id', 'cause', 'fix', 'source', 'severity', 'lines'))
                             for f in findings]}
     with open(os.path.join(path, 'summary.json'), 'w') as fh:
@@ -165,20 +266,28 @@ def check(cfg, runner=pairguard.run, clock=time.time):
         return None
     mode, recipe = parse_mode(fcfg.get('after_crash', 'hold'))
     now = clock()
-    nodes = [(cfg.get('head_name') or 'head', 'head', None)]
+    head = cfg.get('head_name') or 'head'
+    nodes = [(head, 'head', None)]
     nodes += [(p['name'], 'worker', p['ssh']) for p in cfg.get('peers') or [] if p.get('ssh')]
-    logs, findings = {}, []
+    window_s = float(fcfg.get('fault_window_s') or FAULT_WINDOW_S)
+    logs, judged = {}, []
     for name, role, ssh in nodes:
         text, notes = read_node(fcfg, runner, ssh)
         logs[name] = (text, notes)
-        findings.extend(findings_of(name, text, role))
+        judged.append(judge_node(name, text, role, window_s))
         if notes and not text:
             say('previous boot of %s not readable (%s): nothing to judge there' % (name, '; '.join(notes)))
+    phase = previous_phase(fcfg, clock)
+    holds, why = verdict_of(judged, phase, head)
+    ends = dict((j['node'], j['end']['end']) for j in judged)
+    seen_ids = set((f['node'], f['id']) for f in holds)
+    findings = holds + [f for j in judged for f in j['findings'] if (f['node'], f['id']) not in seen_ids]
     state = pairguard.load_record(fcfg['state_file'])
     seen = state.get('seen') if isinstance(state.get('seen'), dict) else {}
     acked = state.get('acked') if isinstance(state.get('acked'), list) else []
+    ended = ', '.join('%s %s' % (n, ends[n]) for n in sorted(ends))
     if not findings:
-        say('previous boot of %s: no crash signature' % ', '.join(sorted(logs)))
+        say('previous boot of %s: nothing seen (%s)' % (', '.join(sorted(logs)), ended))
         export(fcfg, [], False, now)
         return None
     incident = incident_id(findings)
@@ -186,16 +295,23 @@ def check(cfg, runner=pairguard.run, clock=time.time):
         say('previous boot: incident %s (%s) was acknowledged; not held again' % (incident, ', '.join(sorted({f['id'] for f in findings}))))
         export(fcfg, [], False, now)
         return None
+    held = bool(holds) and mode != 'start'
     if incident not in seen:
-        seen[incident] = write_record(fcfg, incident, logs, findings, fcfg.get('after_crash', 'hold'), now)
+        seen[incident] = write_record(fcfg, incident, logs, findings, fcfg.get('after_crash', 'hold'), now, why, ends)
         pairguard.save_record(fcfg['state_file'], {'seen': dict(list(seen.items())[-100:]), 'acked': acked})
     record = {'incident': incident, 'after_crash': fcfg.get('after_crash', 'hold'), 'evidence': seen[incident],
-              'found_at': now, 'held': mode != 'start', 'fallback_recipe': recipe,
+              'found_at': now, 'held': held, 'fallback_recipe': recipe, 'verdict': why, 'ends': ends,
+              'holding': bool(holds),
               'findings': [{'node': f['node'], 'id': f['id'], 'cause': f['cause'], 'fix': f['fix'], 'source': f['source'],
                             'line': f['lines'][0]['text']} for f in findings]}
     pairguard.save_record(fcfg['hold_file'], record)
-    export(fcfg, findings, mode != 'start', now)
+    export(fcfg, findings, held, now)
     first = findings[0]
+    if not holds:
+        say('previous boot (%s): %s seen, not a crash the pair would repeat: starting (incident %s: %s). Evidence in %s; '
+            'acknowledge with playbooks/ack.yml' % (ended, ', '.join(sorted({f['id'] for f in findings})), incident,
+                                                   summary_line(findings), seen[incident]))
+        return None
     if mode == 'start':
         say('previous boot crashed (incident %s: %s); starting anyway (vllm_service_after_crash: start). Fix: %s. Evidence '
             'in %s; acknowledge with playbooks/ack.yml' % (incident, summary_line(findings), first['fix'], seen[incident]))

@@ -54,11 +54,12 @@ InvocationID that the running head was paired with (state file, JSON):
     The first poll that sees the pair whole again removes it. A blip costs one poll out of rotation,
     never a restart.
 
-  * Memory guard (same loop, cfg memory_guard; the logic in memguard.py): MemFree and memory PSI of both
-    nodes every memory_poll_s (the head's files, the worker's over the same ssh connection). Rising
-    pressure first gates the pair out of rotation (one line), then, past the floor for memory_stop_polls
-    polls, stops it cleanly, worker first (one line): a stopped pair restarts in minutes, a frozen GB10
-    needs the power button. Once per head: never a restart loop.
+  * Memory guard (same loop, cfg memory_guard; the logic in memory_guard.py): memory PSI and MemFree of both
+    nodes every memory_poll_s (the head's files, the worker's over the same ssh connection), MemFree against
+    the node's own min watermark (its /proc/zoneinfo). Stalls (PSI some) gate the pair out of rotation (one
+    line); severe pressure (PSI full, or MemFree below min) for memory_stop_polls polls stops it cleanly,
+    worker first (one line): a stopped pair restarts in minutes, a frozen GB10 needs the power button. MemFree
+    inside the kernel's reclaim band (min..high) is never acted on. Once per head: never a restart loop.
 
   * One ssh connection, and no cold restart for a blip: the watch loop reaches each worker over ONE
     OpenSSH connection (ControlMaster=auto, ControlPersist, ControlPath ssh-%C in ssh_control_dir, a
@@ -199,6 +200,61 @@ def save_record(path, record):
         json.dump(record, fh, indent=1, sort_keys=True)
         fh.write('\n')
     os.rename(tmp, path)
+
+
+# --------------------------------------------------------------------------- the pair's phase marker (boot forensics)
+# What the pair was doing when a boot ended, kept by the collection itself (the kernel's last lines may never reach the
+# disk): prestart writes 'starting' right before the head container starts, the guard 'serving' once the head answers
+# /metrics with every rank up; forensics.py reads it at the next boot ('previous': the record of the boot before).
+BOOT_ID_FILE = '/proc/sys/kernel/random/boot_id'
+
+
+def boot_id(path=None):
+    try:
+        with open(path or BOOT_ID_FILE) as fh:
+            return fh.read().strip()
+    except (IOError, OSError):
+        return ''
+
+
+def save_durable(path, record):
+    """save_record, and on the disk before it returns: fsync of the file, then of its directory (the rename)."""
+    tmp = path + '.tmp'
+    directory = os.path.dirname(path) or '.'
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    with open(tmp, 'w') as fh:
+        json.dump(record, fh, indent=1, sort_keys=True)
+        fh.write('\n')
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.rename(tmp, path)
+    dfd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def phase_record(path, boot_id_file=None, clock=time.time):
+    """The marker for this boot: a record written in an earlier boot becomes 'previous' (phase 'down' now)."""
+    record = load_record(path)
+    now_boot = boot_id(boot_id_file)
+    if record.get('boot_id') != now_boot:
+        previous = dict((k, v) for k, v in record.items() if k != 'previous') if record.get('boot_id') else None
+        record = {'boot_id': now_boot, 'phase': 'down', 'since': int(clock()), 'previous': previous}
+        save_durable(path, record)
+    return record
+
+
+def set_phase(path, phase, boot_id_file=None, clock=time.time, only_from=None):
+    """Durably mark the pair's phase for this boot; only_from: change it only from that phase. Returns the record."""
+    record = phase_record(path, boot_id_file, clock)
+    if only_from is not None and record.get('phase') != only_from:
+        return record
+    record = dict(record, phase=phase, since=int(clock()))
+    save_durable(path, record)
+    return record
 
 
 def ensure_fresh_workers(cfg, runner=run, sleep=time.sleep, clock=time.time):
@@ -601,17 +657,24 @@ def run_canary_child(cfg, result_path):
     TLS fronts: the CA the fronts' certificates chain to (canary_ca_file) is the one trusted."""
     if cfg.get('canary_ca_file'):
         os.environ['SSL_CERT_FILE'] = cfg['canary_ca_file']
+    def gauges():
+        """The head's queue gauges, read while a canary request awaits its answer (load or decay?)."""
+        samples = parse_prometheus(fetch_metrics(cfg['metrics_url'], float(cfg.get('metrics_timeout_s', 10))))
+        return dict((name, metric_total(samples, name)) for name in CANARY_GAUGES)
+    probe = gauges if cfg.get('metrics_url') else None
+    timeout = canary_request_timeout_s(cfg)
     result = quality_canary.run_canary(
         cfg['canary_url'], cfg['canary_model'], api_key=cfg.get('canary_api_key') or None,
         tools=bool(cfg.get('canary_tools', True)), tool_choice=cfg.get('canary_tool_choice') or 'auto',
-        timeout=float(cfg.get('canary_timeout_s', 120)), decode_tokens=int(cfg.get('canary_decode_tokens', 64)))
+        timeout=timeout, decode_tokens=int(cfg.get('canary_decode_tokens', 64)), probe=probe,
+        probe_every_s=max(0.5, min(float(cfg.get('hang_poll_s', 5)), timeout / 4.0)))
     tmp = result_path + '.tmp'
     _write(tmp, json.dumps(result, sort_keys=True))
     os.rename(tmp, result_path)
 
 
 class CanaryJob(ChildJob):
-    """One canary in a child with a hard deadline (canary_timeout_s per request, the whole canary bounded by
+    """One canary in a child with a hard deadline (canary_request_timeout_s per request, the whole canary bounded by
     canary_deadline_s); result() reads what it found, or names the timeout or the crash as the failure."""
 
     def __init__(self, cfg, monotonic=time.monotonic, work=None, limit=None):
@@ -638,9 +701,20 @@ class CanaryJob(ChildJob):
              'excerpt': '', 'detail': self.cut_why or 'the canary process ended without a result'}]}
 
 
+# The head's queue gauges the canary reads: what it waits behind (quality_canary.busy_reason).
+CANARY_GAUGES = ('vllm:num_requests_running', 'vllm:num_requests_waiting')
+
+
+def canary_request_timeout_s(cfg):
+    """Each canary request's read timeout: canary_request_timeout_s as the role derived it from the recipe (the longest
+    engine step, as the hang window; vllm_service_canary_timeout_s its floor), else canary_timeout_s."""
+    return float(cfg.get('canary_request_timeout_s') or cfg.get('canary_timeout_s', 120))
+
+
 def canary_deadline_s(cfg):
-    """The whole canary's bound: every request (2 known answers, the tool call, the decode) at its timeout, plus 10 s."""
-    return 4 * float(cfg.get('canary_timeout_s', 120)) + 10
+    """The whole canary's bound: as the role rendered it, else every request (2 known answers, the tool call, the
+    decode) at its timeout, plus 10 s."""
+    return float(cfg.get('canary_deadline_s') or 4 * canary_request_timeout_s(cfg) + 10)
 
 
 # --------------------------------------------------------------------------- guard state + textfile
@@ -663,7 +737,8 @@ class GuardState(object):
               'canary_runs_total': 0, 'canary_failures_total': 0, 'canary_skips_total': 0, 'canary_consecutive': 0,
               'last_canary_at': None, 'last_canary_ok': None, 'last_canary_why': '', 'last_canary_evidence': '',
               'last_canary_ttft_s': None, 'last_canary_decode_tps': None, 'last_canary_skip': '', 'canary_baseline': {},
-              'canary_head': '', 'last_canary_started_at': None, 'last_canary_load': None}
+              'canary_head': '', 'last_canary_started_at': None, 'last_canary_load': None,
+              'canary_inconclusive_total': 0, 'last_canary_inconclusive': '', 'last_canary_inconclusive_at': None}
 
     def __init__(self, cfg):
         self.path = cfg.get('state_file')
@@ -786,6 +861,13 @@ class GuardState(object):
                 for r in readings])
         metric('dgxspark_ds4_memguard_memfree_bytes', 'gauge', 'MemFree as the memory guard read it (not MemAvailable).',
                ['dgxspark_ds4_memguard_memfree_bytes{node="%s"} %d' % (_esc(r['node']), r['mem_free']) for r in readings])
+        metric('dgxspark_ds4_memguard_memavailable_bytes', 'gauge', 'MemAvailable as the memory guard read it (reported, '
+               'never acted on).', ['dgxspark_ds4_memguard_memavailable_bytes{node="%s"} %d' % (_esc(r['node']), r['mem_available'])
+                                    for r in readings if r.get('mem_available') is not None])
+        metric('dgxspark_ds4_memguard_watermark_bytes', 'gauge', "The kernel's min/low/high watermarks of the node (summed over "
+               'its zones), as the memory guard read them: MemFree between min and high is the kernel reclaiming, not pressure.',
+               ['dgxspark_ds4_memguard_watermark_bytes{node="%s",watermark="%s"} %d' % (_esc(r['node']), mark, r['watermarks'][mark])
+                for r in readings if r.get('watermarks') for mark in ('min', 'low', 'high')])
         for kind in ('some', 'full'):
             metric('dgxspark_ds4_memguard_psi_%s_avg10' % kind, 'gauge',
                    'Memory PSI %s avg10 (percent of time), as the memory guard read it.' % kind,
@@ -797,9 +879,11 @@ class GuardState(object):
         d = self.data
         passed = d['canary_runs_total'] - d['canary_failures_total']
         metric('dgxspark_ds4_canary_runs_total', 'counter',
-               'Quality canary runs by result (skipped: the pair was saturated or its serving path did not answer).',
+               'Quality canary runs by result (skipped: the pair was saturated or its serving path did not answer; '
+               'inconclusive: a request got no answer while the engine was busy with other work).',
                ['dgxspark_ds4_canary_runs_total{result="%s"} %d' % (r, n)
-                for r, n in (('fail', d['canary_failures_total']), ('pass', passed), ('skipped', d['canary_skips_total']))])
+                for r, n in (('fail', d['canary_failures_total']), ('pass', passed), ('skipped', d['canary_skips_total']),
+                             ('inconclusive', d['canary_inconclusive_total']))])
         metric('dgxspark_ds4_canary_consecutive_failures', 'gauge', 'Quality canary failures in a row (0 after a pass).',
                ['dgxspark_ds4_canary_consecutive_failures %d' % d['canary_consecutive']])
         metric('dgxspark_ds4_canary_last_run_timestamp_seconds', 'gauge', 'When the quality canary last ran (0 = never).',
@@ -825,6 +909,15 @@ class GuardState(object):
             d['canary_consecutive'] += 1
             d['last_canary_why'] = quality_canary.summary(result)
             d['last_canary_evidence'] = evidence
+        self.dirty = True
+        self.save_canary()
+
+    def canary_inconclusive(self, why, now):
+        """A canary whose request got no answer while the engine was busy (quality_canary.busy_reason): counted apart,
+        neither a pass nor a failure (failures in a row unchanged)."""
+        self.data['canary_inconclusive_total'] += 1
+        self.data['last_canary_inconclusive'] = '%s (%s)' % (why, _utc_stamp(now))
+        self.data['last_canary_inconclusive_at'] = now
         self.dirty = True
         self.save_canary()
 
@@ -932,6 +1025,8 @@ class Watch(object):
         self.canary_head = None
         self.canary_metrics = ''
         self.canary_load = 0
+        self.canary_busy = ''
+        self.canary_probed_at = None
         self.canary_ranks = {}
         self.canary_job_factory = CanaryJob
         self.cfg_path = cfg_path
@@ -987,6 +1082,7 @@ class Watch(object):
             self.failures = {}
             self.down = {}
             self.reset_hang()
+            self.observe_memory()
             return None
         if self.watch_memory(head.get('InvocationID', '')) == 'stop':
             return 'stop'
@@ -1032,7 +1128,25 @@ class Watch(object):
                                 % (name, peer['unit'], state['ActiveState'], state.get('SubState', '?'), self.down[name]),
                                 cause='worker_down')
             self.down[name] = 0
+        if ranks is not None:
+            self.mark_serving(head.get('InvocationID', ''))
         return self.watch_hang(head.get('InvocationID', '')) or self.watch_canary(ranks)
+
+    def mark_serving(self, head_invocation):
+        """Every rank is up and the head answers /metrics: the pair reached readiness. The phase marker that prestart set
+        to 'starting' becomes 'serving' (once per head invocation): an unclean end from now on is no load crash."""
+        path = self.cfg.get('phase_file')
+        if not path or self.fetch is None or getattr(self, 'phase_marked', None) == head_invocation:
+            return
+        try:
+            self.fetch()
+        except Exception:  # pylint: disable=broad-except  (not serving yet: loading)
+            return
+        try:
+            set_phase(path, 'serving', self.cfg.get('boot_id_file'), self.clock, only_from='starting')
+            self.phase_marked = head_invocation
+        except (IOError, OSError) as exc:
+            say('cannot write the phase marker %s: %s' % (path, exc))
 
     def head_exited(self, head):
         """systemd restarted the head by itself (NRestarts grew): vLLM exited, e.g. with status 0 after an engine
@@ -1085,7 +1199,9 @@ class Watch(object):
     def read_memory(self):
         """One reading per node (memguard.assess): the head's sources directly, each worker's with `cat` over ssh."""
         cfg = self.cfg
-        paths = [cfg.get('meminfo_path') or '/proc/meminfo', cfg.get('psi_path') or '/proc/pressure/memory']
+        # meminfo, PSI, zoneinfo (the kernel's watermarks), min_free_kbytes (their fallback): memory_guard.SOURCES
+        paths = [cfg.get(key) or memguard.SOURCES[key] for key in ('meminfo_path', 'psi_path', 'zoneinfo_path',
+                                                                   'min_free_kbytes_path')]
         texts = []
         for path in paths:
             try:
@@ -1093,13 +1209,25 @@ class Watch(object):
                     texts.append(handle.read())
             except (IOError, OSError):
                 texts.append('')
-        readings = [memguard.assess(cfg.get('head_name') or 'head', texts[0], texts[1], self.memory.rows)]
+        readings = [self.memory.assess(cfg.get('head_name') or 'head', *texts)]
         for peer in cfg.get('peers') or []:
             if peer.get('ssh'):
-                # cat prints what it can read (a kernel without PSI: meminfo only, rc 1); both parsers skip the other.
+                # cat prints what it can read (a kernel without PSI: the others only, rc 1); each parser skips the
+                # other files' lines (memory_guard.parse_*).
                 _rc, out, _err = self.runner(list(peer['ssh']) + ['cat'] + paths, timeout=15)
-                readings.append(memguard.assess(peer['name'], out, out, self.memory.rows))
+                readings.append(self.memory.assess(peer['name'], out, out, out, out))
         return readings
+
+    def observe_memory(self):
+        """The pair is not running: keep the memory readings (and so the textfile) current, decide nothing."""
+        if self.memory is None:
+            return
+        now = self.clock()
+        if self.memory_polled_at is None or now - self.memory_polled_at >= self.memory_poll_s:
+            self.memory_polled_at = now
+            self.memory.observe(self.read_memory())
+            self.state.memory = dict(self.memory.readings)
+            self.state.dirty = True
 
     def watch_memory(self, head_invocation):
         """The memory guard's poll (memguard.py): gate the pair out of rotation, then stop it worker first."""
@@ -1177,6 +1305,7 @@ class Watch(object):
             return None
         if self.canary_job is not None:
             if not self.canary_job.poll():
+                self.canary_probe(now)
                 return None
             job, self.canary_job = self.canary_job, None
             if ranks != self.canary_ranks:
@@ -1202,6 +1331,7 @@ class Watch(object):
             return None
         self.canary_metrics = text
         self.canary_load = int(sum(v or 0 for v in samples.values()))
+        self.canary_busy, self.canary_probed_at = '', now
         self.canary_due = None
         self.canary_ranks = dict(ranks)
         self.canary_job = self.canary_job_factory(cfg)
@@ -1209,25 +1339,57 @@ class Watch(object):
         self.state.save_canary()
         return None
 
+    def canary_probe(self, now):
+        """While the canary's child runs: the head's queue gauges every hang_poll_s, kept when they show other work
+        (quality_canary.busy_reason). A canary cut at its deadline while the engine was busy is inconclusive, and the
+        timings of one that saw the pair busy are not judged."""
+        if self.canary_busy or (self.canary_probed_at is not None
+                                and now - self.canary_probed_at < float(self.cfg.get('hang_poll_s', 5))):
+            return
+        self.canary_probed_at = now
+        try:
+            parsed = parse_prometheus(self.fetch())
+        except Exception:  # pylint: disable=broad-except
+            return
+        self.canary_busy = quality_canary.busy_reason(dict((n, metric_total(parsed, n)) for n in CANARY_GAUGES)) or ''
+
     def canary_done(self, result, now):
         """A finished canary: judged against the head's baseline (the first passing canary sets it). One whose request
-        got no answer from the serving path (refused, reset, 502/503/504) is inconclusive: counted as skipped."""
+        got no answer from the serving path (refused, reset, 502/503/504) is inconclusive: counted as skipped. One whose
+        request got no answer while the engine was busy with other work (a long prefill it queued behind: the
+        real-vllm-on-device notes, Part 1b), or that was cut at its deadline so, is inconclusive: counted apart, no gate,
+        no restart. An answer that arrived is judged, busy or not."""
         cfg, d = self.cfg, self.state.data
         if result.get('unreachable'):
             self.state.canary_skip('unreachable: %s' % result['unreachable'][0], now)
             self.canary_due = now + float(cfg.get('canary_retry_s', 60))
             return None
+        busy = result.get('busy') or self.canary_busy
+        failures = result.get('failures') or []
+        if self.canary_busy and failures and all(f.get('check') == 'deadline' for f in failures):
+            result = dict(result, failures=[], inconclusive=['the canary did not finish within its deadline (%g s) while %s'
+                                                              % (canary_deadline_s(cfg), self.canary_busy)])
+        if result.get('inconclusive') and not result.get('failures'):
+            why = 'quality canary inconclusive (the pair is busy; not a failure: no gate, no restart): %s' % (
+                result['inconclusive'][0])
+            self.state.canary_inconclusive(why, now)
+            self.canary_due = now + float(cfg.get('canary_retry_s', 60))
+            say('%s; next canary in %ss' % (why, cfg.get('canary_retry_s', 60)))
+            return None
         settings = dict((k, cfg[k]) for k in quality_canary.DEFAULTS if k in cfg)
         baseline = d['canary_baseline']
-        # Time to first token and decode rate follow the load (batching): they are judged, and the baseline taken,
-        # only for a canary that found the pair idle; with requests in flight only the answers count.
-        if self.canary_load == 0:
+        # Time to first token and decode rate follow the load (batching, a prefill it waited behind): they are judged,
+        # and the baseline taken, only for a canary that found the pair idle and saw it idle while it ran; with other
+        # requests in flight only the answers count.
+        idle = self.canary_load == 0 and not busy
+        if idle:
             quality_canary.judge_timings(result, baseline, settings)
         else:
             result['skipped_checks'] = list(result.get('skipped_checks') or []) + [
-                'timings: %d request(s) in flight when the canary started (judged on an idle pair only)' % self.canary_load]
+                'timings: %s (judged on an idle pair only)' % (
+                    '%d request(s) in flight when the canary started' % self.canary_load if self.canary_load else busy)]
         if result.get('ok'):
-            if not baseline and self.canary_load == 0:
+            if not baseline and idle:
                 d['canary_baseline'] = {'ttft_s': result['ttft_s'], 'decode_tps': result['decode_tps'], 'at': now}
             was = d['canary_consecutive']
             self.state.canary_run(result, now)
@@ -1397,18 +1559,22 @@ def watch_forever(cfg, cfg_path=None):
          % (cfg.get('metrics_url'), cfg.get('hang_after_s', 120), cfg.get('hang_after_no_kv_s') or cfg.get('hang_after_s', 120)))
         if loop.hang else 'off'))
     if loop.memory:
-        say('memory guard on: MemFree and PSI of %s and %s every %.0fs (sources %s, %s; thresholds by node size: %s)' % (
-            cfg.get('head_name') or 'head', ', '.join(p['name'] for p in cfg.get('peers') or []) or 'no worker',
-            loop.memory_poll_s, cfg.get('meminfo_path') or '/proc/meminfo', cfg.get('psi_path') or '/proc/pressure/memory',
-            '; '.join('%(node_gb)s GB: gate below %(gate_free_gib)s GiB or PSI some %(gate_psi_some_avg10)s%%, stop below '
-                      '%(stop_free_gib)s GiB or PSI full %(stop_psi_full_avg10)s%%' % row for row in loop.memory.rows)))
+        say("memory guard on: PSI and MemFree of %s and %s every %.0fs (sources %s): out of rotation at PSI some avg10 >= %s%%, "
+            "stopped at PSI full avg10 >= %s%% or MemFree below the kernel's min watermark (each node's own, from its "
+            'zoneinfo), never for MemFree inside the reclaim band' % (
+                cfg.get('head_name') or 'head', ', '.join(p['name'] for p in cfg.get('peers') or []) or 'no worker',
+                loop.memory_poll_s, ', '.join(cfg.get(key) or memguard.SOURCES[key] for key in
+                                              ('meminfo_path', 'psi_path', 'zoneinfo_path', 'min_free_kbytes_path')),
+                loop.memory.settings['memory_gate_psi_some_avg10'], loop.memory.settings['memory_stop_psi_full_avg10']))
     if loop.canary:
         say('quality canary on: %s (model %s%s) every %ss, retried after %ss when it fails, a pair restart after %s '
-            'failures in a row; skipped while saturated (max-num-seqs %s); timing bounds: TTFT above %s x the baseline '
-            '+ %s s, decode below %s x the baseline' % (
+            'failures in a row; skipped while saturated (max-num-seqs %s); each request %g s, the whole canary %g s; '
+            'inconclusive (no gate, no restart) when a request gets no answer behind other work; timing bounds: TTFT '
+            'above %s x the baseline + %s s, decode below %s x the baseline' % (
                 cfg['canary_url'], cfg['canary_model'], ', TLS trusting %s' % cfg['canary_ca_file'] if cfg.get('canary_ca_file') else '',
                 cfg.get('canary_interval_s', 600), cfg.get('canary_retry_s', 60), cfg.get('canary_failures_to_restart', 3),
-                cfg.get('canary_max_num_seqs'), cfg.get('canary_max_ttft_ratio', 5.0), cfg.get('canary_ttft_slack_s', 2.0),
+                cfg.get('canary_max_num_seqs'), canary_request_timeout_s(cfg), canary_deadline_s(cfg),
+                cfg.get('canary_max_ttft_ratio', 5.0), cfg.get('canary_ttft_slack_s', 2.0),
                 cfg.get('canary_min_decode_ratio', 0.3)))
     elif cfg.get('canary'):
         say('quality canary off: no metrics_url in the config (re-run the dgxspark.ds4.vllm_service role)')

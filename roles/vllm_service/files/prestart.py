@@ -16,14 +16,16 @@ Steps, in order (seed 000 "required cleanup sequence before any cold restart"):
   5. head only: wait (bounded) until every worker host answers over the fabric, then make sure
      every worker rank is a fresh one (pairguard.py: a worker that was paired with the previous
      head, or is down, is restarted first -- the pair restarts worker first);
-  5b. head only: the previous boot's kernel log of both nodes (forensics.py): a crash signature of the
-     failure catalogue that is not acknowledged holds the pair (not started) or lets it start, per
-     vllm_service_after_crash; one evidence record per incident;
+  5b. head only: the previous boot of both nodes (forensics.py): a host-killing GPU fault before an unclean end,
+     or an unclean end while the pair was loading, that is not acknowledged holds the pair (not started) or lets
+     it start, per vllm_service_after_crash; anything else seen is recorded and the pair starts;
   6. sync + drop the page cache (skippable on test hosts that share a kernel), then wait
      (bounded) until MemFree >= fraction x MemTotal. MemFree, not MemAvailable: on GB10 CUDA's
      free memory leaves out the page cache (seed 000: "Free memory on device cuda:0
      (4.75/119.67 GiB)" with 110 GiB in page cache), and MemFree >= the request also satisfies
-     the vLLM releases that count reclaimable cache as free (vllm-ops 2.3 D); the message shows both.
+     the vLLM releases that count reclaimable cache as free (vllm-ops 2.3 D); the message shows both;
+  7. head only: the pair's phase marker 'starting', written durably (forensics.py reads it at the next boot);
+     `prestart.py --stopped CONFIG.json` (the head unit's ExecStopPost) marks it 'stopped'.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -351,6 +353,23 @@ def memory_gate(cfg):
         time.sleep(float(cfg.get('memory_poll_s', 5)))
 
 
+# ------------------------------------------------------------------ 7. phase marker
+
+def mark_starting(cfg):
+    """Head: the pair's phase marker says 'starting', on the disk (fsync of the file and its directory) before the
+    container starts. The pair guard sets 'serving' once the head answers with every rank up; a boot that ends
+    uncleanly while it still says 'starting' holds the pair at the next boot (forensics.py: the seed-000 GSP hang)."""
+    fcfg = cfg.get('forensics') or {}
+    if cfg.get('role') != 'head' or not fcfg.get('enabled') or not fcfg.get('phase_file'):
+        return
+    try:
+        pairguard.set_phase(fcfg['phase_file'], 'starting', fcfg.get('boot_id_file'))
+        say('phase marker %s: starting (the pair guard marks it serving at readiness)' % fcfg['phase_file'])
+    except (IOError, OSError) as exc:
+        say('WARNING: cannot write the phase marker %s (%s): a crash during this load will not be recognised at the '
+            'next boot' % (fcfg['phase_file'], exc))
+
+
 STEPS = (
     ('leftover container', remove_leftover_container),
     ('leftover processes', end_leftover_processes),
@@ -361,19 +380,36 @@ STEPS = (
     ('worker ranks', fresh_workers),
     ('page cache', drop_caches),
     ('memory', memory_gate),
+    ('phase marker', mark_starting),
 )
 
 
+def mark_stopped(cfg):
+    """Head, ExecStopPost: the unit stopped (a systemctl stop, a clean shutdown, vLLM exiting): the phase marker says
+    'stopped', so a later end of this boot (a BMC power cycle after maintenance.yml stopped the pair) is no load crash."""
+    fcfg = cfg.get('forensics') or {}
+    if cfg.get('role') != 'head' or not fcfg.get('enabled') or not fcfg.get('phase_file'):
+        return
+    try:
+        pairguard.set_phase(fcfg['phase_file'], 'stopped', fcfg.get('boot_id_file'))
+    except (IOError, OSError) as exc:
+        say('WARNING: cannot write the phase marker %s: %s' % (fcfg['phase_file'], exc))
+
+
 def main(argv):
-    if len(argv) != 2:
-        print('usage: %s CONFIG.json' % argv[0], file=sys.stderr)
+    stopped = len(argv) == 3 and argv[1] == '--stopped'
+    if len(argv) != 2 and not stopped:
+        print('usage: %s [--stopped] CONFIG.json' % argv[0], file=sys.stderr)
         return 2
     try:
-        with open(argv[1]) as fh:
+        with open(argv[-1]) as fh:
             cfg = json.load(fh)
     except (IOError, OSError, ValueError) as exc:
-        print('%s: cannot read config %s: %s' % (TAG, argv[1], exc), file=sys.stderr)
+        print('%s: cannot read config %s: %s' % (TAG, argv[-1], exc), file=sys.stderr)
         return 1
+    if stopped:
+        mark_stopped(cfg)
+        return 0
     for label, step in STEPS:
         try:
             step(cfg)

@@ -276,3 +276,13 @@ def test_max_num_seqs_queues_requests(sim_factory):
     assert done == [200, 200]
     text = sim.request('/metrics')[1]
     assert _metric(text, 'vllm:num_requests_running') == 0 and _metric(text, 'vllm:num_requests_waiting') == 0
+
+
+def test_a_prompt_of_token_ids_counts_one_token_each(sim_factory):
+    """/v1/completions takes a list of token ids as the prompt (the recorder's long prompts are sent so): vLLM counts
+    each id as one prompt token, whatever the text they would join to."""
+    sim = sim_factory().wait_ready()
+    status, body, _h = sim.request('/v1/completions', {'prompt': [31999 - i for i in range(300)], 'max_tokens': 2})
+    assert status == 200 and json.loads(body)['usage']['prompt_tokens'] == 300
+    status, body, _h = sim.request('/v1/completions', {'prompt': ['hello there'], 'max_tokens': 2})
+    assert status == 200 and json.loads(body)['usage']['prompt_tokens'] == 3   # ceil(11 chars / 4): text, not ids

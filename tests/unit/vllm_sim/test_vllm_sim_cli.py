@@ -170,15 +170,30 @@ def golden_argv(path):
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'golden')
 
 
-@pytest.mark.parametrize('profile', sorted(d for d in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, d))))
-def test_every_profile_argv_parses_with_its_declared_version(profile):
-    """Each profile's rendered argv (both ranks) parses with the schema of the vLLM its image declares."""
+def _regen():
     sys.path.insert(0, GOLDEN)
     try:
         import regen  # pylint: disable=import-error,import-outside-toplevel
     finally:
         sys.path.pop(0)
-    version = regen.inputs_for(profile)['ds4_profile_config']['image']['vllm_version']
+    return regen
+
+
+# tests/golden/<profile>/, and tests/golden/_variants/<variant>/ (a profile plus a collection setting: regen.VARIANTS)
+RENDERED = sorted(d for d in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, d)) and not d.startswith('_'))
+VARIANTS_DIR = os.path.join(GOLDEN, '_variants')
+RENDERED += sorted('_variants/' + d for d in (os.listdir(VARIANTS_DIR) if os.path.isdir(VARIANTS_DIR) else ())
+                   if os.path.isdir(os.path.join(VARIANTS_DIR, d)))
+
+
+@pytest.mark.parametrize('profile', RENDERED)
+def test_every_profile_argv_parses_with_its_declared_version(profile):
+    """Each profile's rendered argv (both ranks) parses with the schema of the vLLM its image declares."""
+    regen = _regen()
+    base = profile
+    if profile.startswith('_variants/'):
+        base = getattr(regen, 'VARIANTS', {})[profile.split('/', 1)[1]][0]
+    version = regen.inputs_for(base)['ds4_profile_config']['image']['vllm_version']
     for host, script in (('spark1', 'launch-head.sh'), ('spark2', 'launch-worker.sh')):
         _parser, args = cli.parse(golden_argv(os.path.join(GOLDEN, profile, host, script)), version)
         assert args.subparser == 'serve' and args.nnodes == 2 and args.node_rank == (0 if host == 'spark1' else 1)

@@ -7,6 +7,7 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import json
+import threading
 
 import pytest
 
@@ -177,3 +178,127 @@ def test_a_timeout_or_a_client_error_is_a_failure_not_unreachable():
             return rec
         result = qc.run_canary('http://127.0.0.1:8000', 'm', stream=server)
         assert not result['ok'] and result['unreachable'] == [], (error, result)
+
+
+# --------------------------------------------------------------------------- load is not decay
+# The head's queue gauges while a short request waits behind a long chunked prefill on real vLLM 0.26.0: waiting 1,
+# running 2 for the whole wait (the real-vllm-on-device notes, Part 1b: a decode stream and the 250,000-token prompt
+# running, the short request waiting). The same engine with the canary's request alone in it: running 1, waiting 0.
+BEHIND_PREFILL = {'vllm:num_requests_waiting': 1.0, 'vllm:num_requests_running': 2.0}
+ALONE = {'vllm:num_requests_waiting': 0.0, 'vllm:num_requests_running': 1.0}
+# what vllm_client.stream_chat returns for a stream whose next line did not come within the timeout
+TIMED_OUT = 'stream interrupted: TimeoutError: timed out'
+
+
+class Probe(object):
+    """The queue gauges' stand-in: `readings` in turn (the last one repeated); `read` is set at the first reading."""
+
+    def __init__(self, *readings):
+        self.readings, self.calls = list(readings), 0
+        self.read = threading.Event()
+
+    def __call__(self):
+        self.calls += 1
+        self.read.set()
+        value = self.readings[min(self.calls, len(self.readings)) - 1]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+
+class WaitsThenTimesOut(FakeServer):
+    """A pair whose first `stuck` requests get no first token (each returns only once the probe has read the gauges
+    while it waited, as a timed-out stream returns after its timeout); later ones are answered (mode garbles them)."""
+
+    def __init__(self, probe, stuck=1, mode=None):
+        FakeServer.__init__(self, mode=mode)
+        self.probe, self.stuck = probe, stuck
+
+    def __call__(self, base_url, body, api_key=None, timeout=600.0):
+        if self.stuck:
+            self.stuck -= 1
+            self.bodies.append((base_url, body, api_key, timeout))
+            assert self.probe.read.wait(5), 'the gauges were not read while the request waited'
+            rec = record(error=TIMED_OUT)
+            rec.update(status=200, t_first=None, completion_tokens=None)
+            return rec
+        return FakeServer.__call__(self, base_url, body, api_key, timeout)
+
+
+def test_busy_reason_counts_the_canarys_own_request_apart():
+    assert qc.busy_reason(BEHIND_PREFILL) == ("the engine was busy: 2 request(s) running, 1 waiting (at most 1 of them "
+                                              "the canary's own)")
+    assert qc.busy_reason({'vllm:num_requests_waiting': 1.0, 'vllm:num_requests_running': 1.0})   # it waits behind one
+    assert qc.busy_reason(ALONE) is None                                    # only the canary's request
+    assert qc.busy_reason({'vllm:num_requests_waiting': 1.0, 'vllm:num_requests_running': 0.0}) is None
+    assert qc.busy_reason({'vllm:num_requests_waiting': None, 'vllm:num_requests_running': None}) is None
+    assert qc.busy_reason({'vllm:num_requests_running': 1.0}, own=0)      # before it sent anything: one is other work
+
+
+def test_a_request_that_times_out_behind_a_long_prefill_is_inconclusive_and_the_canary_stops_there():
+    probe = Probe(BEHIND_PREFILL)
+    server = WaitsThenTimesOut(probe)
+    result = qc.run_canary('http://127.0.0.1:8000', 'm', timeout=120, stream=server, probe=probe, probe_every_s=0.01)
+    assert result['failures'] == [] and not result['ok'] and result['unreachable'] == []
+    assert result['inconclusive'] == ["arithmetic: no answer within 120 s while the engine was busy: 2 request(s) running, "
+                                      "1 waiting (at most 1 of them the canary's own)"]
+    assert len(server.bodies) == 1                                          # the later requests would wait too
+    assert [s.split(':')[0] for s in result['skipped_checks']] == ['capital', 'tool_call', 'decode']
+    assert result['requests'][0]['load'][0] == BEHIND_PREFILL and result['busy'].startswith('arithmetic: the engine was busy')
+    assert qc.summary(result).startswith('inconclusive: arithmetic: no answer within 120 s while the engine was busy')
+    # judge_timings keeps it inconclusive (never a pass)
+    assert qc.judge_timings(result, {'ttft_s': 0.2, 'decode_tps': 50.0})['ok'] is False
+
+
+def test_a_timeout_with_the_engine_idle_otherwise_is_a_failure():
+    probe = Probe(ALONE)
+    result = qc.run_canary('http://127.0.0.1:8000', 'm', timeout=120, stream=WaitsThenTimesOut(probe, stuck=4),
+                           probe=probe, probe_every_s=0.01)
+    assert result['inconclusive'] == [] and result['busy'] == '' and not result['ok']
+    assert [f['check'] for f in result['failures']] == ['http'] * 4
+    detail = result['failures'][0]['detail']
+    assert detail.startswith('request failed: %s; the engine had no other work (' % TIMED_OUT), detail
+    # /metrics not answering while it waited is no proof of load: still a failure, and said
+    probe = Probe(OSError('Connection refused'))
+    result = qc.run_canary('http://127.0.0.1:8000', 'm', stream=WaitsThenTimesOut(probe, stuck=4), probe=probe,
+                           probe_every_s=0.01)
+    assert result['inconclusive'] == [] and len(result['failures']) == 4
+    assert result['failures'][0]['detail'].endswith('; /metrics did not answer while it waited')
+
+
+def test_a_garbled_answer_that_arrived_while_the_pair_was_busy_is_still_a_failure():
+    probe = Probe(BEHIND_PREFILL)
+    result = qc.run_canary('http://127.0.0.1:8000', 'm', stream=FakeServer(mode='cjk'), probe=probe, probe_every_s=0.01)
+    assert not result['ok'] and result['inconclusive'] == []
+    checks = set((f['request'], f['check']) for f in result['failures'])
+    assert ('arithmetic', 'known_answer') in checks and ('decode', 'unexpected_script') in checks
+    # and a garbled answer after a request that got no answer behind a prefill: the canary stopped, nothing judged
+    # as passed; the pair guard counts it inconclusive (a later canary sees the garbling once the prefill is done)
+    probe = Probe(BEHIND_PREFILL, ALONE)
+    result = qc.run_canary('http://127.0.0.1:8000', 'm', stream=WaitsThenTimesOut(probe, mode='cjk'), probe=probe,
+                           probe_every_s=0.01)
+    assert result['inconclusive'] and result['failures'] == []
+
+
+def test_an_answer_that_waited_behind_other_work_is_judged_on_its_answers_and_says_it_saw_the_pair_busy():
+    probe, server = Probe(BEHIND_PREFILL), FakeServer()
+
+    def slow(*args, **kwargs):
+        assert probe.read.wait(5)                        # answered only after a reading of the gauges while it waited
+        return server(*args, **kwargs)
+    result = qc.run_canary('http://127.0.0.1:8000', 'm', stream=slow, probe=probe, probe_every_s=0.01)
+    assert result['ok'] and result['inconclusive'] == [] and result['failures'] == []
+    # the pair guard judges no timings of a canary that saw the pair busy
+    assert result['busy'].startswith('arithmetic: the engine was busy: 2 request(s) running, 1 waiting'), result['busy']
+    probe, server = Probe(ALONE), FakeServer()
+    result = qc.run_canary('http://127.0.0.1:8000', 'm', stream=slow, probe=probe, probe_every_s=0.01)
+    assert result['ok'] and result['busy'] == '' and result['requests'][0]['load'][0] == ALONE
+
+
+def test_the_derived_request_timeout_and_deadline_are_checked():
+    assert qc.check_config(dict(GOOD, canary_timeout_s=120, canary_request_timeout_s=2627, canary_deadline_s=10518)) == []
+    low = qc.check_config(dict(GOOD, canary_timeout_s=120, canary_request_timeout_s=60))
+    assert len(low) == 1 and low[0].startswith('canary_request_timeout_s = 60: must be a number, at least '
+                                               'vllm_service_canary_timeout_s (120)'), low
+    short = qc.check_config(dict(GOOD, canary_request_timeout_s=120, canary_deadline_s=100))
+    assert len(short) == 1 and short[0].startswith('canary_deadline_s = 100: must be a number, at least 4 x'), short

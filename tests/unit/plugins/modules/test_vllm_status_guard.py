@@ -124,6 +124,11 @@ def test_status_names_a_held_crash_with_its_fix_evidence_and_release():
         'playbooks/ack.yml']
     started = ops_status.crash_summary(dict(CRASH, held=False, after_crash='start'))
     assert started['text'].startswith('previous boot crashed, pair started anyway (vllm_service_after_crash: start)')
+    # recorded, not a crash the pair would repeat (forensics.py: 'holding' False): started, not "crashed"
+    recorded = ops_status.crash_summary(dict(CRASH, held=False, holding=False,
+                                             verdict='started: unclean end of spark1 with no GPU fault while the pair was serving'))
+    assert recorded['text'] == ('previous boot left signatures, pair started (unclean end of spark1 with no GPU fault while the '
+                                'pair was serving): incident 3f2a9c1b7d4e, vllm_service_after_crash hold')
     fallback = ops_status.crash_summary(dict(CRASH, after_crash='fallback:latency', fallback_recipe='latency'))
     assert '  then switch to the safer recipe: ansible-playbook playbooks/switch.yml -e ds4_profile=latency' in fallback['lines']
     assert ops_status.crash_summary(None) is None and ops_status.crash_summary({'incident': 'x', 'findings': []}) is None
@@ -182,6 +187,20 @@ def test_canary_summary_failure_names_why_how_many_in_a_row_and_the_evidence():
     assert s['consecutive'] == 2 and s['last_ok'] is False
     bare = ops_status.canary_summary(dict(CANARY_FAILED, last_canary_why='', last_canary_evidence=''), CONFIG_ON, NOW)
     assert bare['text'].startswith('last run 1m05s ago: FAILED (no reason recorded), 2 in a row; 14 runs')
+
+
+def test_canary_summary_counts_the_inconclusive_runs_apart_from_failures_and_skips():
+    """A canary request that got no answer while the pair was busy (a long prefill it queued behind) is neither a pass
+    nor a failure (roles/vllm_service/files/pairguard.py, GuardState.canary_inconclusive)."""
+    busy = dict(CANARY_OK, canary_inconclusive_total=3, last_canary_inconclusive='quality canary inconclusive (...)')
+    s = ops_status.canary_summary(busy, CONFIG_ON, NOW)
+    assert s['text'] == ('last run 3m00s ago: ok (ttft 0.21 s, decode 49.8 tok/s; baseline 0.20 s, 50.1 tok/s); 12 runs, '
+                         '0 failed, 2 skipped (saturated or unreachable), 3 inconclusive (no answer while the pair was '
+                         'busy: not failures)')
+    assert (s['failures'], s['skips'], s['inconclusive']) == (0, 2, 3)
+    only = dict(STATE, canary_inconclusive_total=1, last_canary_at=None, last_canary_ok=None)
+    assert ops_status.canary_summary(only, None, NOW)['text'] == ('no run yet, 1 inconclusive (no answer while the pair '
+                                                                  'was busy: not failures)')
 
 
 def test_canary_summary_off_no_run_yet_and_a_guard_without_the_canary():

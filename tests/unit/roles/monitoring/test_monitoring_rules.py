@@ -83,8 +83,8 @@ def guard_series():
     state = pairguard.GuardState({'hang_watchdog': True, 'memory_guard': True, 'canary': True})
     state.rank('head', 'spark1', True)
     psi = 'some avg10=1.00 avg60=0 avg300=0 total=1\nfull avg10=0.50 avg60=0 avg300=0 total=1\n'
-    state.memory = {'spark1': pairguard.memguard.assess('spark1', 'MemTotal: 125483648 kB\nMemFree: 4194304 kB\n', psi,
-                                                        pairguard.memguard.DEFAULT_THRESHOLDS)}
+    state.memory = {'spark1': pairguard.memguard.assess('spark1', 'MemTotal: 125489508 kB\nMemFree: 4194304 kB\n'
+                                                        'MemAvailable: 9437184 kB\n', psi, None, '', '1572864\n')}
     text = state.render(0)
     # the boot forensics' textfile (roles/vllm_service/files/forensics.py), written by the head's prestart
     forensics = load('forensics.py')

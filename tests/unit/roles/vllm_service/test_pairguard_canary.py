@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 import json
 import os
+import threading
 import time
 
 from .role_files import load
@@ -363,3 +364,232 @@ def test_a_canary_never_brings_back_a_storm_window_a_deliberate_restart_cleared(
     guard.step()                                                        # a canary started, ran and passed
     record = json.loads((tmp_path / 'state.json').read_text())
     assert record['restart_times'] == [] and record['canary_runs_total'] == 1 and record['last_canary_ok'] is True
+
+
+# --------------------------------------------------------------------------- load is not decay
+# The head's queue gauges while a short request waits behind a long chunked prefill on real vLLM 0.26.0 (the
+# real-vllm-on-device notes, Part 1b: waiting 1, running 2 for the whole wait: a decode stream and the 250,000-token
+# prompt running, the short request waiting); the long prompt alone prefilling, before the canary sent anything
+# (Part 1 §2: running 1, waiting 0 throughout the prefill).
+PART_1B = {'vllm:num_requests_waiting': 1.0, 'vllm:num_requests_running': 2.0}
+PREFILLING = 'vllm:num_requests_running 1.0\nvllm:num_requests_waiting 0.0\nvllm:generation_tokens_total 10.0\n'
+BEHIND = 'vllm:num_requests_running 2.0\nvllm:num_requests_waiting 1.0\nvllm:generation_tokens_total 10.0\n'
+ALONE = {'vllm:num_requests_waiting': 0.0, 'vllm:num_requests_running': 1.0}
+TIMED_OUT = 'stream interrupted: TimeoutError: timed out'
+
+
+def canary_run(readings, stuck=1, mode=None):
+    """A canary result as quality_canary.run_canary makes it: the gauges read `readings` while its requests waited; the
+    first `stuck` requests got no first token within the timeout; `mode` garbles the answers that came."""
+    qc = pairguard.quality_canary
+
+    def probe():
+        box['read'].set()
+        return readings
+
+    def stream(base_url, body, api_key=None, timeout=600.0):
+        assert box['read'].wait(5)          # the first request ends only after a reading of the gauges meanwhile
+        if box['stuck']:
+            box['stuck'] -= 1
+            return {'t_start': 1.0, 't_first': None, 't_last': None, 'completion_tokens': None, 'error': TIMED_OUT,
+                    'status': 200, 'content': '', 'tool_calls': [], 'finish_reason': None}
+        prompt = body['messages'][0]['content']
+        content = {'What is 2+2? Answer with one word.': 'Four', 'What is the capital of France? Answer with one word.':
+                   'Paris'}.get(prompt, 'The sky looks blue because the air scatters blue sunlight more than red light.')
+        if mode == 'cjk':
+            content = '我们 的 模型 在 这个 问题 上 给出 了 答案'
+        calls = [{'id': 'c1', 'type': 'function', 'function': {'name': 'get_weather', 'arguments': '{"city": "Paris"}'}}]
+        tool = body.get('tools') and mode is None
+        return {'t_start': 1.0, 't_first': 1.2, 't_last': 2.0, 'completion_tokens': 41, 'error': None, 'status': 200,
+                'content': '' if tool else content, 'tool_calls': calls if tool else [],
+                'finish_reason': 'tool_calls' if tool else 'stop'}
+    box = {'stuck': stuck, 'read': threading.Event()}
+    return qc.run_canary('http://127.0.0.1:8000', 'deepseek-v4-flash', timeout=120, stream=stream, probe=probe,
+                         probe_every_s=0.001)
+
+
+def test_a_canary_behind_a_long_prefill_is_inconclusive_never_a_gate_or_a_restart(tmp_path, capsys):
+    """The issue's case: a long prompt prefills (running 1, waiting 0: not saturated, the canary starts), the canary's
+    request queues behind it and times out. Three times in a row, more than canary_failures_to_restart (2)."""
+    behind = canary_run(PART_1B)
+    assert behind['inconclusive'] and not behind['failures']
+    clock, canaries = Clock(), Canaries(passing(), behind, behind, behind, passing())
+    systemd = FakeSystemd()
+    guard, box = watch(tmp_path, clock, canaries, metrics=systemd)
+    guard.step()
+    guard.step()                                                     # baseline taken on an idle pair
+    box['text'] = PREFILLING
+    capsys.readouterr()
+    for _n in range(3):
+        clock.now += 600
+        assert guard.step() is None                                  # not saturated: the canary starts
+        assert guard.step() is None and gate(tmp_path) is None       # inconclusive: no gate, no restart
+    d = guard.state.data
+    assert systemd.actions() == [] and d['restarts_by_cause'] == {} and len(canaries.jobs) == 4
+    assert d['canary_inconclusive_total'] == 3 and d['canary_failures_total'] == 0 and d['canary_consecutive'] == 0
+    assert d['canary_skips_total'] == 0 and d['canary_runs_total'] == 1 and d['last_canary_ok'] is True
+    assert d['last_canary_inconclusive'].startswith('quality canary inconclusive (the pair is busy; not a failure: no '
+                                                    'gate, no restart): arithmetic: no answer within 120 s while the '
+                                                    'engine was busy: 2 request(s) running, 1 waiting')
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if 'inconclusive' in ln]
+    assert len(lines) == 3 and lines[0].endswith('; next canary in 60s'), lines
+    assert not os.path.exists(str(tmp_path / 'evidence'))           # no failure, no evidence
+    prom = (tmp_path / 'guard.prom').read_text()
+    for line in ('dgxspark_ds4_canary_runs_total{result="inconclusive"} 3', 'dgxspark_ds4_canary_runs_total{result="fail"} 0',
+                 'dgxspark_ds4_canary_runs_total{result="pass"} 1', 'dgxspark_ds4_canary_runs_total{result="skipped"} 0',
+                 'dgxspark_ds4_canary_consecutive_failures 0'):
+        assert line in prom, (line, prom)
+    # the prefill ends: the retry (canary_retry_s after an inconclusive one) runs on the idle pair and passes
+    box['text'] = IDLE
+    clock.now += 60
+    guard.step()
+    guard.step()
+    assert d['canary_runs_total'] == 2 and d['last_canary_ok'] is True and gate(tmp_path) is None
+
+
+def test_a_garbled_answer_while_the_pair_is_busy_is_still_a_failure_gated_then_restarted(tmp_path):
+    garbled_busy = canary_run(PART_1B, stuck=0, mode='cjk')
+    assert garbled_busy['busy'] and garbled_busy['failures'] and not garbled_busy['inconclusive']
+    clock, canaries = Clock(), Canaries(passing(), garbled_busy, garbled_busy)
+    systemd = FakeSystemd()
+    guard, box = watch(tmp_path, clock, canaries, metrics=systemd)
+    guard.step()
+    guard.step()
+    box['text'] = PREFILLING
+    clock.now += 600
+    guard.step()
+    assert guard.step() is None
+    assert gate(tmp_path).startswith('quality canary failed (1 of 2 in a row before a pair restart)')
+    clock.now += 60
+    guard.step()
+    assert guard.step() == 'restart' and systemd.actions() == [('local', 'restart', HEAD)]
+    d = guard.state.data
+    assert d['restarts_by_cause'] == {'quality_canary': 1} and d['canary_inconclusive_total'] == 0
+    record = json.loads(open(os.path.join(d['last_canary_evidence'], 'canary.json')).read())
+    assert 'timings: 1 request(s) in flight when the canary started (judged on an idle pair only)' in record['skipped_checks']
+
+
+def test_a_timeout_with_the_engine_idle_otherwise_is_a_failure_gated_then_restarted(tmp_path):
+    idle_timeout = canary_run(ALONE, stuck=4)
+    assert not idle_timeout['inconclusive'] and [f['check'] for f in idle_timeout['failures']] == ['http'] * 4
+    clock, canaries = Clock(), Canaries(passing(), idle_timeout, idle_timeout)
+    systemd = FakeSystemd()
+    guard, _box = watch(tmp_path, clock, canaries, metrics=systemd)
+    guard.step()
+    guard.step()
+    clock.now += 600
+    guard.step()
+    guard.step()
+    assert 'the engine had no other work' in gate(tmp_path)
+    clock.now += 60
+    guard.step()
+    assert guard.step() == 'restart'
+    assert guard.state.data['canary_inconclusive_total'] == 0 and guard.state.data['canary_failures_total'] == 2
+
+
+def cut_at_deadline():
+    return {'ok': False, 'requests': [], 'skipped_checks': [], 'ttft_s': None, 'decode_tps': None, 'failures': [
+        {'request': 'canary', 'check': 'deadline', 'excerpt': '', 'detail': 'the canary did not finish within 490 s'}]}
+
+
+def test_a_canary_cut_at_its_deadline_is_inconclusive_when_the_guard_saw_the_pair_busy_else_a_failure(tmp_path):
+    """A canary request running beside a long prefill gets a token per engine step (seconds each at 1M context): its
+    reads never time out, yet the whole canary can outlast its deadline. The guard reads the gauges every hang_poll_s
+    while the child runs."""
+    clock, canaries = Clock(), Canaries(passing(), cut_at_deadline(), cut_at_deadline())
+    systemd = FakeSystemd()
+    guard, box = watch(tmp_path, clock, canaries, metrics=systemd, hang_poll_s=5)
+    guard.step()
+    guard.step()
+    clock.now += 600
+    guard.step()                                                     # started on an idle pair
+    canaries.jobs[-1].polls = 2
+    box['text'] = BEHIND                                             # a long prompt came; the canary waits behind it
+    clock.now += 5
+    guard.step()
+    clock.now += 5
+    guard.step()                                                     # cut at its deadline
+    d = guard.state.data
+    assert gate(tmp_path) is None and d['canary_inconclusive_total'] == 1 and d['canary_failures_total'] == 0
+    assert 'the canary did not finish within its deadline (490 s) while the engine was busy' in d['last_canary_inconclusive']
+    # the same cut with the engine idle otherwise (the canary's own request alone): a failure
+    box['text'] = 'vllm:num_requests_running 1.0\nvllm:num_requests_waiting 0.0\n'
+    clock.now += 60
+    guard.step()
+    canaries.jobs[-1].polls = 2
+    clock.now += 5
+    guard.step()
+    clock.now += 5
+    guard.step()
+    assert d['canary_failures_total'] == 1 and 'canary deadline' in gate(tmp_path) and systemd.actions() == []
+
+
+def test_a_passing_canary_that_saw_the_pair_busy_neither_judges_timings_nor_sets_the_baseline(tmp_path):
+    """A long prompt that arrived after the canary started on an idle pair: its TTFT is the prefill's, not drift."""
+    slow_busy = dict(passing(ttft=12.0, tps=5.0), busy="decode: the engine was busy: 2 request(s) running, 1 waiting")
+    clock, canaries = Clock(), Canaries(slow_busy, passing(), slow_busy)
+    guard, _box = watch(tmp_path, clock, canaries)
+    guard.step()
+    guard.step()
+    d = guard.state.data
+    assert d['last_canary_ok'] is True and d['canary_baseline'] == {}           # no baseline from a busy canary
+    clock.now += 600
+    guard.step()
+    guard.step()
+    assert d['canary_baseline']['ttft_s'] == 0.2
+    clock.now += 600
+    guard.step()
+    guard.step()
+    assert d['last_canary_ok'] is True and d['canary_consecutive'] == 0         # 12 s TTFT behind a prefill: not drift
+
+
+# --------------------------------------------------------------------------- time limits from the recipe
+def _role_vars(recipe, **overrides):
+    """The role's vars/main.yml over its defaults, templated by Ansible as a play would (ds4_effective: a shipped
+    recipe, as the config role publishes its serve_args)."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    from ansible.parsing.dataloader import DataLoader  # pylint: disable=import-outside-toplevel
+    from ansible.template import Templar, trust_as_template  # pylint: disable=import-outside-toplevel
+
+    def trust(value):
+        if isinstance(value, dict):
+            return dict((k, trust(v)) for k, v in value.items())
+        if isinstance(value, list):
+            return [trust(v) for v in value]
+        return trust_as_template(value) if isinstance(value, str) else value
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..')
+    variables = {}
+    for part in ('defaults', 'vars'):
+        with open(os.path.join(root, 'roles', 'vllm_service', part, 'main.yml')) as handle:
+            variables.update(trust(yaml.safe_load(handle)))
+    with open(os.path.join(root, 'roles', 'config', 'files', 'recipes', recipe + '.yml')) as handle:
+        variables['ds4_effective'] = yaml.safe_load(handle)
+    variables.update(overrides)
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return lambda expr: templar.template(trust_as_template('{{ %s }}' % expr))
+
+
+def test_the_canary_time_limits_follow_the_recipe_as_the_hang_window_with_the_role_variable_as_floor():
+    # the shipped recipes at the defaults: one chunk (8192 or 16384 tokens) at 400 tokens/s is 21 or 41 s, plus one
+    # 5-s poll; the floor (120 s) rules, as for the hang window
+    for recipe, step in (('long-context-1m', 26), ('balanced', 46)):
+        get = _role_vars(recipe)
+        assert (get('_vllm_service_longest_step_s'), get('_vllm_service_hang_window_s')) == (step, 120)
+        settings = get('_vllm_service_canary_settings')
+        assert (settings['canary_timeout_s'], settings['canary_request_timeout_s'], settings['canary_deadline_s']) == (
+            120, 120, 490)
+        assert pairguard.quality_canary.check_config(settings) == [], settings
+    # chunked prefill off: one step is the whole 1M prompt (1048576 / 400 = 2622 s, plus the poll), above every floor
+    no_chunks = dict(_role_vars('long-context-1m')('ds4_effective'))
+    no_chunks['serve_args'] = dict(no_chunks['serve_args'], **{'enable-chunked-prefill': False, 'max-model-len': 1048576})
+    get = _role_vars('long-context-1m', ds4_effective=no_chunks)
+    settings = get('_vllm_service_canary_settings')
+    assert (settings['canary_request_timeout_s'], settings['canary_deadline_s']) == (2627, 10518)
+    assert get('_vllm_service_hang_window_s') == 2627 and pairguard.quality_canary.check_config(settings) == []
+    # the drills' settings (the simulator's 5000 tokens/s, a 10-s floor): 16384 / 5000 -> 4 s + 5 s: the floor rules
+    get = _role_vars('balanced', vllm_service_canary_timeout_s=10, vllm_service_hang_prefill_tokens_per_s=5000)
+    settings = get('_vllm_service_canary_settings')
+    assert (settings['canary_request_timeout_s'], settings['canary_deadline_s']) == (10, 50)
+    # and the guard uses what the role rendered
+    assert pairguard.canary_request_timeout_s(settings) == 10 and pairguard.canary_deadline_s(settings) == 50
+    assert pairguard.canary_request_timeout_s({'canary_timeout_s': 30}) == 30

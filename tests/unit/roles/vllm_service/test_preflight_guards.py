@@ -16,7 +16,7 @@ import yaml
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..'))
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), 'ansible-playbook')
 TASKS = os.path.join(REPO, 'roles', 'vllm_service', 'tasks', 'preflight.yml')
-NAMES = ('Preflight | Memory guard settings (thresholds per node size, polls, sources; plugins/module_utils/memory_guard.py)',
+NAMES = ('Preflight | Memory guard settings (PSI levels, polls, sources; plugins/module_utils/memory_guard.py)',
          'Preflight | What the pair does at boot after a crash (vllm_service_after_crash)',
          'Preflight | The boot forensics source (vllm_service_forensics_source, _file)')
 
@@ -54,9 +54,11 @@ def test_the_defaults_and_a_shipped_fallback_recipe_pass(tmp_path):
     ({'vllm_service_after_crash': 'fallback:no-such-recipe'}, 'vllm_service_after_crash = "fallback:no-such-recipe"'),
     ({'vllm_service_forensics_source': 'file', 'vllm_service_forensics_file': 'relative.log'},
      'vllm_service_forensics_file = "relative.log"'),
-    ({'vllm_service_memory_guard_thresholds': [{'node_gb': 128, 'gate_free_gib': 1.0, 'stop_free_gib': 2.0,
+    # the old per-node-size MemFree table (its gate sat inside the kernel's reclaim band): refused, naming the replacement
+    ({'vllm_service_memory_guard_thresholds': [{'node_gb': 128, 'gate_free_gib': 2.0, 'stop_free_gib': 1.0,
                                                 'gate_psi_some_avg10': 10, 'stop_psi_full_avg10': 25}]},
-     'vllm_service_memory_guard_thresholds[0]: stop_free_gib 2.0 must be below gate_free_gib 1.0'),
+     'vllm_service_memory_guard_thresholds is no longer read'),
+    ({'vllm_service_memory_guard_gate_psi_some_avg10': 150}, 'vllm_service_memory_guard_gate_psi_some_avg10 = 150'),
     ({'vllm_service_memory_guard_stop_polls': 0}, 'Fix: set vllm_service_memory_guard_stop_polls'),
 ])
 def test_bad_input_is_refused_naming_the_variable_before_any_change(tmp_path, overrides, expected):
