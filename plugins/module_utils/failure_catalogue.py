@@ -29,6 +29,9 @@ Entry fields:
             forensics hold the pair when the boot ended uncleanly soon after it.
   only_if_unclean (optional, 'kernel') the boot forensics count the line only as part of an unclean end
             (NV_ERR_NO_MEMORY: one appears on every successful engine start on GB10).
+  fault_window_s (optional, with gpu_fault) the entry's own bound on the time between its last line and the
+            unclean end (NV_ERR_NO_MEMORY: 600 s, the freeze ends the log within minutes); the forensics'
+            window when it is shorter.
 
 The 'kernel' entries are also the signatures the boot forensics (roles/vllm_service/files/forensics.py,
 which imports this file on the node) look for in the previous boot's kernel log of both nodes.
@@ -376,6 +379,11 @@ CATALOGUE = (
         "roles": ROLES_BOTH,
         "rank": 43,
         "only_if_unclean": True,
+        # The unified-memory freeze (seed 002): the pool's allocations fail, then the node stops answering and the log
+        # ends within minutes (journald syncs an error line within SyncIntervalSec, 5 min). The engine start's single
+        # NV_ERR_NO_MEMORY (vllm#56824) is hours before an unrelated power cut: outside this window, not a fault.
+        "gpu_fault": True,
+        "fault_window_s": 600,
     },
     {
         "id": "gsp-timeout",
@@ -396,7 +404,7 @@ CATALOGUE = (
         "severity": "error",
         "where": ("kernel",),
         "roles": ROLES_BOTH,
-        "rank": 44,
+        "rank": 42,  # before nv-err-no-memory (43): a GSP/reset fault is the cause the memory lines around it follow
         "gpu_fault": True,
     },
     {
@@ -414,7 +422,7 @@ CATALOGUE = (
         "severity": "error",
         "where": ("kernel",),
         "roles": ROLES_BOTH,
-        "rank": 44,
+        "rank": 42,  # before nv-err-no-memory (43): a GSP/reset fault is the cause the memory lines around it follow
         "gpu_fault": True,
     },
     {

@@ -27,7 +27,8 @@ So the guard acts on pressure only, per node:
   stop  MemFree below the kernel's own min watermark, or PSI full avg10 >= stop_psi_full_avg10 (every task stalled)
   ok    anything else: MemFree anywhere above min (the reclaim band included) with PSI below the gate.
 The min watermark is read on each node: /proc/zoneinfo, every populated zone's `min` (minus its transient
-`boost`), summed, times the page size (MemTotal / the zones' managed pages: 4, 16 or 64 KiB); when zoneinfo cannot
+`boost`), summed, times the page size (MemTotal / the zones' managed pages, else / their present pages: 4, 16 or
+64 KiB; page_size_of); when zoneinfo cannot
 be read, the kernel's formula over /proc/sys/vm/min_free_kbytes (one zone of MemTotal). The guard's free-memory
 level is therefore host_hardening's vm.min_free_kbytes as the kernel applied it: the two cannot disagree. Without
 either source the node is judged on PSI only (said in the reading). MemAvailable is reported, never acted on: near

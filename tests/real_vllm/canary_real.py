@@ -315,7 +315,9 @@ def phase(c, args, cfg, n, port):
     """Phase n on the running engine -> the phase document."""
     c.mark('phase%d_start' % n, wall=round(time.time(), 3))
     doc = {'phase': n, 'what': WHAT[n], 'expected': EXPECTED[n], 'engine': c.recorded['engine'],
-           'request_timeout_s': args.request_timeout_s}
+           'request_timeout_s': args.request_timeout_s, 'backend': c.backend,
+           'recorded': dict((k, c.recorded.get(k)) for k in ('vllm_version', 'gpu', 'driver', 'date', 'recorder', 'budget',
+                                                             'threshold', 'commands'))}
     doc['gauges_before'] = wait_idle(c, 30.0)
     stream = None
     if n in (2, 3):
@@ -335,6 +337,15 @@ def phase(c, args, cfg, n, port):
     c.mark('phase%d_done' % n, verdict=doc.get('verdict'), wall=round(time.time(), 3))
     doc['ok'] = doc.get('verdict') == EXPECTED[n]
     return doc
+
+
+def warm_up(c):
+    """One short chat request before the phases (its time in the trace): the engine's first request is not a canary's."""
+    body = {'model': recipe.SERVED_NAME, 'messages': [{'role': 'user', 'content': 'w10 w11 w12'}], 'max_tokens': 4,
+            'temperature': 0.0}
+    c.mark('warm_up')
+    c.respond('warm_up_chat', 'POST', '/v1/chat/completions', body, timeout=60.0)
+    c.mark('warm_up_done')
 
 
 def start_engine(args, backend, model, env, per_cluster, name, budget, threshold, port, deadline):
@@ -406,6 +417,7 @@ def run(args):
             driver.sc_start_single(c, cfg)
             print('engine %s: ready at t=%.1f (%.0f s)' % (name, c.now(), time.monotonic() - start), flush=True)
             c.sampler(stop, metrics_dt=METRICS_DT)
+            warm_up(c)
             for n in todo:
                 try:
                     doc = phase(c, args, cfg, n, port)

@@ -66,8 +66,9 @@ LEFT=$((DEADLINE_S-(SECONDS-S)))
 timeout -s INT -k 20 $((LEFT+5)) "$PY" tests/real_vllm/canary_real.py --backend "$BACKEND" --model "$MODEL" --out "$R" \
   --phases "$PHASES" --long-tokens "$LONG_TOKENS" --request-timeout-s "$REQUEST_TIMEOUT_S" --deadline-s "$((LEFT-25))" \
   > "$R/canary_real.log" 2>&1
-echo "canary_real rc=$? at $((SECONDS-S)) s"
+rc=$?
+echo "canary_real rc=$rc at $((SECONDS-S)) s"
 grep -E '^(PHASE|  \{|SKIPPED|SUMMARY|engine|phase)' "$R/canary_real.log" | cut -c1-1500
-tail -5 "$R/canary_real.log"
+[ "$rc" = 0 ] || tail -20 "$R/canary_real.log"
 echo "all done after $((SECONDS-S)) s"
 finish

@@ -9,7 +9,7 @@
 # 600 s) is skipped and said so.
 # Env: DEADLINE_S (560), MIN_CONFIG_S (150: a config needs this much left to start), XFER (.xfer), SITE (/tmp/site),
 #      STASH (/root/stash: call 1 left part0 there), MODEL (/tmp/model),
-#      LONG_TOKENS (250000; sim 20000), BENCH_MIXED (1: run the hook), BACKEND (real; sim = dry run on any machine:
+#      LONG_TOKENS (250000; sim 0 = driver.py's sim default per budget), BENCH_MIXED (1: run the hook), BACKEND (real; sim = dry run on any machine:
 #      no install, no model, the simulator instead of vLLM).
 set -uo pipefail
 S=$SECONDS
@@ -19,7 +19,7 @@ XFER=${XFER:-.xfer}
 BACKEND=${BACKEND:-real}
 BENCH_MIXED=${BENCH_MIXED:-1}
 OUT=${OUT:-/tmp/starv-out}
-if [ "$BACKEND" = sim ]; then LONG_TOKENS=${LONG_TOKENS:-20000}; else LONG_TOKENS=${LONG_TOKENS:-250000}; fi
+if [ "$BACKEND" = sim ]; then LONG_TOKENS=${LONG_TOKENS:-0}; else LONG_TOKENS=${LONG_TOKENS:-250000}; fi
 PY=${PYTHON:-python3}
 R="$OUT/starv"
 mkdir -p "$R"

@@ -93,12 +93,47 @@ BACKENDS = {
         'prefill_words': 9000, 'decode_tokens': 32, 'long_tokens': 5000, 'warm_s': 1.0, 'freeze_s': 1.5, 'settle_s': 0.3,
         'thaw_s': 1.0, 'idle_s': 1.0, 'second_request_after_s': 0.6, 'exit_wait_s': 15.0, 'post_s': 0.5,
         'bench_levels': [1, 2], 'bench_tokens': 16,
-        # the simulator sizes its KV cache from a 119.67 GiB node: the real flags fit as they are
+        # the simulator sizes its KV cache from a 119.67 GiB node: the real flags fit as they are. 'pace' rows
+        # (min_budget, L's tokens, env), the first with min_budget <= budget applies (starv_pace): a step lasts 10 ms
+        # (VLLM_SIM_TOKENS_PER_S 100) + its prompt tokens / VLLM_SIM_PREFILL_TOKENS_PER_S (tests/vllm_sim/README.md,
+        # "Scheduler and pacing"). Shapes are compared, not seconds, so L is smaller than real (250,000) and a config
+        # takes ~10 s, yet L still spans >= 13 steps and an S sent at t0 + 5 s (t0 + 3 s at 8192) waits >= 2 s of
+        # it. Budget 8192: the simulator's calibration against the real traces (29700 prompt tokens/s, a 0.29-s step).
+        # Budget 256: 8000 prompt tokens/s (a 42-ms step, real ~11 ms; the calibrated 91000 gives 12.8 ms) so that
+        # "within 3 steps" is 125 ms, well above a loaded CI host's scheduling jitter (S's own time is ~30 ms).
         'starv': {'engine': {'max-model-len': 262144, 'enable-chunked-prefill': True, 'max-num-seqs': 8,
                              'gpu-memory-utilization': 0.85},
-                  'long_tokens': 250000, 'long_timeout_s': 120.0, 'stop_s': 5.0},
+                  'long_tokens': 30000, 'long_timeout_s': 120.0, 'stop_s': 5.0,
+                  'pace': ((8192, 100000, {'VLLM_SIM_TOKENS_PER_S': '100', 'VLLM_SIM_PREFILL_TOKENS_PER_S': '29700'}),
+                           (0, 30000, {'VLLM_SIM_TOKENS_PER_S': '100', 'VLLM_SIM_PREFILL_TOKENS_PER_S': '8000'}))},
     },
 }
+
+
+def sim_word_tokenizer(model_dir, vocab=32000):
+    """tokenizer.json of make_model.py's vocabulary (WordLevel, one word wN = one token) in the simulator's model
+    directory, so that it counts prompt tokens as real vLLM did: an S of 30 words is 30 tokens (the recorded
+    starvation traces: vllm:prompt_tokens_total +30 per S); the stand-in model alone counts ceil(chars / 4) = 45, which
+    at budget 256 and threshold 224 does not fit beside L's chunk and D (224 + 1 + 30 = 255) and splits S over two
+    steps. The simulator reads it with `tokenizers` or, without it, by the WordLevel + Whitespace rule."""
+    from real_vllm import make_model  # pylint: disable=import-outside-toplevel,import-error
+    words = make_model.SPECIALS + [make_model.word(i) for i in range(len(make_model.SPECIALS), vocab)]
+    spec = {'version': '1.0', 'truncation': None, 'padding': None, 'added_tokens': [], 'normalizer': None,
+            'pre_tokenizer': {'type': 'Whitespace'}, 'post_processor': None, 'decoder': None,
+            'model': {'type': 'WordLevel', 'vocab': dict((w, i) for i, w in enumerate(words)), 'unk_token': '<unk>'}}
+    with open(os.path.join(model_dir, 'tokenizer.json'), 'w') as f:
+        json.dump(spec, f)
+
+
+def starv_pace(backend, budget):
+    """-> (L's default tokens, env pacing the engine) for the starvation scenario at this budget: the first
+    'pace' row (min_budget, tokens, env) with min_budget <= budget; the backend's long_tokens and {} without one."""
+    starv = BACKENDS[backend]['starv']
+    for min_budget, tokens, env in starv.get('pace', ()):
+        if budget >= min_budget:
+            return tokens, dict(env)
+    return starv['long_tokens'], {}
+
 
 # The starvation scenario (real-vllm-on-device notes, Part 1b), in seconds after D is sent (t0); the same on both
 # backends (real time: the simulator's prefill pace is its own, set by VLLM_SIM_PREFILL_TOKENS_PER_S).
@@ -985,6 +1020,8 @@ def run_single(args):
     workdir = os.path.join(out, '.work') if backend == 'sim' else '/tmp/real-vllm-work'
     os.makedirs(workdir, exist_ok=True)
     model, env, per_cluster = backend_setup(backend, args.model, workdir)
+    if backend == 'sim':
+        sim_word_tokenizer(os.path.join(env['VLLM_SIM_ROOT'], model.lstrip('/')))
     wanted = [s for s in (args.scenarios.split(',') if args.scenarios else ['starvation']) if s]
     if wanted != ['starvation']:
         raise SystemExit('--ranks 1 runs the starvation scenario only (got --scenarios %s)' % ','.join(wanted))
@@ -996,6 +1033,11 @@ def run_single(args):
     argv = {'head': single_argv(recipe.render_cluster(cfg['entrypoint'], model, engine, port, port + 1)['head'])}
     cenv = dict(env)
     cenv.update(per_cluster['B'])
+    cenv.update(starv_pace(backend, args.budget)[1])
+    if backend == 'sim' and os.environ.get('VLLM_SIM_SCHEDULER'):
+        # passed on anyway (the ranks inherit os.environ); copied here so that the trace records a run of the former
+        # per-request model (VLLM_SIM_SCHEDULER=per_request, tests/unit/real_vllm/test_conformance_starvation.py)
+        cenv['VLLM_SIM_SCHEDULER'] = os.environ['VLLM_SIM_SCHEDULER']
     facts = device_facts(backend)
     facts['date'] = utcnow()
     facts['recorder'] = 'python3 tests/real_vllm/driver.py ' + ' '.join(shlex.quote(a) for a in sys.argv[1:])
@@ -1067,7 +1109,7 @@ def main(argv=None):
                    help='--ranks 1: after the scenario, plugins/module_utils/bench_mixed.run_mixed if it exists')
     args = p.parse_args(argv)
     if args.ranks == 1:
-        args.long_tokens = args.long_tokens or BACKENDS[args.backend]['starv']['long_tokens']
+        args.long_tokens = args.long_tokens or starv_pace(args.backend, args.budget)[0]
         return run_single(args)
     return run(args)
 

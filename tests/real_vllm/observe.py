@@ -330,6 +330,10 @@ def compare(real, sim):
 # engine steps: one sent just before L's first token says nothing about who waits for whom.
 MIN_REST_S = 0.5
 MIN_REST_STEPS = 5
+# Engine steps are measured, not averaged: D, decoding while L prefills, gets one token per engine step (it is ahead
+# of L in vLLM's running list), so D's gap between two tokens is one step. Real steps grow with L's context (attention
+# over it): in starvation_b8192_t7168.json from 0.03 s at L's start to 0.44 s at 250K tokens, where the average
+# (L's time to first token / its chunks) is 0.23 s; an S waits up to ~3 of the steps around it, late ones twice that.
 # 'waits_rest_of_long': S's first token came after at least this fraction of the rest of L's prefill.
 WAIT_REST_FRACTION = 0.8
 # 'within_step': S's first token came within the slowest S alone plus this many engine steps.
@@ -376,40 +380,52 @@ def engine_step_s(trace, long_req):
     return (long_req['t_first'] - long_req['t_sent']) / max(1, steps)
 
 
+def longest_step_s(trace, req, lo, hi):
+    """The longest engine step that overlapped [lo, hi]: D's largest gap between two consecutive tokens where the gap
+    overlaps the window (D decodes one token per step); engine_step_s (L's average step) when D had no two tokens
+    around the window."""
+    dec = req['decode']
+    times = sorted(dec['chunk_t']) if dec else []
+    gaps = [b - a for a, b in zip(times, times[1:]) if b > lo and a < hi]
+    if gaps:
+        return max(gaps)
+    return engine_step_s(trace, req['long'])
+
+
 def short_waits(trace):
-    """The S sent while L prefilled (after L was sent, before its first token) with enough of L's prefill left:
-    [{name, wait_s, rest_of_long_s, fraction}] (fraction = S's wait / the rest of L's prefill when S was sent)."""
+    """The S sent while L prefilled (after L was sent, before its first token) with enough of L's prefill left (at
+    least MIN_REST_S and MIN_REST_STEPS of its longest steps): [{name, wait_s, rest_of_long_s, fraction, step_s}]
+    (fraction = S's wait / the rest of L's prefill when S was sent; step_s = the longest step during S's wait)."""
     req = starvation_requests(trace)
     long_req = req['long']
     if not long_req or long_req['t_first'] is None:
         return []
-    step = engine_step_s(trace, long_req) or 0.0
     out = []
     for s in req['shorts']:
         if s['t_first'] is None or not long_req['t_sent'] <= s['t_sent'] < long_req['t_first']:
             continue
         rest = long_req['t_first'] - s['t_sent']
-        if rest < MIN_REST_S or rest < MIN_REST_STEPS * step:
+        if rest < MIN_REST_S or rest < MIN_REST_STEPS * (longest_step_s(trace, req, s['t_sent'], long_req['t_first']) or 0.0):
             continue
         out.append({'name': s['name'], 'wait_s': s['ttft'], 'rest_of_long_s': round(rest, 4),
-                    'fraction': round(s['ttft'] / rest, 4)})
+                    'fraction': round(s['ttft'] / rest, 4),
+                    'step_s': round(longest_step_s(trace, req, s['t_sent'], s['t_first']) or 0.0, 4)})
     return out
 
 
 def short_during_long_class(trace):
     """'waits_rest_of_long' (every judged S waited >= WAIT_REST_FRACTION of the rest of L's prefill: threshold 0),
-    'within_step' (every judged S got its first token within the slowest S alone + WITHIN_STEPS engine steps: a
-    threshold below the budget), 'mixed' (some of each, or neither), None (no S was judged)."""
+    'within_step' (every judged S got its first token within the slowest S alone + WITHIN_STEPS of the engine steps
+    during its wait: a threshold below the budget), 'mixed' (some of each, or neither), None (no S was judged)."""
     waits = short_waits(trace)
     if not waits:
         return None
     req = starvation_requests(trace)
     alone = [s['ttft'] for s in req['shorts'] if s['group'] == 'alone' and s['ttft'] is not None]
-    step = engine_step_s(trace, req['long']) or 0.0
-    bound = (max(alone) if alone else 0.0) + WITHIN_STEPS * step
+    slowest_alone = max(alone) if alone else 0.0
     if all(w['fraction'] >= WAIT_REST_FRACTION for w in waits):
         return 'waits_rest_of_long'
-    if all(w['wait_s'] <= bound for w in waits):
+    if all(w['wait_s'] <= slowest_alone + WITHIN_STEPS * w['step_s'] for w in waits):
         return 'within_step'
     return 'mixed'
 

@@ -94,7 +94,7 @@ def test_previous_boot_gsp_crash_holds_the_pair_status_names_it_ack_releases_it(
         assert sorted(d.node('spark1', 'ls', '-1', records[0]).split()) == ['kernel-spark1.txt', 'kernel-spark2.txt', 'summary.json']
         summary = json.loads(d.node('spark1', 'cat', records[0] + '/summary.json'))
         assert summary['nodes'] == ['spark1', 'spark2'] and summary['findings'][0]['id'] == 'gsp-timeout'
-        assert summary['ends'] == {'spark1': 'unclean', 'spark2': 'clean'} and summary['verdict'] == 'held: spark1: gsp-timeout'
+        assert summary['ends'] == {'spark1': 'unclean', 'spark2': 'clean'} and summary['verdict'] == 'held: spark1: gsp-timeout, spark1: nv-err-no-memory'
 
         rc, out = d.run_playbook('status.yml', {'ds4_status_chat': False})
         assert rc == 0, out[-3000:]

@@ -20,14 +20,15 @@ What the pair does: it is held only for a crash it would repeat. Per node (failu
 systemd-shutdown; a journald restart inside the boot writes "Journal stopped" and is no end), 'unclean' (the log just
 stops) or 'unknown' (no journald line: nothing to judge). Then:
   * HOLD: an unclean end within FAULT_WINDOW_S of a host-killing GPU fault (catalogue entries with gpu_fault: GSP
-    timeouts, Xid 119/120, reset-class Xids 79/62/48/95/140/154), or an unclean end of a boot in which the pair was
+    timeouts, Xid 119/120, reset-class Xids 79/62/48/95/140/154; the unified-memory freeze, NV_ERR_NO_MEMORY within
+    its own 600 s of the end), or an unclean end of a boot in which the pair was
     loading: the head's phase marker (pairguard.set_phase: prestart writes 'starting' durably before the container
     starts, the pair guard 'serving' once the head answers with every rank up) still said 'starting' (finding
     'pair-load-crash': the seed-000 GSP hang and the seed-002 compile freeze leave no kernel line at all);
   * START, recorded: everything else that was seen: a clean reboot with application-class Xids (13/31/43/45), a
     survived OOM kill, an uncorrectable AER, a power cut or a wedge while serving (unclean, no GPU fault). One
-    NV_ERR_NO_MEMORY appears on every successful engine start (vllm#56824): it counts only within FAULT_WINDOW_S of an
-    unclean end. Correctable AER is 'info' and never recorded. A clean reboot with nothing else is not an incident.
+    NV_ERR_NO_MEMORY appears on every successful engine start (vllm#56824): it is recorded only within FAULT_WINDOW_S
+    of an unclean end, and holds only within 600 s of it (the freeze). Correctable AER is 'info' and never recorded. A clean reboot with nothing else is not an incident.
 A signature found on any node is one incident (its id: a hash of the nodes' findings and lines, so the same old
 evidence is the same incident at every later start). Once per incident: one record (crash-<UTC>-<id>/ under
 evidence_dir: each node's log, summary.json with the verdict, each node's end, the findings, causes, fixes, sources).
@@ -148,7 +149,7 @@ def judge_node(node, text, role, window_s=FAULT_WINDOW_S):
         if ent.get('only_if_unclean') and not unclean_near:
             continue
         found.append(f)
-        if ent.get('gpu_fault') and unclean_near:
+        if ent.get('gpu_fault') and unclean_near and near_end(f, end, min(window_s, ent.get('fault_window_s', window_s))):
             faults.append(f)
     return {'node': node, 'end': end, 'findings': found, 'faults': faults}
 

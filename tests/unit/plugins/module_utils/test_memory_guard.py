@@ -75,9 +75,13 @@ def test_watermarks_fall_back_to_min_free_kbytes_and_a_boost_is_not_the_floor():
     # a transient watermark boost (zoneinfo "boost", added to min/low/high by the kernel) is taken off
     boosted = fixture(ZONEINFO[0]).replace('boost    0\n        min      393216', 'boost    5000\n        min      398216')
     assert mg.watermarks(info, mg.parse_zoneinfo(boosted))['min'] == MIN
-    # zoneinfo whose managed pages do not make MemTotal at any page size (another host's file): not trusted
-    other = fixture(ZONEINFO[0]).replace('managed  31372377', 'managed  4000000')
+    # zoneinfo whose managed and present pages do not make MemTotal at any page size (another host's file): not
+    # trusted. Managed pages alone may fall short of MemTotal on a real kernel (test_memory_guard_real_host.py).
+    other = fixture(ZONEINFO[0]).replace('managed  31372377', 'managed  4000000').replace('present  31380569',
+                                                                                         'present  4000000')
     assert mg.watermarks(info, mg.parse_zoneinfo(other), 1572864)['source'] == 'min_free_kbytes'
+    managed_short = fixture(ZONEINFO[0]).replace('managed  31372377', 'managed  4000000')
+    assert mg.watermarks(info, mg.parse_zoneinfo(managed_short), 1572864)['source'] == 'zoneinfo'
     # 64 KiB pages: the same bytes in 16x fewer pages
     zones64 = [{'zone': 'Normal', 'managed': 31372377 // 16, 'min': 24576, 'low': 30720, 'high': 36864}]
     assert mg.page_size_of(info['MemTotal'], zones64) == 65536

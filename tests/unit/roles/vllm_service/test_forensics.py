@@ -114,16 +114,16 @@ CASES = [
     ('silent-hang-while-loading', CUT, OOM, 'starting', True, ['spark1:pair-load-crash'],
      ['spark1:pair-load-crash', 'spark1:unclean-shutdown', 'spark2:oom-killer']),
     # a GSP timeout, then the log stops: hold whatever the marker says (and on either node)
-    # (its NV_ERR_NO_MEMORY, 82 s before the GSP stopped answering, counts: part of the unclean end)
-    ('gsp-timeout', GSP, OOM, 'serving', True, ['spark1:gsp-timeout'],
+    # (its NV_ERR_NO_MEMORY, 82 s before the GSP stopped answering, counts: part of the unclean end, within 600 s)
+    ('gsp-timeout', GSP, OOM, 'serving', True, ['spark1:gsp-timeout', 'spark1:nv-err-no-memory'],
      ['spark1:gsp-timeout', 'spark1:nv-err-no-memory', 'spark1:unclean-shutdown', 'spark2:oom-killer']),
-    ('gsp-timeout-worker', CLEAN, GSP, None, True, ['spark2:gsp-timeout'],
-     ['spark2:gsp-timeout', 'spark1:nvrm-xid', 'spark2:nv-err-no-memory', 'spark2:unclean-shutdown']),
+    ('gsp-timeout-worker', CLEAN, GSP, None, True, ['spark2:gsp-timeout', 'spark2:nv-err-no-memory'],
+     ['spark2:gsp-timeout', 'spark2:nv-err-no-memory', 'spark1:nvrm-xid', 'spark2:unclean-shutdown']),
     # the unified-memory freeze (NV_ERR_NO_MEMORY, then nothing) during the load (seed 002): hold
-    ('memory-freeze-while-loading', FREEZE, OOM, 'starting', True, ['spark1:pair-load-crash'],
+    ('memory-freeze-while-loading', FREEZE, OOM, 'starting', True, ['spark1:pair-load-crash', 'spark1:nv-err-no-memory'],
      ['spark1:pair-load-crash', 'spark1:nv-err-no-memory', 'spark1:unclean-shutdown', 'spark2:oom-killer']),
-    # the same freeze while serving: recorded, named, started
-    ('memory-freeze-serving', FREEZE, OOM, 'serving', False, [],
+    # the same freeze while serving: NV_ERR_NO_MEMORY, then the log ends within 600 s: the unified-memory freeze, held
+    ('memory-freeze-serving', FREEZE, OOM, 'serving', True, ['spark1:nv-err-no-memory'],
      ['spark1:nv-err-no-memory', 'spark1:unclean-shutdown', 'spark2:oom-killer']),
 ]
 
@@ -176,7 +176,7 @@ def test_gsp_hold_names_cause_fix_and_release(tmp_path):
     with open(os.path.join(path, 'summary.json')) as fh:
         summary = json.load(fh)
     assert summary['ends'] == {'spark1': 'unclean', 'spark2': 'clean'}
-    assert summary['verdict'] == 'held: spark1: gsp-timeout' and summary['findings'][0]['id'] == 'gsp-timeout'
+    assert summary['verdict'] == 'held: spark1: gsp-timeout, spark1: nv-err-no-memory' and summary['findings'][0]['id'] == 'gsp-timeout'
     assert 'docs.nvidia.com/deploy/xid-errors' in summary['findings'][0]['source']
     line = forensics.held_message(record)
     assert line.startswith('pair held: the previous boot crashed (incident %s: spark1: gsp-timeout' % record['incident'])
