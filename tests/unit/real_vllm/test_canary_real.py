@@ -160,7 +160,12 @@ def replay_canary(doc, monkeypatch, loads=None, unrecorded=None):
 
     def fake_stream(base_url, body, api_key=None, timeout=None):
         prompt = body['messages'][0]['content']
-        r = requests.get(prompt) or dict(unrecorded, prompt=prompt)
+        r = requests.get(prompt)
+        if r is None:
+            if unrecorded is None:
+                pytest.fail('the current canary sends %r, which the recorded one did not send (it had stopped): the '
+                            'current rule judges the recorded signals differently' % prompt)
+            r = dict(unrecorded, prompt=prompt)
         rec = {'status': r['status'], 'error': r['error'], 'content': r['content'], 'tool_calls': r['tool_calls'],
                'finish_reason': r['finish_reason'], 'completion_tokens': r['completion_tokens'], 't_start': 0.0}
         if r['ttft_s'] is not None:
@@ -265,5 +270,19 @@ def test_the_replay_is_decided_by_the_readings_an_idle_engine_that_does_not_answ
     result = replay_canary(doc, monkeypatch, loads=alone, unrecorded=first)
     assert not result['inconclusive'] and [f['check'] for f in result['failures']] == ['http'] * 3
     assert 'the engine had no other work' in result['failures'][0]['detail']
+    verdict, gate, _actions, _started, _reads, judged = replay_guard(doc, result, tmp_path)
+    assert judged and verdict == 'failure' and gate
+
+
+def test_the_real_gibberish_under_the_real_busy_readings_is_still_a_failure(monkeypatch, tmp_path):
+    """Phase 3's requests were short (0.02-0.05 s to the first token) and the canary took no reading while they ran.
+    Its recorded answers replayed with phase 2's recorded busy readings (the long prompt running, a request waiting)
+    beside every request: still a failure on the answers, gated; load never excuses a decayed answer."""
+    doc, busy = phase(3), phase(2)['child_result']['requests'][0]['load']
+    assert busy and all(other_work(g) for g in busy)
+    result = replay_canary(doc, monkeypatch, loads=[busy] * len(doc['child_result']['requests']))
+    assert result['busy'] and not result['inconclusive']
+    assert [(f['request'], f['check']) for f in result['failures']] == [
+        (f['request'], f['check']) for f in doc['child_result']['failures']]
     verdict, gate, _actions, _started, _reads, judged = replay_guard(doc, result, tmp_path)
     assert judged and verdict == 'failure' and gate
