@@ -4,7 +4,9 @@
 # Runs as root on CI; a developer with everything installed can run it as any user.
 #   1. apt packages: docker.io debootstrap zstd shellcheck git make prometheus (promtool)
 #      prometheus-node-exporter (the monitoring role's rule and render tests), nftables and
-#      util-linux's unshare (nft_table against a real ruleset in a private netns), rsync (model_sync)
+#      util-linux's unshare (nft_table against a real ruleset in a private netns), rsync (model_sync),
+#      nginx (`nginx -t` on the rendered proxy files; installed with a policy-rc.d that refuses service
+#      starts, so nothing listens on port 80 afterwards, and disabled where systemd runs)
 #   2. a running dockerd (started in the background when `docker info` fails: no systemd as
 #      PID 1 on the CI VM), waited for
 #   3. the controller venv (.venv, Python 3.12) and the .collections symlink (make venv collection-link)
@@ -23,7 +25,7 @@ need_root() {
 # 1. apt packages (binary -> package)
 declare -A want=([dockerd]=docker.io [debootstrap]=debootstrap [zstd]=zstd [shellcheck]=shellcheck
                  [git]=git [make]=make [promtool]=prometheus [prometheus-node-exporter]=prometheus-node-exporter
-                 [nft]=nftables [rsync]=rsync [unshare]=util-linux)
+                 [nft]=nftables [rsync]=rsync [unshare]=util-linux [nginx]=nginx)
 missing=()
 for bin in "${!want[@]}"; do
   command -v "$bin" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin" command -v "$bin" >/dev/null 2>&1 || missing+=("${want[$bin]}")
@@ -33,7 +35,20 @@ if ((${#missing[@]})); then
   log "apt-get install ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # The tests only run `nginx -t`: no package may start a service here (nginx's postinst would bind port 80).
+  # invoke-rc.d asks policy-rc.d; exit 101 = "action forbidden". One already present (a container image's) is kept.
+  policy_rc=""
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    policy_rc=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' >"$policy_rc"
+    chmod 0755 "$policy_rc"
+    trap 'rm -f "$policy_rc"' EXIT
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if [[ -n $policy_rc ]]; then rm -f "$policy_rc"; trap - EXIT; fi
+  if [[ " ${missing[*]} " == *" nginx "* ]] && command -v systemctl >/dev/null 2>&1 && [[ -d /run/systemd/system ]]; then
+    systemctl disable --now nginx >/dev/null 2>&1 || true
+  fi
 else
   log "apt packages present"
 fi

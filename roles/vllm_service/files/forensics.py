@@ -209,11 +209,13 @@ def summary_line(findings):
 
 
 def write_record(fcfg, incident, logs, findings, mode, now, verdict='', ends=None):
-    """crash-<UTC>-<id>/ under evidence_dir: kernel-<node>.txt per node and summary.json; returns its path."""
+    """crash-<UTC>-<id>/ under evidence_dir: kernel-<node>.txt per node and summary.json; returns its path. A new
+    record prunes the older evidence directories (pairguard.prune_evidence: never the held incident's)."""
     path = os.path.join(fcfg.get('evidence_dir') or '/var/lib/dgxspark-ds4/evidence',
                         'crash-%s-%s' % (time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(now)), incident))
     if not os.path.isdir(path):
         os.makedirs(path, 0o755)
+        pairguard.prune_evidence(fcfg, now, keep_paths=(path,))
     for node, (text, notes) in logs.items():
         header = ''.join('# %s\n' % n for n in notes)
         with open(os.path.join(path, 'kernel-%s.txt' % node), 'w') as fh:

@@ -76,11 +76,14 @@ evidence (journalctl, docker top/exec, /proc/meminfo, nvidia-smi).
 
 from __future__ import absolute_import, division, print_function
 
+import calendar
 import json
 import math
 import os
 import re
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -491,7 +494,8 @@ def pyspy_script(docker, container):
 
 
 def evidence_path(cfg, now, kind='hang'):
-    """A new <kind>-<UTC>[-n]/ directory under evidence_dir (kind: hang, canary), created now; returns its path."""
+    """A new <kind>-<UTC>[-n]/ directory under evidence_dir (kind: hang, canary), created now; returns its path.
+    The older evidence directories are pruned then (prune_evidence)."""
     base = cfg.get('evidence_dir') or '/var/lib/dgxspark-ds4/evidence'
     path = os.path.join(base, '%s-%s' % (kind, _utc_stamp(now)))
     n = 1
@@ -499,7 +503,99 @@ def evidence_path(cfg, now, kind='hang'):
         n += 1
         path = os.path.join(base, '%s-%s-%d' % (kind, _utc_stamp(now), n))
     os.makedirs(path, 0o755)
+    prune_evidence(cfg, now, keep_paths=(path,))
     return path
+
+
+# The evidence directories the writers make: evidence_path (hang-<UTC>[-n], canary-<UTC>[-n]) and forensics.write_record
+# (crash-<UTC>-<incident id, 12 hex>). Nothing else under evidence_dir is ever pruned.
+EVIDENCE_NAME = re.compile(r'^(hang|canary|crash)-(\d{8}T\d{6}Z)(?:-([0-9a-f]+))?$')
+EVIDENCE_KEEP = 20
+EVIDENCE_MAX_AGE_DAYS = 30
+# config key -> (role variable that sets it, default)
+EVIDENCE_KEYS = (('evidence_keep', 'vllm_service_evidence_keep', EVIDENCE_KEEP),
+                 ('evidence_max_age_days', 'vllm_service_evidence_max_age_days', EVIDENCE_MAX_AGE_DAYS))
+
+
+def evidence_problems(cfg):
+    """Problems of the pruning settings (whole numbers >= 1), one line each naming the key and the role variable."""
+    problems = []
+    for key, variable, _default in EVIDENCE_KEYS:
+        value = cfg.get(key)
+        if key in cfg and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            problems.append('%s = %r: must be a whole number >= 1. Fix: set %s and re-run the role' % (key, value, variable))
+    return problems
+
+
+def _evidence_time(stamp):
+    return calendar.timegm(time.strptime(stamp, '%Y%m%dT%H%M%SZ'))
+
+
+def prune_evidence(cfg, now, keep_paths=()):
+    """Per kind (hang, canary, crash) under evidence_dir: remove the directories beyond the newest evidence_keep and
+    those older than evidence_max_age_days (by the UTC time in their name). Never the newest of a kind, a path of
+    keep_paths (the one just written), the directory the crash hold record (crash_hold_file, or hold_file in the
+    forensics config) points to, nor anything that is not a real directory named as the writers name theirs (a
+    user's file or directory, a link). One line per removal. Returns the paths removed; never raises."""
+    problems = evidence_problems(cfg)
+    if problems:
+        say('evidence not pruned: %s' % '; '.join(problems))
+        return []
+    keep = int(cfg.get('evidence_keep', EVIDENCE_KEEP))
+    max_age_s = int(cfg.get('evidence_max_age_days', EVIDENCE_MAX_AGE_DAYS)) * 86400
+    base = cfg.get('evidence_dir') or '/var/lib/dgxspark-ds4/evidence'
+    protected = set(os.path.normpath(os.path.abspath(p)) for p in keep_paths)
+    hold_file = cfg.get('crash_hold_file') or cfg.get('hold_file')
+    if hold_file:
+        held = load_record(hold_file).get('evidence')
+        if isinstance(held, str) and held:
+            protected.add(os.path.normpath(os.path.abspath(held)))
+    kinds = {}
+    try:
+        names = os.listdir(base)
+    except (IOError, OSError) as exc:
+        say('evidence not pruned: %s' % exc)
+        return []
+    for name in names:
+        m = EVIDENCE_NAME.match(name)
+        if not m:
+            continue
+        path = os.path.join(base, name)
+        try:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                continue
+            at = _evidence_time(m.group(2))
+        except (IOError, OSError, ValueError):
+            continue
+        suffix = m.group(3) or ''
+        order = (at, int(suffix) if suffix.isdigit() and len(suffix) < 6 else 0, name)
+        kinds.setdefault(m.group(1), []).append((order, path))
+    removed = []
+    for kind in sorted(kinds):
+        entries = sorted(kinds[kind], reverse=True)
+        # the newest, the one just written and the held one count first; the others fill what is left of keep
+        safe = set([entries[0][1]] + [p for _o, p in entries if os.path.normpath(os.path.abspath(p)) in protected])
+        kept, gone = len(safe), 0
+        for order, path in entries:
+            if path in safe:
+                continue
+            why = ('beyond the newest %d' % keep if kept >= keep
+                   else 'older than %d days' % (max_age_s // 86400) if now - order[0] > max_age_s else None)
+            if why is None:
+                kept += 1
+                continue
+            try:
+                shutil.rmtree(path)
+            except (IOError, OSError) as exc:
+                say('evidence %s not removed: %s' % (path, exc))
+                kept += 1
+                continue
+            removed.append(path)
+            gone += 1
+            left = len(entries) - gone
+            say('evidence %s removed (%s; %d %s director%s left, keep %d, max age %d days)'
+                % (path, why, left, kind, 'y' if left == 1 else 'ies', keep, max_age_s // 86400))
+    return removed
 
 
 def collect_evidence(cfg, hang, runner, fetch, now, path=None):
@@ -1544,6 +1640,7 @@ def check_config(cfg):
         if float(cfg['hang_after_s']) < 2 * float(cfg['hang_poll_s']):
             problems.append('hang_after_s = %r is shorter than two polls (hang_poll_s = %r). Fix: raise vllm_service_hang_after_s '
                             'or lower vllm_service_hang_poll_s' % (cfg['hang_after_s'], cfg['hang_poll_s']))
+    problems.extend(evidence_problems(cfg))
     return problems
 
 

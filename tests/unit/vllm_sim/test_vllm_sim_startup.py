@@ -194,14 +194,20 @@ def _nobody_python():
     return python, drop
 
 
+def _skip_or_fail(why):
+    if os.environ.get('CI', '').strip().lower() in ('1', 'true', 'yes'):
+        pytest.fail('%s (CI=true makes this a failure: the check may not be skipped)' % why)
+    pytest.skip(why)
+
+
 def test_cache_dir_without_write_permission_refused():
     found = _nobody_python()
     if found is None:
-        pytest.skip('cannot run the simulator as an unprivileged user here')
+        _skip_or_fail('cannot run the simulator as an unprivileged user here')
     python, preexec = found
     tests_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if preexec is not None and not all(os.stat(d).st_mode & 0o005 == 0o005 for d in (tests_dir, os.path.dirname(VLLM))):
-        pytest.skip('the checkout is not readable by an unprivileged user')
+        _skip_or_fail('the checkout is not readable by an unprivileged user')
     root = tempfile.mkdtemp(prefix='ds4-sim-perm-')
     try:
         os.chmod(root, 0o755)

@@ -6,8 +6,12 @@
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import errno
+import json
 import os
+import shutil
 import stat
+import tempfile
 
 import pytest
 
@@ -161,11 +165,73 @@ def test_not_writable_skipped(proc, monkeypatch, check_mode):
     assert 'not writable' in result['reason']
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason='root ignores file modes')
-def test_real_file_mode_denial(proc):
-    os.chmod(str(proc / 'sys' / 'vm' / 'drop_caches'), stat.S_IRUSR)
-    result = dc.drop_caches(str(proc), skip_if_readonly=True, sync_fn=lambda: None)
-    assert result['skipped'] is True
+NOBODY = 65534
+
+
+def _denied_run(root):
+    """Open the 0400 file for writing as this user (expecting the kernel's EACCES), then run drop_caches."""
+    try:
+        os.close(os.open(os.path.join(root, 'sys', 'vm', 'drop_caches'), os.O_WRONLY))
+        opened = 'opened'
+    except OSError as exc:
+        opened = errno.errorcode.get(exc.errno, str(exc.errno))
+    result = dc.drop_caches(root, skip_if_readonly=True, sync_fn=lambda: None)
+    return {'euid': os.geteuid(), 'open': opened, 'skipped': result['skipped'], 'reason': result.get('reason', '')}
+
+
+def _denied_run_unprivileged(root):
+    """As root, file modes do not bind: run the check in a forked child that has dropped to nobody (65534)."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        code = 1
+        try:
+            os.close(rfd)
+            os.setgroups([])
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            os.write(wfd, json.dumps(_denied_run(root)).encode())
+            code = 0
+        except BaseException as exc:  # pylint: disable=broad-except
+            os.write(wfd, json.dumps({'error': repr(exc)}).encode())
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    chunks = []
+    while True:
+        chunk = os.read(rfd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(rfd)
+    os.waitpid(pid, 0)
+    return json.loads(b''.join(chunks).decode())
+
+
+def test_real_file_mode_denial():
+    """A real EACCES from the kernel (a 0400 root-owned file opened for writing by another user) is a skip, not a
+    failure. As root (CI) the check runs in a child that drops to uid/gid 65534, in a tree it can traverse."""
+    root = tempfile.mkdtemp(prefix='ds4-drop-caches-')
+    try:
+        os.chmod(root, 0o755)
+        os.makedirs(os.path.join(root, 'sys', 'vm'))
+        os.chmod(os.path.join(root, 'sys'), 0o755)
+        os.chmod(os.path.join(root, 'sys', 'vm'), 0o755)
+        target = os.path.join(root, 'sys', 'vm', 'drop_caches')
+        with open(target, 'w') as handle:
+            handle.write('0\n')
+        write_meminfo(root, 11 * 1024 * 1024)
+        os.chmod(os.path.join(root, 'meminfo'), 0o444)
+        os.chmod(target, stat.S_IRUSR)
+        got = _denied_run_unprivileged(root) if os.geteuid() == 0 else _denied_run(root)
+        assert 'error' not in got, got
+        assert got['euid'] != 0
+        assert got['open'] == 'EACCES', got  # the kernel refused, not a stand-in
+        assert got['skipped'] is True and 'not writable' in got['reason'], got
+        with open(target) as handle:
+            assert handle.read() == '0\n'
+    finally:
+        shutil.rmtree(root)
 
 
 @pytest.mark.parametrize('check_mode', [False, True])

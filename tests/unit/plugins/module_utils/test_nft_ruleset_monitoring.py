@@ -6,6 +6,7 @@ networks (not the API clients), and the loopback ports owned (chain output, by s
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import os
 import shutil
 import subprocess
 
@@ -107,13 +108,13 @@ def test_the_output_chain_is_part_of_the_compared_listing():
     assert n.listing_differences(expected, flushed) == ['-' + OWNED_RULE]
 
 
-@pytest.mark.skipif(shutil.which('nft') is None, reason='nft not installed')
+@pytest.mark.skipif(shutil.which('nft') is None and not os.environ.get('CI'), reason='nft not installed (CI=true makes this a failure)')
 def test_nft_parses_the_rendered_output_chain(tmp_path):
     path = tmp_path / 'ruleset.nft'
     path.write_text(n.render_ruleset(spec(owned_ports=[8001, 29000, 30000], owner_uids=[0, 33, 100],
                                           service_ports=[PROM, GRAFANA], monitoring_networks=['10.77.0.20/32'])))
     proc = subprocess.run(['nft', '-c', '-f', str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, check=False)
-    if proc.returncode != 0 and 'Operation not permitted' in proc.stdout:
-        pytest.skip('nft -c needs CAP_NET_ADMIN here')
+    if proc.returncode != 0 and 'Operation not permitted' in proc.stdout and not os.environ.get('CI'):
+        pytest.skip('nft -c needs CAP_NET_ADMIN here (CI runs as root: there it is a failure)')
     assert proc.returncode == 0, proc.stdout
