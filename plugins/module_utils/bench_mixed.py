@@ -194,10 +194,11 @@ def run_mixed(base_url, model, api_key=None, long_tokens=250000, short_requests=
 def summary_line(report):
     """One line with both figures (the playbook prints it)."""
     med, lg = report["medians"], report["long"]
-    return ("short request TTFT alone %s s, during a %s-token prefill %s s (%s x, %d sent during it); long prompt TTFT %s s, "
-            "end to end %s s; %d error(s)" % (med.get("short_alone_ttft_s"), lg.get("prompt_tokens"), med.get("short_during_ttft_s"),
-                                               report["ratios"].get("short_during_over_alone"), len(report["short_during"]),
-                                               lg.get("ttft_s"), lg.get("e2e_s"), len(report["errors"])))
+    fmt = ("short request TTFT alone %s s, during a %s-token prefill %s s (%s x, %d sent during it); long prompt TTFT %s s, "
+           "end to end %s s; %d error(s)")
+    return fmt % (med.get("short_alone_ttft_s"), lg.get("prompt_tokens"), med.get("short_during_ttft_s"),
+                  report["ratios"].get("short_during_over_alone"), len(report["short_during"]),
+                  lg.get("ttft_s"), lg.get("e2e_s"), len(report["errors"]))
 
 
 def markdown_report(report, profile=None, threshold=None):

@@ -222,8 +222,8 @@ def assess(node, meminfo_text, psi_text, settings=None, zoneinfo_text='', min_fr
     gate_some, stop_full = settings['memory_gate_psi_some_avg10'], settings['memory_stop_psi_full_avg10']
     reasons = {'stop': [], 'gate': []}
     if marks and free < marks['min']:
-        reasons['stop'].append("MemFree %s < the kernel's min watermark %s (%s)" % (_gib(free), _gib(marks['min']),
-                                                                                  marks['source']))
+        reasons['stop'].append("MemFree %s < the kernel's min watermark %s (%s)"
+                               % (_gib(free), _gib(marks['min']), marks['source']))
     if full is not None and full >= stop_full:
         reasons['stop'].append('PSI full avg10 %.1f%% >= %.1f%%' % (full, stop_full))
     if some is not None and some >= gate_some:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Record a real kernel filling its page cache, and what the memory guard says about every reading (TEST CODE ONLY).
 
@@ -61,11 +60,11 @@ def main(argv):
     where = args.dir
     if where is None:
         for cand in ('/var/tmp', '/root', '/tmp'):
-            fs = subprocess.run(['stat', '-f', '-c', '%T', cand], capture_output=True, text=True).stdout.strip()
+            fs = subprocess.run(['stat', '-f', '-c', '%T', cand], capture_output=True, text=True, check=False).stdout.strip()
             if fs and fs != 'tmpfs':
                 where = cand
                 break
-    fstype = subprocess.run(['stat', '-f', '-c', '%T', where], capture_output=True, text=True).stdout.strip()
+    fstype = subprocess.run(['stat', '-f', '-c', '%T', where], capture_output=True, text=True, check=False).stdout.strip()
     path = os.path.join(where, 'ds4-memory-band.sparse')
     size = int(total * args.factor)
     with open(path, 'wb') as fh:

@@ -81,7 +81,7 @@ def load_pairguard():
     """The guard's own file, as the unit tests load it (roles/vllm_service/files/ is not a package)."""
     import importlib.machinery
     import importlib.util
-    recipe._regen()  # pylint: disable=protected-access   (puts ansible_collections on sys.path: pairguard imports it)
+    recipe._regen()  # pylint: disable=protected-access  # (puts ansible_collections on sys.path: pairguard imports it)
     loader = importlib.machinery.SourceFileLoader('ds4_pairguard', PAIRGUARD)
     spec = importlib.util.spec_from_loader(loader.name, loader)
     mod = importlib.util.module_from_spec(spec)
@@ -421,7 +421,7 @@ def run(args):
             for n in todo:
                 try:
                     doc = phase(c, args, cfg, n, port)
-                except (Exception, KeyboardInterrupt) as exc:  # pylint: disable=broad-except   (Deadline, timeout -s INT)
+                except (Exception, KeyboardInterrupt) as exc:  # pylint: disable=broad-except  # (Deadline, timeout -s INT)
                     c.mark('error', error='%s: %s' % (type(exc).__name__, exc))
                     summary['errors'].append('phase %d: %s: %s' % (n, type(exc).__name__, exc))
                     print('phase %d: %s: %s' % (n, type(exc).__name__, exc), flush=True)
@@ -438,8 +438,8 @@ def run(args):
                     'contents': [(r.get('request'), r.get('content'), r.get('error')) for r in child.get('requests') or []],
                     'long_ttft_s': (doc.get('long') or {}).get('ttft_s'), 'canary_inside_prefill': doc.get('canary_inside_prefill'),
                     'gate': doc.get('gate')}
-                print('PHASE %d (%s): expected %s, got %s -> %s' % (n, name, doc['expected'], doc.get('verdict'),
-                                                                   'OK' if doc['ok'] else 'UNEXPECTED'), flush=True)
+                print('PHASE %d (%s): expected %s, got %s -> %s'
+                      % (n, name, doc['expected'], doc.get('verdict'), 'OK' if doc['ok'] else 'UNEXPECTED'), flush=True)
                 print('  %s' % json.dumps(summary['phases'][n], default=str)[:1500], flush=True)
         except (Exception, KeyboardInterrupt) as exc:  # pylint: disable=broad-except
             c.mark('error', error='%s: %s' % (type(exc).__name__, exc))

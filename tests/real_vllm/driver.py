@@ -1055,7 +1055,7 @@ def run_single(args):
             sc_start_single(c, cfg)
             sc_starvation(c, cfg, args.budget, args.long_tokens)
             ok = True
-        except (Exception, KeyboardInterrupt) as exc:  # pylint: disable=broad-except   (Deadline, timeout -s INT too)
+        except (Exception, KeyboardInterrupt) as exc:  # pylint: disable=broad-except  # (Deadline, timeout -s INT too)
             c.mark('error', error='%s: %s' % (type(exc).__name__, exc))
             print('%s: %s: %s' % (name, type(exc).__name__, exc), file=sys.stderr)
         print('%s done at t=%.1f' % (name, c.now() if c.t0 else 0.0), file=sys.stderr)

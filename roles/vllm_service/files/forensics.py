@@ -28,7 +28,8 @@ stops) or 'unknown' (no journald line: nothing to judge). Then:
   * START, recorded: everything else that was seen: a clean reboot with application-class Xids (13/31/43/45), a
     survived OOM kill, an uncorrectable AER, a power cut or a wedge while serving (unclean, no GPU fault). One
     NV_ERR_NO_MEMORY appears on every successful engine start (vllm#56824): it is recorded only within FAULT_WINDOW_S
-    of an unclean end, and holds only within 600 s of it (the freeze). Correctable AER is 'info' and never recorded. A clean reboot with nothing else is not an incident.
+    of an unclean end, and holds only within 600 s of it (the freeze). Correctable AER is 'info' and never recorded.
+    A clean reboot with nothing else is not an incident.
 A signature found on any node is one incident (its id: a hash of the nodes' findings and lines, so the same old
 evidence is the same incident at every later start). Once per incident: one record (crash-<UTC>-<id>/ under
 evidence_dir: each node's log, summary.json with the verdict, each node's end, the findings, causes, fixes, sources).
@@ -312,8 +313,8 @@ def check(cfg, runner=pairguard.run, clock=time.time):
     first = findings[0]
     if not holds:
         say('previous boot (%s): %s seen, not a crash the pair would repeat: starting (incident %s: %s). Evidence in %s; '
-            'acknowledge with playbooks/ack.yml' % (ended, ', '.join(sorted({f['id'] for f in findings})), incident,
-                                                   summary_line(findings), seen[incident]))
+            'acknowledge with playbooks/ack.yml'
+            % (ended, ', '.join(sorted({f['id'] for f in findings})), incident, summary_line(findings), seen[incident]))
         return None
     if mode == 'start':
         say('previous boot crashed (incident %s: %s); starting anyway (vllm_service_after_crash: start). Fix: %s. Evidence '

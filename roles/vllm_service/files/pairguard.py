@@ -753,6 +753,7 @@ def run_canary_child(cfg, result_path):
     TLS fronts: the CA the fronts' certificates chain to (canary_ca_file) is the one trusted."""
     if cfg.get('canary_ca_file'):
         os.environ['SSL_CERT_FILE'] = cfg['canary_ca_file']
+
     def gauges():
         """The head's queue gauges, read while a canary request awaits its answer (load or decay?)."""
         samples = parse_prometheus(fetch_metrics(cfg['metrics_url'], float(cfg.get('metrics_timeout_s', 10))))
@@ -1236,7 +1237,7 @@ class Watch(object):
             return
         try:
             self.fetch()
-        except Exception:  # pylint: disable=broad-except  (not serving yet: loading)
+        except Exception:  # pylint: disable=broad-except  # (not serving yet: loading)
             return
         try:
             set_phase(path, 'serving', self.cfg.get('boot_id_file'), self.clock, only_from='starting')
@@ -1463,8 +1464,8 @@ class Watch(object):
         busy = result.get('busy') or self.canary_busy
         failures = result.get('failures') or []
         if self.canary_busy and failures and all(f.get('check') == 'deadline' for f in failures):
-            result = dict(result, failures=[], inconclusive=['the canary did not finish within its deadline (%g s) while %s'
-                                                              % (canary_deadline_s(cfg), self.canary_busy)])
+            why = 'the canary did not finish within its deadline (%g s) while %s' % (canary_deadline_s(cfg), self.canary_busy)
+            result = dict(result, failures=[], inconclusive=[why])
         if result.get('inconclusive') and not result.get('failures'):
             why = 'quality canary inconclusive (the pair is busy; not a failure: no gate, no restart): %s' % (
                 result['inconclusive'][0])

@@ -77,8 +77,8 @@ def test_watermarks_fall_back_to_min_free_kbytes_and_a_boost_is_not_the_floor():
     assert mg.watermarks(info, mg.parse_zoneinfo(boosted))['min'] == MIN
     # zoneinfo whose managed and present pages do not make MemTotal at any page size (another host's file): not
     # trusted. Managed pages alone may fall short of MemTotal on a real kernel (test_memory_guard_real_host.py).
-    other = fixture(ZONEINFO[0]).replace('managed  31372377', 'managed  4000000').replace('present  31380569',
-                                                                                         'present  4000000')
+    other = fixture(ZONEINFO[0]).replace('managed  31372377', 'managed  4000000')
+    other = other.replace('present  31380569', 'present  4000000')
     assert mg.watermarks(info, mg.parse_zoneinfo(other), 1572864)['source'] == 'min_free_kbytes'
     managed_short = fixture(ZONEINFO[0]).replace('managed  31372377', 'managed  4000000')
     assert mg.watermarks(info, mg.parse_zoneinfo(managed_short), 1572864)['source'] == 'zoneinfo'

@@ -74,9 +74,9 @@ def test_every_reading_is_quiet_under_the_guard_as_it_is_now():
     rec = recording()
     guard = mg.MemoryGuard({'memory_guard': True})
     results = replay(rec, rec['samples'], guard)
-    assert [r['level'] for r, _ in results] == ['ok'] * len(results)
-    assert [a for _, a in results if a] == []
-    assert all(r['watermarks']['source'] == 'zoneinfo' and r['mem_free'] >= r['watermarks']['min'] for r, _ in results)
+    assert [r['level'] for r, _act in results] == ['ok'] * len(results)
+    assert [a for _read, a in results if a] == []
+    assert all(r['watermarks']['source'] == 'zoneinfo' and r['mem_free'] >= r['watermarks']['min'] for r, _act in results)
 
 
 def test_the_lowest_real_reading_reads_ok_from_its_own_texts():
@@ -104,5 +104,5 @@ def test_the_same_readings_under_pressure_gate_then_stop():
     for sample in low[2:]:
         sample['psi_some_avg10'], sample['psi_full_avg10'] = 60.0, 30.0   # edited: every task stalled
         sample['mem_free'] = marks['min'] - 4096              # edited: below the real zoneinfo's min watermark
-    actions = [a for _, a in replay(rec, low, mg.MemoryGuard({'memory_guard': True})) if a]
+    actions = [a for _read, a in replay(rec, low, mg.MemoryGuard({'memory_guard': True})) if a]
     assert actions[:2] == ['gate', 'stop']

@@ -112,8 +112,8 @@ def test_foreign_names_files_and_links_are_never_touched(tmp_path):
                 fh.write('user\n')
         else:
             os.symlink(str(outside), path)
-    ours = [make(base, 'hang', NOW - (100 + i) * DAY) for i in range(2)] + [make(base, 'canary', NOW - 100 * DAY, '-2'),
-                                                                          make(base, 'canary', NOW - 101 * DAY)]
+    ours = [make(base, 'hang', NOW - (100 + i) * DAY) for i in range(2)]
+    ours += [make(base, 'canary', NOW - 100 * DAY, '-2'), make(base, 'canary', NOW - 101 * DAY)]
     pairguard.evidence_path(cfg, NOW, 'hang')
     for name in foreign:
         assert os.path.lexists(os.path.join(base, name)), name
