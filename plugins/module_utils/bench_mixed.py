@@ -38,7 +38,7 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
-WORD_MIN, WORD_MAX = 7, 31999   # the recorder's test vocabulary (tests/real_vllm: 'w7' .. 'w31999', one token each)
+WORD_MIN, WORD_MAX = 7, 31999   # the real-vLLM recorder's test vocabulary (docs/real-vllm.md: 'w7' .. 'w31999', one token each)
 
 
 def prompt_words(n, rng):

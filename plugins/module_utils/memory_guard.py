@@ -41,7 +41,7 @@ loop; systemd does not restart a unit stopped with systemctl stop. The gate is l
 polls at ok.
 
 Sources are paths (meminfo_path, psi_path, zoneinfo_path, min_free_kbytes_path; default the real files): tests and
-Molecule point them at fixture files (tests/fixtures/memory/, built from the kernel's formula).
+Molecule point them at fixture files built from the kernel's formula (docs/testing.md).
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -163,7 +163,7 @@ def page_size_of(mem_total, zones):
     MemTotal) hold MemTotal at most twice over (the sizes are 4x apart: one fits). None when neither fits.
 
     The second rule is for a real host where the zones manage only part of MemTotal: an x86 VM, kernel 6.18
-    (tests/fixtures/memory/real-x86-host: the zones manage 11.2 GiB of MemTotal 125.8 GiB, present 128.0 GiB), whose
+    (the lent GPU machine's, docs/real-vllm.md: the zones manage 11.2 GiB of MemTotal 125.8 GiB, present 128.0 GiB), whose
     zone watermarks are still the kernel's min_free_kbytes split over the managed pages."""
     managed = sum(z.get('managed', 0) for z in zones)
     if not managed or not mem_total:

@@ -7,7 +7,7 @@
 # (canary/phase<N>.json, canary/engine_<cfg>.json, canary/summary.json, canary/canary_real.log); this script's own
 # lines and the summary go to stdout.
 # vLLM is installed from the carries (tests/real_vllm/README.md "Running") unless $SITE already imports it; $MODEL is
-# made unless it exists (both as device-starvation.sh does).
+# made unless it exists (device-setup.sh, shared with device-starvation.sh).
 # Env: DEADLINE_S (540: the whole run, this script's setup included), XFER (.xfer), SITE (/tmp/site),
 #      STASH (/root/stash), MODEL (/tmp/model), PHASES (1,2,3), LONG_TOKENS (0: real 250000, sim 72000),
 #      REQUEST_TIMEOUT_S (5), BACKEND (real; sim = dry run on any machine: no install, no model, the simulator).
@@ -30,29 +30,9 @@ finish() {
   ls -la "$OUT"
 }
 
-SITE=${SITE:-/tmp/site}
-STASH=${STASH:-/root/stash}
-MODEL=${MODEL:-/tmp/model}
+# shellcheck source=tests/real_vllm/device-setup.sh
+. "$(dirname "${BASH_SOURCE[0]}")/device-setup.sh"
 if [ "$BACKEND" = real ]; then
-  export PYTHONPATH=$SITE
-  # installed = vllm and a dependency only the c2 wheels bring (fastapi) import: the tar and the pip step both ran
-  if "$PY" -c 'import vllm, fastapi' 2>/dev/null; then
-    echo "vLLM already installed in $SITE"
-  else
-    (
-      set -e
-      cp "$XFER/c2/vllm.tar.xz.part1" "$STASH/"
-      cat "$STASH/vllm.tar.xz.part0" "$STASH/vllm.tar.xz.part1" > /tmp/vllm.tar.xz
-      echo "$(cat "$XFER/c2/vllm.tar.xz.sha256")  /tmp/vllm.tar.xz" | sha256sum -c
-      mkdir -p "$SITE" && tar xJf /tmp/vllm.tar.xz -C "$SITE"
-      "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" --upgrade "$XFER"/c2/*.whl
-      "$PY" -c "import vllm, fastapi; print('vllm', getattr(vllm, '__version__', '?'))"
-    ) || { echo "install failed after $((SECONDS-S)) s"; finish; exit 1; }
-  fi
-  nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
-  if [ ! -f "$MODEL/config.json" ]; then
-    "$PY" tests/real_vllm/make_model.py "$MODEL" || { echo "make_model failed"; finish; exit 1; }
-  fi
   # an engine left by an earlier call still holding the GPU: wait (at most 30 s) for its memory to be given back
   for _i in $(seq 30); do
     used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | tr -dc 0-9)

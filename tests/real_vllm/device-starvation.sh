@@ -40,30 +40,8 @@ finish() {
   ls -la "$OUT"
 }
 
-SITE=${SITE:-/tmp/site}
-STASH=${STASH:-/root/stash}
-MODEL=${MODEL:-/tmp/model}
-if [ "$BACKEND" = real ]; then
-  export PYTHONPATH=$SITE
-  # installed = vllm and a dependency only the c2 wheels bring (fastapi) import: the tar and the pip step both ran
-  if "$PY" -c 'import vllm, fastapi' 2>/dev/null; then
-    echo "vLLM already installed in $SITE"
-  else
-    (
-      set -e
-      cp "$XFER/c2/vllm.tar.xz.part1" "$STASH/"
-      cat "$STASH/vllm.tar.xz.part0" "$STASH/vllm.tar.xz.part1" > /tmp/vllm.tar.xz
-      echo "$(cat "$XFER/c2/vllm.tar.xz.sha256")  /tmp/vllm.tar.xz" | sha256sum -c
-      mkdir -p "$SITE" && tar xJf /tmp/vllm.tar.xz -C "$SITE"
-      "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" --upgrade "$XFER"/c2/*.whl
-      "$PY" -c "import vllm, fastapi; print('vllm', getattr(vllm, '__version__', '?'))"
-    ) || { echo "install failed after $((SECONDS-S)) s"; finish; exit 1; }
-  fi
-  nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
-  if [ ! -f "$MODEL/config.json" ]; then
-    "$PY" tests/real_vllm/make_model.py "$MODEL" || { echo "make_model failed"; finish; exit 1; }
-  fi
-fi
+# shellcheck source=tests/real_vllm/device-setup.sh
+. "$(dirname "${BASH_SOURCE[0]}")/device-setup.sh"
 echo "setup took $((SECONDS-S)) s"
 
 gpu_idle() {   # real: wait (at most 30 s) until the GPU's memory is given back by the last engine

@@ -29,11 +29,8 @@ import pytest
 from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_mixed
 from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
 
-try:
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-    from socketserver import ThreadingMixIn
-except ImportError:  # pragma: no cover
-    pytest.skip('Python 3 only', allow_module_level=True)
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from socketserver import ThreadingMixIn
 
 LONG = 1000
 PREFILL_S = 1.2
