@@ -148,7 +148,9 @@ def _watch(watch, seconds, until=None):
 
 
 def test_runtime_wedge_under_load_is_detected_in_time_with_evidence(tmp_path):
-    sim = Sim({'VLLM_SIM_WEDGE_AFTER_TOKENS': '400', 'VLLM_SIM_TOKENS_PER_S': '100'})
+    # 410, not a multiple of the two clients' 40-token requests: the step scheduler decodes them in lockstep, and a
+    # wedge at 400 could fall exactly between requests, with nothing running (a different case: no request to hang)
+    sim = Sim({'VLLM_SIM_WEDGE_AFTER_TOKENS': '410', 'VLLM_SIM_TOKENS_PER_S': '100'})
     try:
         fake = FakeSystem()
         watch = pairguard.Watch(_cfg(tmp_path, sim), runner=fake)
@@ -169,7 +171,7 @@ def test_runtime_wedge_under_load_is_detected_in_time_with_evidence(tmp_path):
         delay = detected - last_change
         print('\nwedge at %d generated tokens; detected %.2f s after the last progress (hang_after_s %.1f, poll %.1f)'
               % (last_value, delay, HANG_AFTER, POLL))
-        assert action == 'restart' and last_value == 400.0
+        assert action == 'restart' and last_value == 410.0
         assert HANG_AFTER - 0.3 <= delay <= HANG_AFTER + POLL + 1.0
         assert fake.restarts() == [('systemctl', 'restart', '--no-block', 'dgxspark-ds4-head.service')]
         assert watch.evidence_wait(20)      # collected by a child after the restart was issued
@@ -179,9 +181,9 @@ def test_runtime_wedge_under_load_is_detected_in_time_with_evidence(tmp_path):
         assert {'metrics-before.txt', 'metrics-after.txt', 'summary.json', 'journal-spark1.txt', 'journal-spark2.txt',
                 'docker-top-spark1.txt', 'py-spy-spark2.txt', 'meminfo-spark1.txt', 'meminfo-spark2.txt'} <= set(files)
         after = open(str(tmp_path / 'evidence' / evidence[0] / 'metrics-after.txt')).read()
-        assert 'vllm:generation_tokens_total{engine="0",model_name="/models/ds4"} 400.0' in after
+        assert 'vllm:generation_tokens_total{engine="0",model_name="/models/ds4"} 410.0' in after
         summary = json.load(open(str(tmp_path / 'evidence' / evidence[0] / 'summary.json')))
-        assert summary['kind'] == 'stall' and summary['running'] >= 1 and summary['generation_tokens'] == 400
+        assert summary['kind'] == 'stall' and summary['running'] >= 1 and summary['generation_tokens'] == 410
         state = json.load(open(str(tmp_path / 'pairguard-state.json')))
         assert state['hangs_total'] == 1 and state['last_cause'] == 'hang_no_tokens'
     finally:
