@@ -21,7 +21,7 @@ CHECK_STEPS := unit integration-sim integration-rest lint sanity
 CHECK_JOBS ?= 2
 SCENARIOS ?=
 
-.PHONY: venv collection-link install test converge-bench demo demo-down integration checks molecule $(TEST_STEPS) $(CHECK_STEPS)
+.PHONY: venv collection-link install test converge-bench molecule-destroy demo demo-down integration checks molecule $(TEST_STEPS) $(CHECK_STEPS)
 
 venv: $(BIN)/ansible-playbook
 $(BIN)/ansible-playbook: requirements.txt
@@ -153,11 +153,14 @@ demo:
 demo-down: venv collection-link
 	@$(BIN)/python tests/harness/demo.py down
 
-# The converge benchmark (not part of `make test`): creates and converges the Molecule `default` pair,
-# then benchmarks/converge_bench.py measures a no-op and a one-flag site.yml against the floor taken in
-# the same run. The pair is left up (`molecule destroy -s default` removes it).
+# The converge benchmark (not part of `make test`): creates and converges the Molecule `replicas` scenario (two
+# pairs, the router, TLS, over ssh; its own containers ds4-replicas-* and subnet, as `make molecule` names them),
+# then benchmarks/converge_bench.py measures the everyday operations against a floor taken in the same run (wall and
+# controller CPU; docs/measurements.md). The scenario is left up (`make molecule-destroy SCENARIOS=replicas`).
 converge-bench: venv collection-link node-image
 	@set -euo pipefail; mkdir -p .cache/images/inner; \
-	flock /tmp/ds4-molecule-default.lock $(BIN)/molecule --base-config .config/molecule/config.yml converge -s default; \
-	inv=$$($(BIN)/python -c 'import glob, os; print(max(glob.glob(os.path.expanduser("~/.ansible/tmp/molecule.*.default/inventory")), key=os.path.getmtime))'); \
-	flock /tmp/ds4-molecule-default.lock $(BIN)/python benchmarks/converge_bench.py --inventory "$$inv"
+	$(BIN)/python tests/harness/molecule_parallel.py --action converge replicas; \
+	flock /tmp/ds4-molecule-replicas.lock $(BIN)/python benchmarks/converge_bench.py --scenario replicas --json .cache/converge-bench.json
+
+molecule-destroy: venv collection-link
+	$(BIN)/python tests/harness/molecule_parallel.py --action destroy $(SCENARIOS)

@@ -1,24 +1,28 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Converge benchmark (not a timed test): how long site.yml takes when it has nothing or one flag to do.
+"""Converge benchmark (not a timed test): what the controller spends on each everyday operation, against a floor.
 
-Runs on a converged pair (the Molecule `default` pair: `make converge-bench` creates and converges it
-when needed) and prints, each figure also as a ratio to the floor measured in the same run:
+Runs on the converged Molecule `replicas` scenario (two TP=2 pairs behind vllm-router, TLS on, over ssh: `make
+converge-bench` converges it first) and measures, in one run, each figure in wall seconds and controller CPU-seconds
+(getrusage of the children: ansible-playbook, its forked workers, the ssh clients it waited for; the ControlMaster
+processes that outlive a run are not counted) and as a ratio to the floor:
 
-  floor      one `ansible -m ping` of the pair (process start, inventory, one round trip), and one
-             module round trip per node measured as (a playbook of 21 ping tasks - one of 1) / 20
-  no-op      wall time of site.yml that changes nothing (changed=0 is checked, not assumed), tasks
-             executed per host, seconds per task, floor = ping + round trip x tasks of the busiest host;
-             both ranks' vLLM container StartedAt is read before and after it (docker inspect on the
-             nodes, container name from the rank's deployed record, else dgxspark-ds4-head/worker):
-             "restarted: none", or the benchmark fails naming the rank that restarted
-  one flag   wall time of site.yml that changes one launch flag (max-num-seqs), minus the restart
-             (the restart contract's tasks and the readiness wait: the simulator's startup), then the
-             run back to the scenario's flag, measured the same way
-  slowest    the 15 slowest tasks of the no-op run (ansible.posix.profile_tasks)
+  floor        one playbook run over the same inventory that gathers nothing and runs one ansible.builtin.ping per
+               host (process start, inventory, variables, one module round trip per node)
+  no-op        site.yml that changes nothing (changed=0 is checked, not assumed; every rank's container StartedAt is
+               read before and after it: "restarted: none", or the benchmark fails naming the rank)
+  one flag     site.yml with one launch flag changed (max-num-seqs), then back; orchestration = wall minus the
+               waiting of the restart itself (the restart contract's stop/start/wait tasks and readiness)
+  recipe       switch.yml to the throughput recipe (rolling, pair by pair), then rollback.yml back; orchestration =
+               wall minus drains, restarts and readiness
+  image        site.yml with another image (ds4-vllm-sim:next, same vLLM), then back; orchestration as above
+  status       status.yml
+  rolling      restart.yml over both pairs (drain, restart, readiness, back into rotation, one pair at a time);
+               orchestration = wall minus drains, restarts and readiness
+  slowest      the 15 slowest tasks of the no-op run (ansible.posix.profile_tasks)
 
-Usage: python3 benchmarks/converge_bench.py --inventory <molecule ephemeral inventory dir> [--json]
+Usage: python3 benchmarks/converge_bench.py [--scenario replicas] [--json FILE] [--only noop,status,...]
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -27,182 +31,227 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The test deployment's own overrides (molecule/resources/tests/ds4_drill.py BASE_OVERRIDES), plus one flag.
+# The test deployment's own overrides (molecule/resources/tests/ds4_drill.py BASE_OVERRIDES).
 BASE_OVERRIDES = {
     'image': {'ref': 'ds4-vllm-sim:test', 'vllm_version': '0.27.1'},
     'model': {'revision': '0123456789abcdef0123456789abcdef01234567'},
 }
+# Scenario -> (subnet, container prefix): tests/harness/molecule_parallel.py's scenario_env gives the same.
 RECAP = re.compile(r'^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)', re.M)
 PROFILE = re.compile(r'^(.+?) -+ ([\d.]+)s$', re.M)
-# What a restart costs on top of orchestration: the contract's stop/start/wait tasks and readiness.
-RESTART_TASK = re.compile(r'(Restart \| (Stop|Start|Wait|Restart)|^Ready \|)')
-# Each rank's container start: the container name comes from the rank's deployed record
-# (<state_dir>/deployed-<role>.json, the published layout), else the role's defaults.
+# The waiting an operation is made of, not orchestration: the restart contract's stop/start/wait, readiness, a
+# drain's waits for requests in flight and the router's health check of a pair back in rotation.
+WAITING_TASK = re.compile(
+    r'(Restart \| (Stop the head|Then stop|Start the|Wait until)|Ready \| Wait until|Rollback \| .*(Stop|Start|Wait)'
+    r'|Drain \| (Wait at each|The pair.s engine reads)|Rolling \| Back into every router.s rotation \(once)')
+# The converge shortcut's line for a role that runs (plugins/module_utils/converge_state.py).
+RAN = re.compile(r'\b([a-z_]+): runs \(')
 STARTED_MARK = 'DS4_BENCH_STARTED'
-STARTED = re.compile(r'%s rank=(\d+) host=(\S+) container=(\S+) started=([^\s"]+)' % STARTED_MARK)
+STARTED = re.compile(r'%s host=(\S+) container=(\S+) started=([^\s"]+)' % STARTED_MARK)
 STARTED_PLAYBOOK = """\
 - hosts: spark
   gather_facts: false
   become: true
-  vars:
-    state_dir: "{{ vllm_service_state_dir | default('/var/lib/dgxspark-ds4') }}"
-    rank: "{{ ds4_node_rank | int }}"
   tasks:
-    - name: Deployed record of this rank
-      ansible.builtin.find:
-        paths: "{{ state_dir }}"
-        patterns: deployed-*.json
-      register: bench_records
-    - name: Read it
-      ansible.builtin.slurp:
-        src: "{{ bench_records.files[0].path }}"
-      register: bench_record
-      when: bench_records.files | length == 1
-    - name: Container StartedAt
-      community.docker.docker_container_info:
-        name: "{{ bench_container }}"
-      register: bench_inspect
-      failed_when: not bench_inspect.exists
-      vars:
-        layout: "{{ (bench_record.content | b64decode | from_json) if bench_record.content is defined else {} }}"
-        bench_container: "{{ layout.container | default('dgxspark-ds4-' ~ ('head' if rank | int == 0 else 'worker')) }}"
+    - name: Every vLLM rank container's StartedAt
+      ansible.builtin.command: docker ps --filter label=org.dgxspark.ds4.role --format '{{ '{{' }}.Names{{ '}}' }}'
+      register: bench_names
+      changed_when: false
+    - name: Inspect them
+      ansible.builtin.command: >-
+        docker inspect --format '%s host={{ inventory_hostname }} container={{ '{{' }}.Name{{ '}}' }}
+        started={{ '{{' }}.State.StartedAt{{ '}}' }}' {{ bench_names.stdout_lines | join(' ') }}
+      register: bench_started
+      changed_when: false
+      when: bench_names.stdout_lines | length > 0
     - name: Report
       ansible.builtin.debug:
-        msg: "%s rank={{ rank }} host={{ inventory_hostname }} container={{ info.Name | regex_replace('^/', '') }} started={{ info.State.StartedAt }}"
-      vars:
-        info: "{{ bench_inspect.container }}"
+        msg: "{{ bench_started.stdout_lines | default([]) }}"
 """ % STARTED_MARK
+FLOOR_PLAYBOOK = """\
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: One module round trip per host
+      ansible.builtin.ping:
+"""
 
 
-def _env():
-    env = dict(os.environ)
-    env.setdefault('ANSIBLE_COLLECTIONS_PATH', os.path.join(PROJECT, '.collections'))
-    env.update(ANSIBLE_NOCOLOR='1', ANSIBLE_CALLBACKS_ENABLED='ansible.posix.profile_tasks',
+def molecule_env(scenario):
+    """The environment Molecule gives the scenario's verify: its ansible.cfg (ssh ControlMaster, pipelining), its
+    ephemeral directory (the TLS CA lives there), its containers' prefix and subnet."""
+    sys.path.insert(0, os.path.join(PROJECT, 'tests', 'harness'))
+    import molecule_parallel  # pylint: disable=import-outside-toplevel,import-error
+    from molecule.text import checksum  # pylint: disable=import-outside-toplevel,import-error
+    env = molecule_parallel.scenario_env(scenario, molecule_parallel.all_scenarios())
+    eph = os.path.join(os.path.expanduser('~'), '.ansible', 'tmp', 'molecule.%s.%s' % (checksum(os.path.basename(PROJECT), 4), scenario))
+    if not os.path.isfile(os.path.join(eph, 'inventory', 'ansible_inventory.yml')):
+        raise SystemExit('converge_bench: no converged %s scenario (%s/inventory): run `make converge-bench`' % (scenario, eph))
+    env.update(MOLECULE_EPHEMERAL_DIRECTORY=eph, ANSIBLE_CONFIG=os.path.join(eph, 'ansible.cfg'),
+               MOLECULE_SCENARIO_DIRECTORY=os.path.join(PROJECT, 'molecule', scenario),
+               MOLECULE_INVENTORY_FILE=os.path.join(eph, 'inventory', 'ansible_inventory.yml'),
+               MOLECULE_PROJECT_DIRECTORY=PROJECT, ANSIBLE_NOCOLOR='1',
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(PROJECT, '.collections'),
+               ANSIBLE_CALLBACKS_ENABLED='ansible.posix.profile_tasks',
                PROFILE_TASKS_TASK_OUTPUT_LIMIT='all', PROFILE_TASKS_SORT_ORDER='descending')
-    return env
+    env['PATH'] = os.path.join(PROJECT, '.venv', 'bin') + os.pathsep + env.get('PATH', '')
+    return env, os.path.join(eph, 'inventory')
 
 
-def run(argv):
-    t0 = time.monotonic()
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          env=_env(), cwd=PROJECT, check=False)
-    wall = time.monotonic() - t0
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-4000:])
-        raise SystemExit('converge_bench: %s failed (rc=%d)' % (' '.join(argv[:4]), proc.returncode))
-    return wall, proc.stdout
+class Bench(object):
+    def __init__(self, scenario):
+        self.scenario = scenario
+        self.env, self.inventory = molecule_env(scenario)
+        extra = os.path.join(PROJECT, 'molecule', scenario, 'vars', '%s.yml' % scenario)
+        self.extra_files = [extra] if os.path.isfile(extra) else []
 
+    def run(self, argv):
+        """argv under the scenario's environment -> (wall s, controller CPU s, output); a failure stops the bench."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.monotonic()
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                              env=self.env, cwd=PROJECT, check=False)
+        wall = time.monotonic() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        if proc.returncode != 0:
+            sys.stderr.write(proc.stdout[-6000:])
+            raise SystemExit('converge_bench: %s failed (rc=%d)' % (' '.join(argv[:4]), proc.returncode))
+        return wall, cpu, proc.stdout
 
-def site(inventory, *extra):
-    argv = ['ansible-playbook', '-i', inventory, os.path.join(PROJECT, 'playbooks', 'site.yml')]
-    for ev in extra:
-        argv += ['-e', json.dumps(ev)]
-    wall, out = run(argv)
-    recap = dict((m.group(1), dict(ok=int(m.group(2)), changed=int(m.group(3)), skipped=int(m.group(6))))
-                 for m in RECAP.finditer(out))
-    tail = out[out.rfind('TASKS RECAP'):] if 'TASKS RECAP' in out else ''
-    tasks = [(m.group(1).strip(), float(m.group(2))) for m in PROFILE.finditer(tail)]
-    restart = sum(t for name, t in tasks if RESTART_TASK.search(name))
-    executed = max(v['ok'] + v['changed'] for v in recap.values()) if recap else 0
-    return dict(wall=wall, recap=recap, tasks=tasks, restart_s=restart, executed=executed)
+    def playbook(self, path, *extra):
+        argv = ['ansible-playbook', '-i', self.inventory, path]
+        for name in self.extra_files:
+            argv += ['-e', '@' + name]
+        for ev in extra:
+            argv += ['-e', json.dumps(ev)]
+        wall, cpu, out = self.run(argv)
+        recap = dict((m.group(1), dict(ok=int(m.group(2)), changed=int(m.group(3)), skipped=int(m.group(6))))
+                     for m in RECAP.finditer(out))
+        tail = out[out.rfind('TASKS RECAP'):] if 'TASKS RECAP' in out else ''
+        tasks = [(m.group(1).strip(), float(m.group(2))) for m in PROFILE.finditer(tail)]
+        waiting = sum(t for name, t in tasks if WAITING_TASK.search(name))
+        return dict(wall_s=wall, cpu_s=cpu, waiting_s=waiting, orchestration_s=max(wall - waiting, 0.0),
+                    tasks=sum(v['ok'] + v['changed'] + v['skipped'] for v in recap.values()),
+                    changed=dict((h, v['changed']) for h, v in recap.items()), slowest=tasks[:15],
+                    roles_ran=sorted(set(RAN.findall(out))))
 
+    def shipped(self, name, *extra):
+        return self.playbook(os.path.join(PROJECT, 'playbooks', name), *extra)
 
-def floor(inventory):
-    ping_wall, dummy = run(['ansible', '-i', inventory, 'spark', '-m', 'ansible.builtin.ping'])
-    walls = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for count in (1, 21):
-            path = os.path.join(tmp, 'ping%d.yml' % count)
+    def inline(self, text, *extra):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, 'bench.yml')
             with open(path, 'w') as handle:
-                handle.write('- hosts: spark\n  gather_facts: false\n  become: true\n  tasks:\n')
-                for i in range(count):
-                    handle.write('    - name: ping %d\n      ansible.builtin.ping:\n' % i)
-            walls[count], dummy = run(['ansible-playbook', '-i', inventory, path])
-    return dict(ping_s=ping_wall, round_trip_s=max(walls[21] - walls[1], 0.0) / 20.0)
+                handle.write(text)
+            return self.playbook(path, *extra)
+
+    def started_at(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, 'started.yml')
+            with open(path, 'w') as handle:
+                handle.write(STARTED_PLAYBOOK)
+            dummy, dummy2, out = self.run(['ansible-playbook', '-i', self.inventory, path])
+        return parse_started(out)
 
 
 def parse_started(out):
-    """The STARTED_PLAYBOOK output -> {rank: {'host', 'container', 'started'}}; both ranks must be there."""
-    ranks = dict((int(m.group(1)), dict(host=m.group(2), container=m.group(3), started=m.group(4)))
-                 for m in STARTED.finditer(out))
-    if sorted(ranks) != [0, 1]:
-        raise SystemExit('converge_bench: expected the StartedAt of ranks 0 and 1, got %s:\n%s' % (sorted(ranks), out[-4000:]))
-    return ranks
+    """The STARTED_PLAYBOOK output -> {(host, container): StartedAt}; at least one rank must be there."""
+    found = dict(((m.group(1), m.group(2)), m.group(3)) for m in STARTED.finditer(out))
+    if not found:
+        raise SystemExit('converge_bench: no vLLM rank container found on the scenario\'s nodes:\n' + out[-3000:])
+    return found
 
 
 def restarted(before, after):
-    """Ranks whose container StartedAt changed (or that changed container): [(rank, before, after)]."""
-    return [(rank, before[rank], after.get(rank)) for rank in sorted(before) if before[rank] != after.get(rank)]
+    """The (host, container) whose StartedAt moved or that is gone, sorted."""
+    return sorted(k for k in before if before[k] != after.get(k))
 
 
-def started_at(inventory):
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, 'started.yml')
-        with open(path, 'w') as handle:
-            handle.write(STARTED_PLAYBOOK)
-        dummy, out = run(['ansible-playbook', '-i', inventory, path])
-    return parse_started(out)
+def with_ratio(res, floor):
+    res = dict(res)
+    res['ratio_wall'] = res['wall_s'] / floor['wall_s']
+    res['ratio_cpu'] = res['cpu_s'] / floor['cpu_s']
+    res['ratio_orchestration'] = res['orchestration_s'] / floor['wall_s']
+    return res
+
+
+FIGURES = ('noop', 'one_flag', 'recipe', 'image', 'status', 'rolling')
+
+
+def measure(bench, only):
+    result = {}
+    floor = bench.inline(FLOOR_PLAYBOOK)
+    result['floor'] = floor
+    bench.shipped('site.yml')  # settle: whatever the last run left, the next one is the no-op
+    if 'noop' in only:
+        before = bench.started_at()
+        noop = bench.shipped('site.yml')
+        after = bench.started_at()
+        if any(noop['changed'].values()):
+            raise SystemExit('converge_bench: the no-op run changed something: %s' % noop['changed'])
+        moved = restarted(before, after)
+        if moved:
+            raise SystemExit('converge_bench: the no-op run restarted %s' % ', '.join('%s on %s' % (c, h) for h, c in moved))
+        noop['restarted'] = 'none (%d rank containers, StartedAt before = after)' % len(before)
+        result['noop'] = with_ratio(noop, floor)
+    if 'one_flag' in only:
+        result['one_flag'] = with_ratio(bench.shipped('site.yml', {'ds4_site_overrides': dict(BASE_OVERRIDES, serve_args={'max-num-seqs': 4})}), floor)
+        result['one_flag_back'] = with_ratio(bench.shipped('site.yml'), floor)
+    if 'recipe' in only:
+        result['recipe'] = with_ratio(bench.shipped('switch.yml', {'ds4_profile': 'throughput'}), floor)
+        result['recipe_back'] = with_ratio(bench.shipped('rollback.yml'), floor)
+    if 'image' in only:
+        result['image'] = with_ratio(bench.shipped('site.yml', {'ds4_site_overrides': dict(BASE_OVERRIDES, image={'ref': 'ds4-vllm-sim:next', 'vllm_version': '0.27.1'})}), floor)
+        result['image_back'] = with_ratio(bench.shipped('site.yml'), floor)
+    if 'status' in only:
+        result['status'] = with_ratio(bench.shipped('status.yml'), floor)
+    if 'rolling' in only:
+        result['rolling'] = with_ratio(bench.shipped('restart.yml'), floor)
+    return result
+
+
+def report(result):
+    floor = result['floor']
+    print('floor: one ping per host (%d hosts): %.2f s wall, %.2f CPU-s' % (floor['tasks'], floor['wall_s'], floor['cpu_s']))
+    print('%-14s %8s %8s %8s %8s %8s %8s %7s  %s' % ('figure', 'wall s', 'x floor', 'CPU s', 'x floor', 'orch s', 'x floor',
+                                                     'tasks', 'roles that ran'))
+    for key in ('noop', 'one_flag', 'one_flag_back', 'recipe', 'recipe_back', 'image', 'image_back', 'status', 'rolling'):
+        if key not in result:
+            continue
+        r = result[key]
+        print('%-14s %8.1f %8.2f %8.1f %8.2f %8.1f %8.2f %7d  %s' % (
+            key, r['wall_s'], r['ratio_wall'], r['cpu_s'], r['ratio_cpu'], r['orchestration_s'], r['ratio_orchestration'],
+            r['tasks'], ' '.join(r['roles_ran']) or '-'))
+    if 'noop' in result:
+        print('no-op site.yml: restarted: %s' % result['noop']['restarted'])
+        print('15 slowest tasks of the no-op run:')
+        for name, secs in result['noop']['slowest']:
+            print('  %6.2f s  %s' % (secs, name))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
-    parser.add_argument('--inventory', default=os.environ.get('MOLECULE_INVENTORY_DIR', ''), required=False)
-    parser.add_argument('--json', action='store_true')
+    parser.add_argument('--scenario', default='replicas')
+    parser.add_argument('--json', metavar='FILE', help='also write the figures as JSON here')
+    parser.add_argument('--only', default=','.join(FIGURES), help='comma-separated subset of %s' % ', '.join(FIGURES))
     args = parser.parse_args()
-    if not args.inventory:
-        parser.error('--inventory (the Molecule ephemeral inventory directory of the default scenario) is required')
-    fl = floor(args.inventory)
-    site(args.inventory)  # settle: whatever the last run left, the next one is the no-op
-    before = started_at(args.inventory)
-    noop = site(args.inventory)
-    after = started_at(args.inventory)
-    changed = dict((h, r['changed']) for h, r in noop['recap'].items())
-    if any(changed.values()):
-        raise SystemExit('converge_bench: the no-op run changed something: %s' % changed)
-    moved = restarted(before, after)
-    if moved:
-        raise SystemExit('converge_bench: the no-op run restarted %s' % '; '.join(
-            'rank %d (%s on %s): StartedAt %s -> %s' % (rank, b['container'], b['host'], b['started'], (a or {}).get('started'))
-            for rank, b, a in moved))
-    flag = site(args.inventory, {'ds4_site_overrides': dict(BASE_OVERRIDES, serve_args={'max-num-seqs': 4})})
-    back = site(args.inventory)
-
-    def floor_of(res):
-        return fl['ping_s'] + fl['round_trip_s'] * res['executed']
-
-    result = dict(
-        floor=fl,
-        noop=dict(wall_s=noop['wall'], tasks_per_host=dict((h, r['ok'] + r['changed']) for h, r in noop['recap'].items()),
-                  s_per_task=noop['wall'] / max(noop['executed'], 1), floor_s=floor_of(noop),
-                  ratio=noop['wall'] / floor_of(noop), slowest=noop['tasks'][:15], restarted='none',
-                  started_at=dict((str(rank), v) for rank, v in sorted(after.items()))),
-        one_flag=[dict(wall_s=r['wall'], restart_s=r['restart_s'], orchestration_s=r['wall'] - r['restart_s'],
-                       tasks_max=r['executed'], floor_s=floor_of(r), ratio=(r['wall'] - r['restart_s']) / floor_of(r),
-                       changed=dict((h, v['changed']) for h, v in r['recap'].items()))
-                  for r in (flag, back)],
-    )
+    only = [x for x in args.only.split(',') if x]
+    unknown = [x for x in only if x not in FIGURES]
+    if unknown:
+        parser.error('--only: unknown figure(s) %s; known: %s' % (', '.join(unknown), ', '.join(FIGURES)))
+    result = measure(Bench(args.scenario), only)
     if args.json:
-        print(json.dumps(result, indent=1))
-        return
-    print('floor: ansible -m ping %.2f s; one module round trip %.3f s' % (fl['ping_s'], fl['round_trip_s']))
-    n = result['noop']
-    print('no-op site.yml: %.1f s wall, changed=0, tasks per host %s, %.3f s/task, floor %.1f s, ratio %.2f'
-          % (n['wall_s'], n['tasks_per_host'], n['s_per_task'], n['floor_s'], n['ratio']))
-    print('no-op site.yml: restarted: %s (StartedAt before = after: %s)'
-          % (n['restarted'], ', '.join('rank %s %s %s' % (r, v['container'], v['started']) for r, v in sorted(n['started_at'].items()))))
-    for label, r in zip(('one flag', 'flag back'), result['one_flag']):
-        print('%s: %.1f s wall - %.1f s restart = %.1f s orchestration (%d tasks, floor %.1f s, ratio %.2f), changed %s'
-              % (label, r['wall_s'], r['restart_s'], r['orchestration_s'], r['tasks_max'], r['floor_s'], r['ratio'],
-                 r['changed']))
-    print('15 slowest tasks of the no-op run:')
-    for name, secs in n['slowest']:
-        print('  %6.2f s  %s' % (secs, name))
+        with open(args.json, 'w') as handle:
+            json.dump(result, handle, indent=1)
+    report(result)
 
 
 if __name__ == '__main__':

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""benchmarks/converge_bench.py: the no-op run's restart check (parsing and comparing StartedAt)."""
+"""benchmarks/converge_bench.py: the no-op run's restart check, what counts as waiting, the floor's playbook."""
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
@@ -19,33 +19,66 @@ _SPEC.loader.exec_module(cb)
 OUT = """
 TASK [Report] ******************************************************************
 ok: [spark1] =>
-    msg: DS4_BENCH_STARTED rank=0 host=spark1 container=dgxspark-ds4-head started=2026-11-22T08:00:01.5Z
+    msg:
+    - DS4_BENCH_STARTED host=spark1 container=/dgxspark-ds4-head started=2026-11-22T08:00:01.5Z
 ok: [spark2] => {
-    "msg": "DS4_BENCH_STARTED rank=1 host=spark2 container=dgxspark-ds4-worker started=2026-11-22T08:00:02.25Z"
+    "msg": ["DS4_BENCH_STARTED host=spark2 container=/dgxspark-ds4-worker started=2026-11-22T08:00:02.25Z"]
 }
 """
 
 
-def test_started_playbook_is_yaml_with_the_marker():
+def test_started_and_floor_playbooks_are_yaml():
     play = yaml.safe_load(cb.STARTED_PLAYBOOK)
-    assert play[0]["hosts"] == "spark"
-    assert cb.STARTED_MARK in play[0]["tasks"][-1]["ansible.builtin.debug"]["msg"]
+    assert play[0]["hosts"] == "spark" and play[0]["gather_facts"] is False
+    assert cb.STARTED_MARK in play[0]["tasks"][1]["ansible.builtin.command"]
+    floor = yaml.safe_load(cb.FLOOR_PLAYBOOK)
+    assert floor[0]["gather_facts"] is False and list(floor[0]["tasks"][0]) == ["name", "ansible.builtin.ping"]
 
 
-def test_parse_started_reads_both_ranks_in_either_result_format():
-    ranks = cb.parse_started(OUT)
-    assert ranks == {0: dict(host="spark1", container="dgxspark-ds4-head", started="2026-11-22T08:00:01.5Z"),
-                     1: dict(host="spark2", container="dgxspark-ds4-worker", started="2026-11-22T08:00:02.25Z")}
+def test_parse_started_reads_every_rank_in_either_result_format():
+    assert cb.parse_started(OUT) == {("spark1", "/dgxspark-ds4-head"): "2026-11-22T08:00:01.5Z",
+                                     ("spark2", "/dgxspark-ds4-worker"): "2026-11-22T08:00:02.25Z"}
 
 
-def test_parse_started_refuses_a_missing_rank():
-    with pytest.raises(SystemExit, match="ranks 0 and 1, got \\[0\\]"):
-        cb.parse_started(OUT.split("ok: [spark2]", maxsplit=1)[0])
+def test_parse_started_refuses_no_rank():
+    with pytest.raises(SystemExit, match="no vLLM rank container"):
+        cb.parse_started("ok: [spark1] =>\n    msg: []\n")
 
 
-def test_restarted_names_only_the_rank_whose_start_moved():
+def test_restarted_names_only_the_rank_whose_start_moved_or_that_is_gone():
     before = cb.parse_started(OUT)
     assert cb.restarted(before, dict(before)) == []
     after = dict(before)
-    after[1] = dict(before[1], started="2026-11-22T09:00:00Z")
-    assert cb.restarted(before, after) == [(1, before[1], after[1])]
+    after[("spark2", "/dgxspark-ds4-worker")] = "2026-11-22T09:00:00Z"
+    assert cb.restarted(before, after) == [("spark2", "/dgxspark-ds4-worker")]
+    del after[("spark2", "/dgxspark-ds4-worker")]
+    assert cb.restarted(before, after) == [("spark2", "/dgxspark-ds4-worker")]
+
+
+@pytest.mark.parametrize("name,waiting", [
+    ("dgxspark.ds4.vllm_service : Restart | Stop the head first", True),
+    ("dgxspark.ds4.vllm_service : Restart | Then stop the worker(s)", True),
+    ("dgxspark.ds4.vllm_service : Restart | Start the worker(s)", True),
+    ("dgxspark.ds4.vllm_service : Restart | Wait until each worker container runs", True),
+    ("Ready | Wait until the pair serves (phases, a real completion; fails fast with the cause)", True),
+    ("Drain | Wait at each router for its requests in flight on the pair", True),
+    ("Rolling | Back into every router's rotation (once it answers its health check)", True),
+    ("dgxspark.ds4.vllm_service : Restart | Why", False),
+    ("dgxspark.ds4._converge : Probe | Compare every node with its record", False),
+    ("Deterministic answer, tool call, reasoning, garble under concurrency", False),
+])
+def test_waiting_tasks_are_the_restart_readiness_and_drain_waits_only(name, waiting):
+    assert bool(cb.WAITING_TASK.search(name)) is waiting
+
+
+def test_ratios_are_against_the_floor_of_the_same_run():
+    floor = dict(wall_s=2.0, cpu_s=1.5)
+    res = cb.with_ratio(dict(wall_s=10.0, cpu_s=6.0, orchestration_s=4.0), floor)
+    assert (res["ratio_wall"], res["ratio_cpu"], res["ratio_orchestration"]) == (5.0, 4.0, 2.0)
+
+
+def test_roles_that_ran_from_the_converge_lines():
+    out = ("ok: [spark1] =>\n    msg: 'vllm_service: runs (inputs: serve_args)'\n"
+           "ok: [spark1] =>\n    msg: 'nccl_fabric: as recorded on every node, skipped'\n"
+           "ok: [spark1] => {\"msg\": \"api_proxy: runs (forced: ds4_converge_full)\"}\n")
+    assert sorted(set(cb.RAN.findall(out))) == ["api_proxy", "vllm_service"]
