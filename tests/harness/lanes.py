@@ -52,6 +52,23 @@ def save_weights(path, defaults, results):
         json.dump(weights, fh, indent=1, sort_keys=True)
 
 
+def machine_cpu():
+    """(busy, total) jiffies of every CPU of this machine since boot (/proc/stat: busy = user, nice, system, irq,
+    softirq, steal; total adds idle and iowait)."""
+    with open('/proc/stat') as handle:
+        fields = [int(x) for x in handle.readline().split()[1:9]]
+    busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6] + fields[7]
+    return busy, busy + fields[3] + fields[4]
+
+
+def wait_with_cpu(proc):
+    """Wait for a Popen child -> (exit status, CPU seconds of it and every descendant it waited for: ansible-playbook's
+    forked workers, the ssh clients, pytest; not an ssh ControlMaster that outlives its run, not the node containers)."""
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime
+
+
 class Lanes(object):
     """`command(name)` gives a job's argv, `env(name)` its environment, `describe(name)` the line printed as it
     starts. `stream` also copies the output to stdout as it comes (for one lane). `log_dir` and `label` (the TIMING
@@ -68,6 +85,7 @@ class Lanes(object):
         self.label = label
         self.lock = threading.Lock()
         self.results = {}
+        self.cpu = {}
 
     def _next(self):
         with self.lock:
@@ -92,13 +110,16 @@ class Lanes(object):
                     out.write(line)
                     sys.stdout.write(line)
                 rc = proc.wait()
+                cpu = None
             else:
-                rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+                proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+                rc, cpu = wait_with_cpu(proc)
         took = time.monotonic() - t0
         with self.lock:
             self.results[name] = (rc, took)
-            print('TIMING %-15s %7.1f s  %s' % (self._label(name) + name, took, 'ok' if rc == 0 else 'FAILED (rc %d)' % rc),
-                  flush=True)
+            self.cpu[name] = cpu
+            print('TIMING %-15s %7.1f s  %s%s' % (self._label(name) + name, took, 'ok' if rc == 0 else 'FAILED (rc %d)' % rc,
+                                                 '' if cpu is None else '  (CPU %.1f s)' % cpu), flush=True)
             if rc != 0 and not self.stream:
                 print('=== log of the failed job %s (%s)' % (name, os.path.relpath(log, ROOT)), flush=True)
                 with open(log) as fh:
@@ -113,7 +134,7 @@ class Lanes(object):
             self._run_one(name)
 
     def run(self):
-        t0 = time.monotonic()
+        t0, busy0 = time.monotonic(), machine_cpu()
         count = len(self.queue)
         lanes = [threading.Thread(target=self._lane) for _lane_no in range(min(self.jobs, count))]
         for lane in lanes:
@@ -121,9 +142,11 @@ class Lanes(object):
         for lane in lanes:
             lane.join()
         failed = self.failed()
-        print('TIMING %-15s %7.1f s  %d jobs, %d at once%s' % (
+        busy1 = machine_cpu()
+        print('TIMING %-15s %7.1f s  %d jobs, %d at once%s; the machine\'s %d CPUs %.0f %% busy' % (
             self._label('') + 'all', time.monotonic() - t0, count, self.jobs,
-            ', FAILED: ' + ' '.join(failed) if failed else ''), flush=True)
+            ', FAILED: ' + ' '.join(failed) if failed else '', os.cpu_count() or 0,
+            100.0 * (busy1[0] - busy0[0]) / max(busy1[1] - busy0[1], 1)), flush=True)
         return self.results
 
     def failed(self):

@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'harness'))
@@ -84,3 +85,16 @@ def test_a_label_and_log_dir_per_job(tmp_path, capsys):
     assert (tmp_path / 'm' / 's.log').read_text() == 'scenario\n' and (tmp_path / 'k' / 'c.log').read_text() == 'check\n'
     out = capsys.readouterr().out
     assert 'TIMING molecule:s ' in out and 'TIMING c ' in out
+
+
+def test_each_job_reports_the_cpu_of_its_whole_process_tree(tmp_path, capsys):
+    # 'busy' burns ~0.4 s of CPU in a grandchild (sh -> python3), 'idle' sleeps as long: the CPU figure counts the
+    # descendants a job waited for, and not the wall time.
+    burn = '%s -c "import time; t = time.process_time()\nwhile time.process_time() - t < 0.4: pass"' % sys.executable
+    run = _lanes(tmp_path, {'busy': burn, 'idle': 'sleep 0.4'}, 2)
+    run.run()
+    assert run.failed() == []
+    assert run.cpu['busy'] >= 0.35 and run.cpu['idle'] < 0.1, run.cpu
+    out = capsys.readouterr().out
+    assert '(CPU ' in [ln for ln in out.splitlines() if ln.startswith('TIMING busy')][0]
+    assert re.search(r"TIMING all .* the machine's \d+ CPUs \d+ % busy", out), out
