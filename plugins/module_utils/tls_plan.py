@@ -372,3 +372,59 @@ def _check_chain(cert, intermediates, ca_pem, ca_where, cert_where, errors):
         if verified in cas:
             return
         current, seen = verified, seen + 1
+
+
+def _public_der(key_or_cert):
+    return key_or_cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def _read(path):
+    try:
+        with open(os.path.expanduser(path), 'rb') as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
+def generated_current(ca_dir, key_path=None, cert_path=None, subject_alt_name=None, renew_days=30, now=None):
+    """Whether the deploy's controller-side TLS tasks (community.crypto: the CA's key and self-signed certificate, a
+    host's key, signing request and certificate) would find nothing to do, read without running them: (current,
+    why not). The CA: its key and certificate there, the certificate a CA of that key. With key_path/cert_path (a
+    host's): both there, the certificate of that key, signed by that CA, naming exactly subject_alt_name
+    (community.crypto's 'IP:...'/'DNS:...' entries), for serverAuth, and not within renew_days of its expiry. Anything
+    unreadable or different is "not current": the tasks run and make or repair it as before."""
+    ca_key_pem, ca_pem = _read(os.path.join(ca_dir, 'ca.key')), _read(os.path.join(ca_dir, 'ca.crt'))
+    if ca_key_pem is None or ca_pem is None:
+        return False, 'no CA key and certificate in %s yet' % ca_dir
+    try:
+        ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
+        ca = x509.load_pem_x509_certificate(ca_pem)
+        if _public_der(ca_key) != _public_der(ca):
+            return False, 'the CA certificate is not of the CA key'
+        if not ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
+            return False, 'the CA certificate is not a CA'
+        if key_path is None:
+            return True, 'as made'
+        key_pem, cert_pem = _read(key_path), _read(cert_path)
+        if key_pem is None or cert_pem is None:
+            return False, 'no key and certificate of this host yet'
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        if _public_der(key) != _public_der(cert):
+            return False, 'the certificate is not of the host key'
+        if cert.issuer != ca.subject:
+            return False, 'the certificate was not issued by this CA'
+        cert.verify_directly_issued_by(ca)
+        wanted = sorted(str(ipaddress.ip_address(s[3:])) if s.startswith('IP:') else s[4:].lower()
+                        for s in (subject_alt_name or []))
+        have = sorted(str(ipaddress.ip_address(s)) if _is_ip(s) else s.lower() for s in _sans(cert))
+        if have != wanted:
+            return False, 'the certificate names %s, the fronts need %s' % (have, wanted)
+        usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        if x509.oid.ExtendedKeyUsageOID.SERVER_AUTH not in usage:
+            return False, 'the certificate is not for serverAuth'
+        if expiry(_not_after(cert), _now() if now is None else now, renew_days)['renew']:
+            return False, 'the certificate expires within %s days' % renew_days
+    except (ValueError, TypeError, InvalidSignature, x509.ExtensionNotFound) as exc:
+        return False, 'unreadable or not as made (%s)' % (exc.__class__.__name__,)
+    return True, 'as made'
