@@ -209,7 +209,8 @@ def measure(bench, only):
         result['recipe'] = with_ratio(bench.shipped('switch.yml', {'ds4_profile': 'throughput'}), floor)
         result['recipe_back'] = with_ratio(bench.shipped('rollback.yml'), floor)
     if 'image' in only:
-        result['image'] = with_ratio(bench.shipped('site.yml', {'ds4_site_overrides': dict(BASE_OVERRIDES, image={'ref': 'ds4-vllm-sim:next', 'vllm_version': '0.27.1'})}), floor)
+        other = dict(BASE_OVERRIDES, image={'ref': 'ds4-vllm-sim:next', 'vllm_version': '0.27.1'})
+        result['image'] = with_ratio(bench.shipped('site.yml', {'ds4_site_overrides': other}), floor)
         result['image_back'] = with_ratio(bench.shipped('site.yml'), floor)
     if 'status' in only:
         result['status'] = with_ratio(bench.shipped('status.yml'), floor)

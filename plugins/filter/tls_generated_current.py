@@ -12,7 +12,7 @@ name: tls_generated_current
 short_description: Whether the collection's CA (and a host's certificate) on the controller need nothing done
 version_added: 0.2.0
 description:
-  - Reads the CA directory (C(ds4_tls_ca_dir)) with the controller's C(cryptography), without running a module: true
+  - Reads the CA directory (C(ds4_tls_ca_dir)) with the controller's C(cryptography), without running a module. True
     when the community.crypto tasks of the fronts' TLS material would change nothing (the CA key and its CA
     certificate there; with O(key_path) and O(cert_path), the host's key and a certificate of it signed by that CA,
     naming exactly O(subject_alt_name), for serverAuth, not due for renewal). The deploy skips those tasks then

@@ -118,8 +118,9 @@ class Lanes(object):
         with self.lock:
             self.results[name] = (rc, took)
             self.cpu[name] = cpu
-            print('TIMING %-15s %7.1f s  %s%s' % (self._label(name) + name, took, 'ok' if rc == 0 else 'FAILED (rc %d)' % rc,
-                                                 '' if cpu is None else '  (CPU %.1f s)' % cpu), flush=True)
+            status = 'ok' if rc == 0 else 'FAILED (rc %d)' % rc
+            used = '' if cpu is None else '  (CPU %.1f s)' % cpu
+            print('TIMING %-15s %7.1f s  %s%s' % (self._label(name) + name, took, status, used), flush=True)
             if rc != 0 and not self.stream:
                 print('=== log of the failed job %s (%s)' % (name, os.path.relpath(log, ROOT)), flush=True)
                 with open(log) as fh:

@@ -57,9 +57,9 @@ def _pki(tmp_path, **leaf):
     return str(tmp_path), str(tmp_path / 'hosts' / 'spark1.key'), str(tmp_path / 'hosts' / 'spark1.crt')
 
 
-def _current(paths, sans=SANS, renew_days=30, now=NOW):
+def _current(paths, sans=None, renew_days=30, now=NOW):
     ca_dir, key, cert = paths
-    return t.generated_current(ca_dir, key, cert, sans, renew_days, int(now.timestamp()))
+    return t.generated_current(ca_dir, key, cert, SANS if sans is None else sans, renew_days, int(now.timestamp()))
 
 
 def test_material_as_made_is_current_for_the_ca_and_the_host(tmp_path):
