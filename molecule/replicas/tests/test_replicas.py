@@ -2,6 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Two TP=2 pairs behind vllm-router (scenario `replicas`), in order:
 
+0. right after the converge, a no-op site.yml skips the router and the controller's TLS modules; a pool keeper
+   disabled by hand is named and repaired;
 1. a router on each router host (spark1, spark3: the VIP's two hosts) lists both pair heads, none on a worker;
    its front (10.77.0.11:8080) wants a key, and concurrent load
    through it is served by both pairs (each head's own request counter grows);
@@ -127,6 +129,36 @@ def assert_one_pair_at_a_time(what, windows, before, after):
     # StartedAt: every container of one pair started before any of the other (the order itself is free)
     first, second = sorted((P1, P2), key=lambda p: max(after[p]))
     assert max(after[first]) < min(after[second]), '%s: pairs restarted interleaved: %r' % (what, after)
+
+
+def _task_results(out, title):
+    """The result lines ('ok: [spark1]', 'skipping: [spark3]', ...) under each TASK header that starts with title."""
+    blocks = re.findall(r'^TASK \[%s[^\n]*\n(.*?)(?=^TASK \[|^PLAY RECAP)' % re.escape(title), out, re.M | re.S)
+    return [ln.split(':')[0] for block in blocks for ln in block.splitlines() if re.match(r'^(ok|changed|skipping|fatal): ', ln)]
+
+
+def test_a_noop_site_skips_the_router_and_the_controllers_tls_work_and_a_disabled_pool_keeper_runs_it_again():
+    """Work in proportion to the change (docs/measurements.md, the converge benchmark): right after the converge, a
+    site.yml over both pairs finds each router host as recorded (the router skipped on spark1 and spark3) and the
+    collection's CA and every front's certificate as community.crypto made them (no module runs on the controller);
+    then a pool keeper disabled by hand on spark3 is named and repaired by site.yml -l spark_pair2, spark1's router
+    untouched."""
+    out, _took = playbook('site.yml')
+    flat = ' '.join(out.split())
+    assert flat.count('router: as recorded on every node, skipped') == 2, flat[-3000:]
+    for title in ('dgxspark.ds4.api_proxy : TLS | CA key', 'dgxspark.ds4.api_proxy : TLS | Certificate (renewed'):
+        results = _task_results(out, title)
+        assert results and set(results) == {'skipping'}, (title, results)
+    assert re.findall(r'^spark\d\s+:\s+ok=\d+\s+changed=(\d+)', out, re.M) == ['0'] * 4, out[-1500:]
+
+    router1 = d.unit_show('spark1', ROUTER_UNIT, 'ExecMainStartTimestampMonotonic')
+    d.node('spark3', 'systemctl', 'disable', '--quiet', POOL_UNIT)
+    out, _took = playbook('site.yml', args=['-l', P2])
+    flat = ' '.join(out.split())
+    assert 'router: runs (' in flat and 'unit %s: recorded enabled/' % POOL_UNIT in flat, flat[-3000:]
+    assert d.node('spark3', 'systemctl', 'is-enabled', POOL_UNIT).strip() == 'enabled'
+    assert d.unit_show('spark1', ROUTER_UNIT, 'ExecMainStartTimestampMonotonic') == router1
+    both_in_rotation()
 
 
 def test_router_lists_both_pairs_and_its_front_wants_a_key():

@@ -40,6 +40,7 @@ NOT_VARIABLES = {
     "ds4_api_": "name pattern of the converge shortcut",
     "container_image_": "name pattern of the converge shortcut",
     "firewall_": "name pattern of the converge shortcut",
+    "router_": "name pattern of the converge shortcut",
     "_converge_inputs": "name suffix: roles/_converge reads __<role>_converge_inputs of the calling role",
     "_converge_checks": "name suffix: roles/_converge reads __<role>_converge_checks of the calling role",
     "ds4_allreduce": "file roles/nccl_fabric/files/ds4_allreduce.py",
