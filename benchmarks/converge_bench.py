@@ -60,6 +60,8 @@ STARTED_PLAYBOOK = """\
   gather_facts: false
   become: true
   tasks:
+    # docker's CLI, not community.docker: one call lists the rank containers by label and one reads every StartedAt
+    # (docker_host_info + docker_container_info would be a module run per container, load the benchmark adds itself)
     - name: Every vLLM rank container's StartedAt
       ansible.builtin.command: docker ps --filter label=org.dgxspark.ds4.role --format '{{ '{{' }}.Names{{ '}}' }}'
       register: bench_names
