@@ -111,7 +111,8 @@ def normalise_checks(checks):
     return out, None
 
 
-def _observe_file(path):
+def observe_file(path):
+    """A file by its SHA-1, mode and owner; a directory or a symlink by what it is; absent or unreadable."""
     path = os.path.expanduser(path)
     try:
         st = os.lstat(path)
@@ -152,7 +153,7 @@ def observe(checks, run):
     """Observe every check. `run(argv)` returns (rc, stdout, stderr) and never raises."""
     seen = {'files': {}, 'units': {}, 'commands': {}, 'trees': {}}
     for path in checks.get('files', []):
-        seen['files'][path] = _observe_file(path)
+        seen['files'][path] = observe_file(path)
     for path in checks.get('trees', []):
         seen['trees'][path] = _observe_tree(path)
     units = checks.get('units', [])
@@ -192,6 +193,26 @@ def compare(record, role, digest, per_input, seen):
                 reasons.append('%s %s: recorded %s, now %s'
                                % (kind[:-1], name, was.get(name, 'not checked'), now.get(name, 'not checked')))
     return reasons
+
+
+def differences(record, digest, per_input, seen):
+    """What differs between the record and now, by name: {'recorded': a usable record exists, 'inputs': the input
+    names whose hash changed ('(collection code)' among them when the collection's code did), 'checks': the check
+    names (paths, units, argv lines) whose observation changed or that the record does not hold}. A role reads it to
+    skip work whose own inputs are as recorded (vllm_service: its node scripts on a launch-flag change)."""
+    if not record or record.get('version') != RECORD_VERSION:
+        return {'recorded': False, 'inputs': [], 'checks': []}
+    inputs = []
+    if record.get('digest') != digest:
+        before = record.get('inputs') or {}
+        inputs = sorted(name for name in set(before) | set(per_input) if before.get(name) != per_input.get(name))
+    recorded_state = record.get('state') or {}
+    checks = set()
+    for kind in CHECK_KINDS:
+        was = recorded_state.get(kind) or {}
+        now = seen.get(kind) or {}
+        checks.update(name for name in set(was) | set(now) if was.get(name) != now.get(name))
+    return {'recorded': True, 'inputs': inputs, 'checks': sorted(checks)}
 
 
 def unrepaired(reference, digest, found, after, observed=()):

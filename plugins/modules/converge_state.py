@@ -112,6 +112,15 @@ reasons:
   type: list
   elements: str
   sample: ["file /etc/sysctl.d/60-dgxspark-ds4.conf: recorded sha1:ab..:644:0:0, now sha1:cd..:644:0:0"]
+differs:
+  description:
+    - (O(state=probe)) The differences by name, for a role that skips part of its work when that part's own inputs
+      are as recorded.
+    - C(recorded) whether a usable record exists, C(inputs) the input names whose hash changed (C((collection code))
+      when the collection's code did), C(checks) the check names whose observation changed or that the record lacks.
+  returned: when state is probe
+  type: dict
+  sample: {"recorded": true, "inputs": ["ds4_effective"], "checks": []}
 published:
   description: The published facts of the record (empty unless current).
   returned: always
@@ -174,7 +183,8 @@ def main():
     if p['state'] == 'probe':
         reasons = cs.compare(previous, p['role'], p['digest'], p['inputs'], seen)
         module.exit_json(changed=False, current=not reasons, reasons=reasons, record=path, digest=p['digest'], inputs=p['inputs'],
-                         published=(previous or {}).get('published', {}) if not reasons else {}, seen=seen)
+                         published=(previous or {}).get('published', {}) if not reasons else {}, seen=seen,
+                         differs=cs.differences(previous, p['digest'], p['inputs'], seen))
 
     record = cs.build_record(p['role'], p['digest'], p['inputs'], seen, p['published'])
     previous = previous or cs.load_record(cs.running_path(path))

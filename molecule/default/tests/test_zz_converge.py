@@ -3,7 +3,8 @@
 """The converge shortcut on the converged pair: a no-op run skips every role and changes nothing,
 and drift it cannot see through the record is impossible to hide: a file edited by hand, a unit
 disabled and a limits file removed are each named and repaired by the next plain run, without
-restarting the pair; check mode reports the repair (diff mode shows the file it would write back) and does not make it."""
+restarting the pair (a node script edited by hand too: its role writes its node files again on that node
+only); check mode reports the repair (diff mode shows the file it would write back) and does not make it."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -23,6 +24,8 @@ ROLES = ('host_hardening', 'firewall', 'peer_access', 'container_image', 'model_
 SYSCTL = '/etc/sysctl.d/60-dgxspark-ds4.conf'
 FIREWALL_UNIT = 'dgxspark-ds4-firewall.service'
 LIMITS = '/etc/security/limits.d/60-dgxspark-ds4.conf'
+# a node script vllm_service installs on both ranks (its node files, skipped by a launch change when as recorded)
+GUARD = '/usr/local/libexec/dgxspark-ds4/pairguard.py'
 
 
 def changed_counts(out):
@@ -48,6 +51,8 @@ def test_drift_is_named_and_repaired_without_a_restart():
     node('spark2', 'sh', '-c', 'echo "vm.swappiness = 60" >> %s' % SYSCTL)
     node('spark1', 'systemctl', 'disable', '--quiet', FIREWALL_UNIT)
     node('spark1', 'rm', '-f', LIMITS)
+    guard0 = node('spark2', 'sha1sum', GUARD).split()[0]
+    node('spark2', 'sh', '-c', 'echo "# edited by hand" >> %s' % GUARD)
 
     # Check mode names the drift and repairs nothing; diff mode shows the repairs it would make.
     rc, out = run_playbook('site.yml', args=['--check', '--diff'])
@@ -61,6 +66,7 @@ def test_drift_is_named_and_repaired_without_a_restart():
     # repairs the sysctl file, has no diff mode: its repair is named by the converge line above)
     assert re.search(r'^\+\+\+ after: \S*limits\.conf\.j2$', out, re.M), out[-3000:]
     assert re.search(r'^\+root\s+hard\s+memlock\s+unlimited$', out, re.M), out[-3000:]
+    assert 'vllm_service: runs (file %s: recorded sha1:' % GUARD in flat, flat[-3000:]
     assert 'vm.swappiness = 60' in node('spark2', 'cat', SYSCTL)
     assert node('spark1', 'systemctl', 'is-enabled', FIREWALL_UNIT, check=False) == 'disabled'
     assert node('spark1', 'sh', '-c', 'test -e %s && echo present || echo absent' % LIMITS) == 'absent'
@@ -71,7 +77,11 @@ def test_drift_is_named_and_repaired_without_a_restart():
     assert node('spark2', 'cat', SYSCTL) == sysctl0
     assert node('spark1', 'systemctl', 'is-enabled', FIREWALL_UNIT, check=False) == 'enabled'
     assert 'memlock' in node('spark1', 'cat', LIMITS)
-    assert 'vllm_service: as recorded on every node, skipped' in out
+    # the edited script: vllm_service runs for it, writes its node files again on spark2 only (spark1's are as
+    # recorded), restarts no rank
+    assert node('spark2', 'sha1sum', GUARD).split()[0] == guard0
+    assert 'vllm_service: runs (file %s: recorded sha1:' % GUARD in ' '.join(out.split()), out[-3000:]
+    assert re.search(r'^included: \S*node_files\.yml for spark2$', out, re.M), out[-3000:]
     assert (started_at('spark1', 'head'), started_at('spark2', 'worker')) == (head0, worker0)
     rc, out = run_playbook('site.yml')
     assert rc == 0, out[-3000:]

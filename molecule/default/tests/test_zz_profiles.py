@@ -42,6 +42,8 @@ PROFILES = ['conservative', 'long-context-1m', 'dspark-nvfp4-1m', 'upstream-mtp'
 # tarball, run as `ansible-playbook dgxspark.ds4.site -i <inventory> -e ds4_profile=<recipe>` from a directory outside
 # the checkout): no recipe in the inventory, nothing from the repository. The others switch from the working tree.
 FROM_TARBALL = 'upstream-mtp'
+# the one recipe with a cache volume the others lack (/var/cache/dgxspark-ds4/huggingface)
+NEW_CACHE_DIR = 'long-context-1m'
 
 
 def profile_file(name):
@@ -72,6 +74,11 @@ def test_profile_deploys_serves_and_validates(profile):
     else:
         rc, out = d.run_playbook('switch.yml', extra, var_files=[profile_file(profile)])
         assert rc == 0, out[-4000:]
+        # a recipe switch changes the launch, not the node scripts (same collection code, each as recorded): their
+        # ~20 module runs per node are not included, unless the recipe adds a cache directory (long-context-1m's
+        # huggingface cache; the installed collection above is other code: included too)
+        assert 'vllm_service: runs (' in ' '.join(out.split()), out[-3000:]
+        assert ('node_files.yml' in out) == (profile == NEW_CACHE_DIR), (profile, out[-3000:])
     # The restart contract (a changed launch restarts both ranks, worker first).
     head1, worker1 = d.both_started()
     assert head1 != head0 and worker1 != worker0, 'both ranks must restart on a recipe switch'

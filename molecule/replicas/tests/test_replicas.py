@@ -54,6 +54,7 @@ P1, P2 = 'spark_pair1', 'spark_pair2'
 NODES = {P1: (('spark1', 'head'), ('spark2', 'worker')), P2: (('spark3', 'head'), ('spark4', 'worker'))}
 MAX_EVICTION_S = 5.0
 ROUTER_UNIT, POOL_UNIT = 'dgxspark-ds4-router.service', 'dgxspark-ds4-router-pool.service'
+TLS_CA_FILE = '/etc/dgxspark-ds4/tls/ca.crt'
 POOL_FILE = '/etc/dgxspark-ds4/router-pool.json'
 # the bound on "serves at once" after a router (re)start: it listens at once and its pool keeper polls every 1 s
 ROUTER_SERVES_S = 10.0
@@ -149,14 +150,23 @@ def test_a_noop_site_skips_the_router_and_the_controllers_tls_work_and_a_disable
     for title in ('dgxspark.ds4.api_proxy : TLS | CA key', 'dgxspark.ds4.api_proxy : TLS | Certificate (renewed'):
         results = _task_results(out, title)
         assert results and set(results) == {'skipping'}, (title, results)
+    # each host's front material looked at once (dgxspark.ds4.file_state) and found as written (the workers': absent):
+    # nothing written or removed anywhere
+    assert _task_results(out, "dgxspark.ds4.api_proxy : TLS | The fronts' material on this host, in one look") == ['ok'] * 4
+    assert 'tls_front_files.yml' not in out, out[-3000:]
+    assert set(_task_results(out, 'dgxspark.ds4.api_proxy : TLS | No front here')) == {'skipping'}, out[-3000:]
     assert re.findall(r'^spark\d\s+:\s+ok=\d+\s+changed=(\d+)', out, re.M) == ['0'] * 4, out[-1500:]
 
     router1 = d.unit_show('spark1', ROUTER_UNIT, 'ExecMainStartTimestampMonotonic')
     d.node('spark3', 'systemctl', 'disable', '--quiet', POOL_UNIT)
+    # and the CA file of spark3's fronts made group-readable by hand: that host's material is written again
+    d.node('spark3', 'chmod', '0640', TLS_CA_FILE)
     out, _took = playbook('site.yml', args=['-l', P2])
     flat = ' '.join(out.split())
     assert 'router: runs (' in flat and 'unit %s: recorded enabled/' % POOL_UNIT in flat, flat[-3000:]
     assert d.node('spark3', 'systemctl', 'is-enabled', POOL_UNIT).strip() == 'enabled'
+    assert re.search(r'included: \S*tls_front_files\.yml for spark3$', out, re.M), out[-3000:]
+    assert d.node('spark3', 'stat', '-c', '%a', TLS_CA_FILE).strip() == '644'
     assert d.unit_show('spark1', ROUTER_UNIT, 'ExecMainStartTimestampMonotonic') == router1
     both_in_rotation()
 

@@ -241,3 +241,31 @@ def test_decide_does_not_change_the_callers_needed():
     before = {'firewall': False}
     cs.decide('container_image', PROBE_DRIFT, [False], needed=before)
     assert before == {'firewall': False}
+
+
+def test_differences_name_the_changed_inputs_and_checks_and_nothing_else(tmp_path):
+    """What vllm_service reads to skip re-copying its node scripts: only the input names and check names that
+    changed, the collection code among the inputs, a path the record lacks among the checks; no record: recorded
+    False."""
+    (tmp_path / 'script.py').write_text('v1')
+    (tmp_path / 'unit').write_text('u1')
+    checks = {'files': [str(tmp_path / 'script.py'), str(tmp_path / 'unit')]}
+    run, dummy = _run_factory({})
+    seen = cs.observe(checks, run)
+    digest, per_input = cs.inputs_digest({'flags': {'max-num-seqs': 8}, 'dir': '/x'}, 'code1')
+    assert cs.differences(None, digest, per_input, seen) == {'recorded': False, 'inputs': [], 'checks': []}
+    record = cs.build_record('r', digest, per_input, seen, {})
+    assert cs.differences(record, digest, per_input, seen) == {'recorded': True, 'inputs': [], 'checks': []}
+    # a launch flag changed: the input by name, no check
+    digest2, per_input2 = cs.inputs_digest({'flags': {'max-num-seqs': 4}, 'dir': '/x'}, 'code1')
+    assert cs.differences(record, digest2, per_input2, seen) == {'recorded': True, 'inputs': ['flags'], 'checks': []}
+    # the collection's code changed
+    digest3, per_input3 = cs.inputs_digest({'flags': {'max-num-seqs': 8}, 'dir': '/x'}, 'code2')
+    assert cs.differences(record, digest3, per_input3, seen)['inputs'] == ['(collection code)']
+    # a script edited on the node, and a path the record never checked
+    (tmp_path / 'script.py').write_text('edited')
+    (tmp_path / 'new.py').write_text('n')
+    seen2 = cs.observe({'files': checks['files'] + [str(tmp_path / 'new.py')]}, run)
+    assert cs.differences(record, digest, per_input, seen2)['checks'] == sorted([str(tmp_path / 'new.py'), str(tmp_path / 'script.py')])
+    # another record version is no record
+    assert not cs.differences(dict(record, version=cs.RECORD_VERSION + 1), digest, per_input, seen)['recorded']

@@ -98,13 +98,15 @@ def guard_series():
 
 
 def tls_series():
-    """The series of the fronts' TLS textfile, read from the task that writes it (roles/api_proxy/tasks/tls_front.yml)."""
-    with open(os.path.join(REPO, 'roles', 'api_proxy', 'tasks', 'tls_front.yml')) as f:
+    """The series of the fronts' TLS textfile, read from what the task writes (roles/api_proxy/vars/main.yml
+    _api_proxy_tls_textfile_content, written by tasks/tls_front_files.yml)."""
+    with open(os.path.join(REPO, 'roles', 'api_proxy', 'vars', 'main.yml')) as f:
+        text = yaml.safe_load(f)['_api_proxy_tls_textfile_content']
+    with open(os.path.join(REPO, 'roles', 'api_proxy', 'tasks', 'tls_front_files.yml')) as f:
         tasks = yaml.safe_load(f)
-    texts = [t['ansible.builtin.copy']['content'] for t in tasks
-             if 'expiry for the node exporter' in t.get('name', '') and 'ansible.builtin.copy' in t]
-    assert len(texts) == 1, texts
-    return set(re.findall(r'^(dgxspark_ds4_tls_[a-z_]+)\{', texts[0], re.M))
+    writers = [t for t in tasks if 'expiry for the node exporter' in t.get('name', '')]
+    assert len(writers) == 1 and writers[0]['ansible.builtin.copy']['content'] == '{{ _api_proxy_tls_textfile_content }}', writers
+    return set(re.findall(r'^(dgxspark_ds4_tls_[a-z_]+)\{', text, re.M))
 
 
 def known_series():

@@ -1,0 +1,56 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""file_state main(): every path observed in one run as the converge shortcut observes it (a file by SHA-1, mode and
+owner, a directory, absent - also below a missing directory - without a warning); a relative path refused."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import hashlib
+import os
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.dgxspark.ds4.plugins.modules import file_state as mod
+from .module_harness import ExitJson, FailJson, patch_exit
+
+
+@pytest.fixture(autouse=True)
+def patched(monkeypatch):
+    patch_exit(monkeypatch)
+
+
+def call(paths, expect=ExitJson):
+    with patch_module_args(dict(paths=paths)):
+        with pytest.raises(expect) as exc:
+            mod.main()
+    return exc.value.args[0]
+
+
+def test_files_directories_and_missing_paths_in_one_run(tmp_path):
+    tls = tmp_path / 'tls'
+    tls.mkdir(mode=0o755)
+    os.chmod(str(tls), 0o755)
+    key = tls / 'front.key'
+    key.write_text('-----BEGIN PRIVATE KEY-----\nx\n')
+    os.chmod(str(key), 0o600)
+    uid, gid = os.getuid(), os.getgid()
+    missing = tmp_path / 'nowhere' / 'front.crt'
+    result = call([str(tls), str(key), str(missing)])
+    assert result['changed'] is False and not result.get('warnings')
+    assert result['files'] == {
+        str(tls): 'dir:755:%d:%d' % (uid, gid),
+        str(key): 'sha1:%s:600:%d:%d' % (hashlib.sha1(key.read_bytes()).hexdigest(), uid, gid),
+        str(missing): 'absent',
+    }
+    # what a role compares it with: the SHA-1 of the text it would write, as ansible's hash('sha1') computes it
+    assert result['files'][str(key)].split(':')[1] == hashlib.sha1(key.read_text().encode('utf-8')).hexdigest()
+    key.write_text('-----BEGIN PRIVATE KEY-----\ny\n')
+    assert call([str(key)])['files'][str(key)] != result['files'][str(key)]
+
+
+def test_a_relative_path_is_refused_by_name():
+    failed = call(['etc/dgxspark-ds4/tls', '/etc'], expect=FailJson)
+    assert 'etc/dgxspark-ds4/tls' in failed['msg'] and 'absolute' in failed['msg']
