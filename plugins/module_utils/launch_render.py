@@ -125,7 +125,9 @@ def render_launch_script(eff):
 
 def render_env_file(eff):
     """nccl.env: the node's network env in docker --env-file format (KEY=value, no quoting)."""
-    lines = ['# nccl.env for %s (%s), profile %s. Rendered by dgxspark.ds4; do not edit.' % (eff['host'], eff['role'], eff['profile'])]
+    # No profile name in it: a recipe switch with the same network env leaves the file (and nccl_fabric, whose input
+    # it is) as they are.
+    lines = ['# nccl.env for %s (%s). Rendered by dgxspark.ds4; do not edit.' % (eff['host'], eff['role'])]
     per_node = list(eff.get('per_node_env') or [])
     for name, value in eff['env'].items():
         if name.startswith('NCCL_') and name not in per_node:

@@ -359,8 +359,8 @@ def fabric_facts(params, dev_infiniband_present):
         "mtu": nd.get("mtu"), "operstate": nd.get("operstate"), "speed_mbps": nd.get("speed_mbps"),
     }
     header = [
-        "nccl.env for %s (%s), profile %s. Rendered by dgxspark.ds4.nccl_fabric; do not edit." % (
-            eff.get("host", "?"), eff.get("role", "?"), eff.get("profile", "?")),
+        # no profile name: a recipe switch with the same network env changes nothing here
+        "nccl.env for %s (%s). Rendered by dgxspark.ds4.nccl_fabric; do not edit." % (eff.get("host", "?"), eff.get("role", "?")),
         "Per-node values: " + ", ".join("%s=%s" % (k, built["sources"].get(k, "-")) for k in PER_NODE_KEYS),
         "Discovered: %s on %s, HCAs %s, RoCE v2 IPv4 GID %s (sysfs %s)." % (
             summary["ip"], summary["ifname"], ",".join(summary["hcas"] or []) or "-", summary["gid_index"],
