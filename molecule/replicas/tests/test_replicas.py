@@ -147,9 +147,12 @@ def test_a_noop_site_skips_the_router_and_the_controllers_tls_work_and_a_disable
     out, _took = playbook('site.yml')
     flat = ' '.join(out.split())
     assert flat.count('router: as recorded on every node, skipped') == 2, flat[-3000:]
-    for title in ('dgxspark.ds4.api_proxy : TLS | CA key', 'dgxspark.ds4.api_proxy : TLS | Certificate (renewed'):
+    # the CA's tasks skipped; each host's key and certificate on the controller not even included
+    for title in ('dgxspark.ds4.api_proxy : TLS | CA key',
+                  "dgxspark.ds4.api_proxy : TLS | This host's key and certificate on the controller"):
         results = _task_results(out, title)
         assert results and set(results) == {'skipping'}, (title, results)
+    assert 'TLS | Certificate (renewed' not in out and 'tls_front.yml' not in out, out[-3000:]
     # each host's front material looked at once (dgxspark.ds4.file_state) and found as written (the workers': absent):
     # nothing written or removed anywhere
     assert _task_results(out, "dgxspark.ds4.api_proxy : TLS | The fronts' material on this host, in one look") == ['ok'] * 4
