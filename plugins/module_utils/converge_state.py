@@ -173,25 +173,34 @@ def observe(checks, run):
     return seen
 
 
+def _walk(record, digest, per_input, seen):
+    """(the input names whose hash changed, [(kind, name, recorded, now)] of every check that differs) against a usable
+    record; None when there is none (absent, or of another version)."""
+    if not record or record.get('version') != RECORD_VERSION:
+        return None
+    inputs = []
+    if record.get('digest') != digest:
+        before = record.get('inputs') or {}
+        inputs = sorted(name for name in set(before) | set(per_input) if before.get(name) != per_input.get(name))
+    recorded_state = record.get('state') or {}
+    checks = []
+    for kind in CHECK_KINDS:
+        was = recorded_state.get(kind) or {}
+        now = seen.get(kind) or {}
+        checks.extend((kind, name, was.get(name, 'not checked'), now.get(name, 'not checked'))
+                      for name in sorted(set(was) | set(now)) if was.get(name) != now.get(name))
+    return inputs, checks
+
+
 def compare(record, role, digest, per_input, seen):
     """Reasons why the recorded state does not stand for this run (empty list: current)."""
     if not record:
         return ['%s has no converge record on this node (first run, or the last run of the role failed)' % role]
     if record.get('version') != RECORD_VERSION:
         return ['converge record version %r, expected %d' % (record.get('version'), RECORD_VERSION)]
-    reasons = []
-    if record.get('digest') != digest:
-        before = record.get('inputs') or {}
-        changed = sorted(name for name in set(before) | set(per_input) if before.get(name) != per_input.get(name))
-        reasons.append('inputs changed: %s' % (', '.join(changed) or 'digest differs'))
-    recorded_state = record.get('state') or {}
-    for kind in CHECK_KINDS:
-        was = recorded_state.get(kind) or {}
-        now = seen.get(kind) or {}
-        for name in sorted(set(was) | set(now)):
-            if was.get(name) != now.get(name):
-                reasons.append('%s %s: recorded %s, now %s'
-                               % (kind[:-1], name, was.get(name, 'not checked'), now.get(name, 'not checked')))
+    inputs, checks = _walk(record, digest, per_input, seen)
+    reasons = ['inputs changed: %s' % (', '.join(inputs) or 'digest differs')] if record.get('digest') != digest else []
+    reasons.extend('%s %s: recorded %s, now %s' % (kind[:-1], name, was, now) for kind, name, was, now in checks)
     return reasons
 
 
@@ -200,19 +209,11 @@ def differences(record, digest, per_input, seen):
     names whose hash changed ('(collection code)' among them when the collection's code did), 'checks': the check
     names (paths, units, argv lines) whose observation changed or that the record does not hold}. A role reads it to
     skip work whose own inputs are as recorded (vllm_service: its node scripts on a launch-flag change)."""
-    if not record or record.get('version') != RECORD_VERSION:
+    walked = _walk(record, digest, per_input, seen)
+    if walked is None:
         return {'recorded': False, 'inputs': [], 'checks': []}
-    inputs = []
-    if record.get('digest') != digest:
-        before = record.get('inputs') or {}
-        inputs = sorted(name for name in set(before) | set(per_input) if before.get(name) != per_input.get(name))
-    recorded_state = record.get('state') or {}
-    checks = set()
-    for kind in CHECK_KINDS:
-        was = recorded_state.get(kind) or {}
-        now = seen.get(kind) or {}
-        checks.update(name for name in set(was) | set(now) if was.get(name) != now.get(name))
-    return {'recorded': True, 'inputs': inputs, 'checks': sorted(checks)}
+    inputs, checks = walked
+    return {'recorded': True, 'inputs': inputs, 'checks': sorted(set(name for _kind, name, _was, _now in checks))}
 
 
 def unrepaired(reference, digest, found, after, observed=()):
