@@ -30,6 +30,7 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils.known_vars import (
     scan_collection,
 )
 from ansible_collections.dgxspark.ds4.plugins.module_utils.placeholders import placeholder_errors
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs
 from ansible_collections.dgxspark.ds4.plugins.module_utils import tls_plan
 from ansible_collections.dgxspark.ds4.plugins.module_utils.pairs import (
     pair_groups,
@@ -82,6 +83,34 @@ def known_names(root=COLLECTION_ROOT):
         known, roles = scan_collection(root, lambda text: yaml.load(text, Loader=_YamlLoader))  # nosec: a safe loader
         _KNOWN_CACHE[root] = (known, prefixes(roles))
     return _KNOWN_CACHE[root]
+
+
+def role_options(root=COLLECTION_ROOT):
+    """{name: option} of every role's argument spec (plugins/plugin_utils/role_inputs.py), read once per controller process."""
+    key = ('options', root)
+    if key not in _KNOWN_CACHE:
+        _KNOWN_CACHE[key] = role_inputs.options_by_name(role_inputs.load_specs(root, lambda text: yaml.load(text, Loader=_YamlLoader)))  # nosec
+    return _KNOWN_CACHE[key]
+
+
+def role_input_errors(all_hostvars, spark, options):
+    """role_inputs.problems() of every role option a spark host's inventory or the extra vars set, templated as the
+    roles would read it; one line per distinct problem, the hosts named when not all of them have it."""
+    seen = {}
+    for h in spark:
+        raw = all_hostvars.raw_get(h) if hasattr(all_hostvars, 'raw_get') else all_hostvars[h]
+        values = {}
+        for name in list(raw.keys()):
+            name_s = str(name)
+            if name_s not in options or name_s.startswith('_'):
+                continue
+            try:
+                values[name_s] = all_hostvars[h][name_s]
+            except Exception:  # pylint: disable=broad-except  # a template that needs ds4_effective: the role checks it
+                continue
+        for line in role_inputs.problems(values, options):
+            seen.setdefault(line, []).append(h)
+    return [line if sorted(hosts) == sorted(spark) else '[host %s] %s' % (', '.join(hosts), line) for line, hosts in seen.items()]
 
 
 def _origin(name, value, resolve=False):
@@ -204,6 +233,7 @@ class ActionModule(ActionBase):
                 return result
         known, prefix_list = known_names()
         errors = unknown_variable_errors(all_hostvars, spark, prefix_list, known)
+        errors.extend(role_input_errors(all_hostvars, spark, role_options()))
         inputs_base = {
             'base': base,
             'ds4_profile': task_vars.get('ds4_profile'),

@@ -54,7 +54,7 @@ COLLECTION_VARS = {
 INTERNAL_NAMES = frozenset(('ds4_effective',))
 
 NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
-SECRET_RE = re.compile(r'(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)', re.I)
+SECRET_RE = re.compile(r'(KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH)', re.I)
 
 _SET_FACT = ('set_fact', 'ansible.builtin.set_fact', 'ansible.legacy.set_fact')
 _SET_FACT_OPTIONS = ('cacheable',)

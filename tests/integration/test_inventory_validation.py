@@ -49,7 +49,7 @@ PIN = {"deepseek-v4-flash": "0123456789abcdef0123456789abcdef01234567"}
 RECIPE = os.path.join(REPO, "roles", "config", "files", "recipes", "balanced.yml")
 
 
-def _run_site(tmp_path, hosts, serve_args=None, pins=None):
+def _run_site(tmp_path, hosts, serve_args=None, pins=None, args=()):
     """Write an inventory (hosts, the site's revision pins, the balanced profile) and run site.yml against it.
 
     serve_args: entries written over the balanced recipe, given in full as the user's own ds4_profile_config."""
@@ -70,7 +70,7 @@ def _run_site(tmp_path, hosts, serve_args=None, pins=None):
     env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0")
     proc = subprocess.run(
-        [os.path.join(BIN, "ansible-playbook"), "-i", str(inv), os.path.join(REPO, "playbooks", "site.yml")],
+        [os.path.join(BIN, "ansible-playbook"), "-i", str(inv), os.path.join(REPO, "playbooks", "site.yml")] + list(args),
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False,
     )
     return proc.returncode, proc.stdout
@@ -93,6 +93,32 @@ def test_missing_fabric_ip_names_host_and_variable(tmp_path):
     assert "[host spark2] ds4_fabric_ip = null" in out, out
     assert "host_vars/spark2.yml" in out, out
     assert "[host spark1] ds4_fabric_ip" not in out, out
+
+
+def test_bad_role_variables_are_refused_in_the_first_play_naming_each_and_showing_no_secret(tmp_path):
+    """Issue 46: role variables (not only the config role's) are checked on the controller before any host is
+    contacted; a newline, a system directory, a wildcard admin listener, a bad secret and a misspelt secret name. The
+    run is -vvv and no secret string appears anywhere in its output."""
+    hosts = _valid_hosts()
+    secrets = ("pa ss-Wd", "tOpSeCrEt-vrrp1", "sk-newline-secret-0123456789")
+    hosts["spark1"].update({
+        "router_health_check_endpoint": "/health\nExecStartPre=/bin/sh -c id",
+        "api_proxy_config_dir": "/etc/nginx",
+        "router_listen_host": "0.0.0.0",
+        "router_vrrp_auth_pass": secrets[0],
+    })
+    hosts["spark2"]["router_vrrp_auth_pas"] = secrets[1]
+    rc, out = _run_site(tmp_path, hosts, args=["-vvv", "-e", '{"vllm_service_api_key": "%s\\nHF_TOKEN=x"}' % secrets[2]])
+    _assert_refused_untouched(rc, out)
+    for line in ('- [host spark1] router_health_check_endpoint = "/health\\nExecStartPre=/bin/sh -c id" holds a control character',
+                 '- [host spark1] api_proxy_config_dir = "/etc/nginx" is a system directory',
+                 '- [host spark1] router_listen_host = "0.0.0.0" is not a loopback address',
+                 '- [host spark1] router_vrrp_auth_pass = (secret, not shown) holds whitespace',
+                 '- vllm_service_api_key = (secret, not shown) holds a control character',
+                 '- [host spark2] router_vrrp_auth_pas = (value not shown)'):
+        assert line in out, (line, out)
+    for secret in secrets:
+        assert secret not in out, secret
 
 
 def test_three_hosts_in_spark_is_refused(tmp_path):

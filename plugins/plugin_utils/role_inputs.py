@@ -1,0 +1,370 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every role variable checked on the controller before any host changes (controller only, never shipped to a host).
+
+The config role's action plugin (``dgxspark.ds4.effective_config``, the first play of ``render.yml``, ``site.yml`` and
+every operations playbook) calls :func:`problems` with each value the inventory or ``-e`` sets for an option of any
+role's ``meta/argument_specs.yml``. One source of truth per rule:
+
+- **type and choices**: the argument spec itself (ansible-core's ``ArgumentSpecValidator``, as a role's own
+  validation would run on the host, only earlier); a YAML boolean given to a text option is refused (``yes`` for a
+  password or a name is a quoting mistake, not the text "True");
+- **text**: no control character (newline, carriage return, NUL, the Unicode line separators) in any string of any
+  option, however deep in a list or mapping: every value ends up in a line-based file (unit, env file, nginx,
+  keepalived, Prometheus' command line) or on a command line;
+- **shape by what the value is**, from the option's name and type (:func:`kind`): a path is absolute, normal and of
+  ``[A-Za-z0-9._@+/-]`` only (no space, quote or ``$``: it is written into command lines); a directory the collection
+  creates, chmods or empties (:data:`OWNED_DIR_SUFFIXES`) is never a system directory or one another package owns
+  (:data:`SYSTEM_DIRS`), nor an ancestor of one; a file it writes is never a system file (its directory is the
+  collection's own, or its name carries ``dgxspark``/``ds4``); a unit directory is one systemd reads; ports are
+  1-65535, intervals and polls at least 1, every other number at least 0 (:data:`RANGES` for the few others);
+  unit names, users, package names, addresses and networks by their own syntax; loopback-only listeners
+  (:data:`LOOPBACK_ONLY`) stay on loopback;
+- **secrets** (``no_log`` in the spec, or a name with KEY/TOKEN/PASS/SECRET): the refusal names the variable and the
+  rule, never the value.
+
+Each problem is one line: the variable, the value (or ``(secret, not shown)``), what is wrong, the fix.
+Pure Python (ansible-core's argument spec validator only); unit tests in tests/unit/plugins/plugin_utils/.
+"""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import ipaddress
+import os
+import posixpath
+import re
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+CONTROL_RE = re.compile('[\x00-\x1f\x7f\x85\u2028\u2029]')
+PATH_RE = re.compile(r'^/[A-Za-z0-9._@+/-]*$')
+SECRET_NAME_RE = re.compile(r'(KEY|TOKEN|SECRET|PASS|CREDENTIAL)', re.I)
+UNIT_RE = re.compile(r'^[A-Za-z0-9:_.@\\-]+\.service$')
+SERVICE_RE = re.compile(r'^[A-Za-z0-9:_.@-]+$')
+USER_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,31}$')
+PACKAGE_RE = re.compile(r'^[a-z0-9][a-z0-9+.-]*[a-z0-9+.*-](=[A-Za-z0-9.+:~-]+)?$')
+URL_PATH_RE = re.compile(r'^/[A-Za-z0-9._~/-]*$')
+# A value written as one word of a command line or one token of a config file (nginx, keepalived, a unit): no
+# whitespace, quote, shell or config metacharacter.
+TOKEN_BAD_RE = re.compile(r'[\s"\'`$;\\{}<>|&#!]')
+MAX_TEXT = 4096
+
+# System directories and directories other packages own: never a directory the collection creates, chmods or empties
+# (nor one of their ancestors, nor anything under the kernel's pseudo filesystems).
+SYSTEM_DIRS = frozenset((
+    '/', '/bin', '/boot', '/dev', '/etc', '/home', '/lib', '/lib64', '/media', '/mnt', '/opt', '/proc', '/root', '/run',
+    '/sbin', '/srv', '/sys', '/tmp', '/usr', '/var', '/var/tmp', '/var/lib', '/var/log', '/var/cache', '/var/run',
+    '/usr/bin', '/usr/sbin', '/usr/lib', '/usr/local', '/usr/local/bin', '/usr/local/lib', '/usr/local/libexec',
+    '/usr/local/sbin', '/usr/share', '/usr/libexec', '/etc/default', '/etc/systemd', '/etc/systemd/system', '/etc/nginx',
+    '/etc/ssh', '/etc/ssl', '/etc/apt', '/etc/sudoers.d', '/etc/security', '/etc/sysctl.d', '/etc/modprobe.d',
+    '/etc/docker', '/etc/prometheus', '/etc/grafana', '/etc/keepalived', '/etc/nftables.d', '/etc/cron.d',
+    '/var/lib/docker', '/var/lib/containerd', '/var/lib/prometheus', '/var/lib/grafana', '/var/lib/apt',
+    '/var/lib/dpkg', '/var/lib/systemd', '/run/systemd', '/run/user', '/dev/shm', '/snap', '/lost+found',
+))
+PSEUDO_FS = ('/proc', '/sys', '/dev')
+UNIT_DIRS = ('/etc/systemd/system', '/run/systemd/system', '/usr/local/lib/systemd/system')
+# Name endings of directories the collection creates, chmods or removes content in.
+OWNED_DIR_SUFFIXES = ('_config_dir', '_state_dir', '_libexec_dir', '_evidence_dir', '_cache_dir', '_build_dir',
+                      '_control_dir', '_hold_dir', '_web_dir', '_dashboards_dir', '_dir', '_venv')
+# Directories the collection only writes its own named files into (shared with their package), or only reads.
+SHARED_DIRS = frozenset((
+    'monitoring_textfile_dir', 'monitoring_prometheus_rules_dir', 'monitoring_grafana_provisioning_dir',
+    'monitoring_prometheus_storage_dir', 'vllm_service_shm_dir', 'vllm_service_forensics_pstore_dir',
+    'nccl_fabric_dev_infiniband', 'nccl_fabric_sysfs_root', 'model_cache_local_dir',
+))
+# Paths the collection only reads (a file or tree of the system, the kernel or the user's).
+READ_PATHS = frozenset((
+    'vllm_service_docker_bin', 'router_python', 'vllm_service_memory_guard_meminfo_path', 'vllm_service_memory_guard_psi_path',
+    'vllm_service_memory_guard_zoneinfo_path', 'vllm_service_memory_guard_min_free_kbytes_path', 'vllm_service_forensics_file',
+    'container_image_tarball', 'container_image_build_context', 'container_image_mxfp4_path', 'container_image_metadata_paths',
+    'container_image_prune_keep_files', 'nccl_fabric_sysfs_root', 'nccl_fabric_dev_infiniband', 'vllm_service_shm_dir',
+    'vllm_service_forensics_pstore_dir', 'model_cache_local_dir', 'monitoring_prometheus_tls_cert', 'monitoring_prometheus_tls_key',
+    'router_worker_ca_file',
+))
+# Listeners that must stay on loopback: their ports have no authentication (the router's admin API, its metrics).
+LOOPBACK_ONLY = frozenset(('router_listen_host', 'router_prometheus_host'))
+# Free text by design (a shell command, argv lists, env values, authorized_keys options, passwords that are hashed or
+# written escaped): only the control character rule applies.
+FREE_TEXT = frozenset((
+    'container_image_deepgemm_install_command', 'container_image_deepgemm_resolve', 'container_image_deepgemm_probe',
+    'router_pip_extra_args', 'peer_access_key_options', 'container_image_build_args', 'nccl_fabric_env',
+    'monitoring_prometheus_password', 'monitoring_grafana_admin_password', 'vllm_service_ulimits',
+    'vllm_service_memory_guard_thresholds', 'nccl_fabric_ipv4_by_ifname', 'container_image_deepgemm_repo',
+))
+# Inclusive ranges beyond the generic ones (see kind()).
+RANGES = {
+    'host_hardening_vm_overcommit_memory': (0, 2),
+    'host_hardening_vm_swappiness': (0, 200),
+    'router_vrrp_virtual_router_id': (1, 255),
+    'router_vrrp_advert_int': (1, 255),
+    'api_proxy_worker_processes': (1, 64),
+    'router_cache_threshold': (0, 1),
+    'model_cache_hash_workers': (0, 1024),
+    'nccl_fabric_preflight_mem_fraction': (0.01, 0.95),
+    'vllm_service_memory_fraction': (0.05, 0.95),
+}
+# Options whose value is a Jinja default computed from other roles' variables: their spec type is 'raw'/'str' only
+# because of that, checked as the type named here.
+PORT_NAMES_RE = re.compile(r'_port$')
+POSITIVE_RE = re.compile(r'(_interval_s|_poll_s|_polls|_interval|_workers|_streams|_burst|_threshold|_fall|_rise|_ping_count)$')
+
+
+def kind(name, option):
+    """What a value is, from the option's name and spec: 'path-owned', 'path-write', 'path-shared', 'path-read',
+    'unit-dir', 'unit', 'service', 'user', 'package', 'url-path', 'loopback', 'address', 'network', 'text'."""
+    typ = option.get('type', 'str')
+    elements = option.get('elements')
+    if name.startswith('ds4_') or name in FREE_TEXT or typ in ('dict', 'raw'):
+        return 'free'  # ds4_*: the config compile checks them (plugins/module_utils/ds4_config.py)
+    if name in LOOPBACK_ONLY:
+        return 'loopback'
+    if name.endswith('_unit_dir'):
+        return 'unit-dir'
+    if name in READ_PATHS:
+        return 'path-read'
+    if name in SHARED_DIRS:
+        return 'path-shared'
+    pathish = typ == 'path' or elements == 'path' or name.endswith(('_path', '_file', '_textfile', '_dir', '_venv'))
+    if pathish:
+        if name.endswith(OWNED_DIR_SUFFIXES):
+            return 'path-owned'
+        return 'path-write'
+    if name.endswith('_unit_name'):
+        return 'unit'
+    if name.endswith(('_sshd_service', '_grafana_service')):
+        return 'service'
+    if name.endswith('_user') and not name.endswith('_auth_user'):
+        return 'user'
+    if name.endswith('_packages') or name.endswith('_hold_packages') or name.endswith('_unhold_packages'):
+        return 'package'
+    if name.endswith('_endpoint') and 'health' in name:
+        return 'url-path'
+    if name.endswith('_listen_addresses') or name in ('router_vrrp_vip',):
+        return 'address'
+    if name.endswith('_networks'):
+        return 'network'
+    if name.endswith('_client_max_body_size') or name.endswith('_retention_size'):
+        return 'size'
+    return 'token'
+
+
+def is_secret(name, option):
+    return bool(option.get('no_log')) or bool(SECRET_NAME_RE.search(name))
+
+
+def show(name, option, value):
+    if is_secret(name, option):
+        return '(secret, not shown)'
+    try:
+        text = '"%s"' % value if isinstance(value, str) else repr(value)
+    except Exception:  # pylint: disable=broad-except  # an undecryptable or lazy value
+        return '(value not shown)'
+    text = text.encode('unicode_escape').decode('ascii') if CONTROL_RE.search(text) else text
+    return text if len(text) <= 80 else text[:77] + '...'
+
+
+def _strings(value, where=''):
+    """(where, string) of every string inside value (list items, mapping keys and values)."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            for item in _strings(k, '%s key' % where):
+                yield item
+            for item in _strings(v, '%s[%s]' % (where, k)):
+                yield item
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            for item in _strings(v, '%s[%d]' % (where, i)):
+                yield item
+
+
+def _system(path):
+    return (path in SYSTEM_DIRS or any(d.startswith(path.rstrip('/') + '/') for d in SYSTEM_DIRS if path != '/')
+            or any(path == p or path.startswith(p + '/') for p in PSEUDO_FS))
+
+
+def _path_problem(name, path, what):
+    """The problem of one path string, or None."""
+    if path == '' and what in ('path-read', 'path-shared'):
+        return None
+    if not PATH_RE.match(path):
+        return ('is not an absolute path of letters, digits and . _ @ + / - (it is written into unit files and command '
+                'lines; a space, quote, $ or ~ there is refused)', 'an absolute path such as /var/lib/dgxspark-ds4')
+    if path != '/' and (posixpath.normpath(path) != path or path.endswith('/')):
+        return 'is not a normal path (// or /./ or /../ or a trailing /)', 'write it as %s' % posixpath.normpath(path)
+    if what == 'path-owned':
+        if _system(path) or path.count('/') < 2:
+            return ('is a system directory or one another package owns (or too near /): the collection creates it, '
+                    'sets its owner and mode and removes what it left there',
+                    "a directory of the collection's own, e.g. /var/lib/dgxspark-ds4 or /srv/ds4/<name>")
+    if what == 'path-write':
+        parent = posixpath.dirname(path)
+        own = re.search(r'(dgxspark|ds4)', path)
+        if _system(path) or (not own and (_system(parent) or parent == '/')):
+            return ('is a system file or a file in a directory another package owns: the collection would overwrite it',
+                    "a path in the collection's own directory (e.g. /etc/dgxspark-ds4/...) or a file name with dgxspark or "
+                    'ds4 in it')
+    if what == 'path-shared' and any(path == p or path.startswith(p + '/') for p in ('/proc', '/sys')) \
+            and not name.endswith(('_pstore_dir', '_sysfs_root')):
+        return 'is under /proc or /sys', 'a directory on disk'
+    return None
+
+
+def _value_problem(name, option, value, what):
+    """(problem, fix) of a value that passed the spec's type check, or None."""
+    typ = option.get('type', 'str')
+    if typ in ('int', 'float') and isinstance(value, (int, float)) and not isinstance(value, bool):
+        low, high = RANGES.get(name, (None, None))
+        if low is None:
+            if PORT_NAMES_RE.search(name):
+                low, high = 1, 65535
+            elif POSITIVE_RE.search(name):
+                low = 1
+            else:
+                low = 0
+        if value < low or (high is not None and value > high):
+            rng = '%s-%s' % (low, high) if high is not None else 'at least %s' % low
+            return 'is out of range (%s)' % rng, 'a number %s' % rng
+        return None
+    if name in RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
+        low, high = RANGES[name]
+        if not low <= value <= high:
+            return 'is out of range (%s-%s)' % (low, high), 'a number %s-%s' % (low, high)
+    items = value if isinstance(value, (list, tuple)) else [value]
+    for item in items:
+        if not isinstance(item, str):
+            continue
+        if what.startswith('path') and item != '':
+            problem = _path_problem(name, item, what)
+            if problem:
+                return problem
+        elif what == 'unit-dir' and item not in UNIT_DIRS:
+            return 'is not a directory systemd reads units from', 'one of %s' % ', '.join(UNIT_DIRS)
+        elif what == 'unit' and not UNIT_RE.match(item):
+            return 'is not a unit name (letters, digits, : _ . @ - and .service)', 'e.g. dgxspark-ds4-router.service'
+        elif what == 'service' and not SERVICE_RE.match(item):
+            return 'is not a service name', 'e.g. ssh'
+        elif what == 'user' and not USER_RE.match(item):
+            return 'is not a system user name', 'a user name such as www-data'
+        elif what == 'package' and not PACKAGE_RE.match(item):
+            return 'is not a Debian package name (optionally =version, or a name pattern ending in *)', 'e.g. nginx or nginx=1.24.0-2ubuntu7'
+        elif what == 'url-path' and not URL_PATH_RE.match(item):
+            return 'is not an URL path', 'e.g. /health'
+        elif what == 'loopback':
+            try:
+                ok = ipaddress.ip_address(item).is_loopback
+            except ValueError:
+                ok = item == 'localhost'
+            if not ok:
+                return ('is not a loopback address: this port has no authentication (the router\'s admin API / metrics); '
+                        'clients reach the router through its TLS front on ds4_router_port', '127.0.0.1 (the default)')
+        elif what == 'address' and item != '':
+            try:
+                ipaddress.ip_address(item)
+                ok = '%' not in item
+            except ValueError:
+                ok = False
+            if not ok:
+                return 'is not an IP address (no port, no %zone)', 'e.g. 10.0.0.10'
+        elif what == 'size' and item != '' and not re.match(r'^[0-9]+[kKmMgGtT]?[bB]?$', item):
+            return 'is not a size (digits and a unit letter)', 'e.g. 64m'
+        elif what == 'token' and TOKEN_BAD_RE.search(item):
+            return ('holds whitespace, a quote or one of ` $ ; \\ { } < > | & # ! (it is written as one word of a command '
+                    'line or one token of a config file)', 'a value without them')
+        elif what == 'network':
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                return 'is not a network in CIDR notation', 'e.g. 10.0.0.0/24'
+    return None
+
+
+def _spec_for_validation(option):
+    """The option's spec for ArgumentSpecValidator: type/elements/choices/options only (no default, never required)."""
+    out = {}
+    for key in ('type', 'elements', 'choices'):
+        if key in option:
+            out[key] = option[key]
+    if option.get('options'):
+        out['options'] = dict((k, _spec_for_validation(v)) for k, v in option['options'].items())
+    return out
+
+
+def options_by_name(specs):
+    """{name: option} of every entry point of every role (first definition wins; entry points agree).
+
+    specs: {role: argument_specs mapping}."""
+    out = {}
+    for role in sorted(specs):
+        for entry in (specs[role] or {}).values():
+            for name, option in ((entry or {}).get('options') or {}).items():
+                out.setdefault(name, dict(option, _role=role))
+    return out
+
+
+def problems(values, options):
+    """One line per bad value. values: {name: value} (templated, as the roles would read them); options: options_by_name().
+
+    Names without an option (unknown names are the typo check's, plugins/module_utils/known_vars.py) are skipped."""
+    out = []
+    for name in sorted(values):
+        option = options.get(name)
+        if option is None or name == 'ds4_effective':
+            continue
+        value = values[name]
+        shown = show(name, option, value)
+        what = kind(name, option)
+
+        def refuse(problem, fix):
+            out.append('%s = %s %s. Fix: %s (roles/%s/meta/argument_specs.yml).' % (name, shown, problem, fix, option['_role']))
+
+        bad = [(w, s) for w, s in _strings(value) if CONTROL_RE.search(s)]
+        if bad:
+            refuse('holds a control character (newline, carriage return, tab, NUL) at %s' % (bad[0][0] or 'the value'),
+                   'one line of printable text: it is written into a line-based file or a command line')
+            continue
+        if any(len(s) > MAX_TEXT for _w, s in _strings(value)):
+            refuse('is longer than %d characters' % MAX_TEXT, 'a shorter value')
+            continue
+        if value is None:
+            continue
+        typ = option.get('type', 'str')
+        if typ in ('str', 'path') and isinstance(value, bool):
+            refuse('is a YAML boolean given to a text option (yes/no/true/false unquoted)', 'quote it: "%s"' % str(value).lower()
+                   if not is_secret(name, option) else 'quote it')
+            continue
+        if typ in ('int', 'float') and isinstance(value, bool):
+            refuse('is a boolean given to a number', 'a number')
+            continue
+        if isinstance(value, str) and ('{{' in value or '{%' in value):
+            continue  # a template Ansible could not resolve before ds4_effective exists: the role checks it
+        result = ArgumentSpecValidator({name: _spec_for_validation(option)}).validate({name: value})
+        if result.error_messages:
+            message = '; '.join(result.error_messages)
+            if is_secret(name, option):
+                message = 'is not of the type or choices its argument spec says (%s)' % typ
+            else:
+                message = 'is refused by its argument spec: %s' % message
+            refuse(message, 'a %s%s' % (typ, ' of %s' % option['elements'] if option.get('elements') else '')
+                   + (' among %s' % ', '.join(str(c) for c in option['choices']) if option.get('choices') else ''))
+            continue
+        checked = value if what.startswith('path') or what == 'unit-dir' else result.validated_parameters.get(name, value)
+        problem = _value_problem(name, option, checked, what)
+        if problem:
+            refuse(*problem)
+    return out
+
+
+def load_specs(root, load_yaml):
+    """{role: argument_specs} of every role under root/roles (load_yaml: a safe YAML loader of text)."""
+    specs = {}
+    roles_dir = os.path.join(root, 'roles')
+    for role in sorted(os.listdir(roles_dir)):
+        path = os.path.join(roles_dir, role, 'meta', 'argument_specs.yml')
+        if os.path.isfile(path):
+            with open(path) as handle:
+                specs[role] = (load_yaml(handle.read()) or {}).get('argument_specs') or {}
+    return specs
