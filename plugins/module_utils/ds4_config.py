@@ -27,6 +27,7 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils.api_exposure import p
 from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue
 from ansible_collections.dgxspark.ds4.plugins.module_utils import compile_cache
 from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_schema
+from ansible_collections.dgxspark.ds4.plugins.module_utils.system_paths import is_system as is_system_dir
 from ansible_collections.dgxspark.ds4.plugins.module_utils.launch_render import (
     build_argv,
     render_env_file,
@@ -473,6 +474,11 @@ def check_merged(merged, errors, warnings):
     for k in ('host_dir', 'container_dir'):
         if model.get(k) not in (None, '') and not _is_abs(model.get(k)):
             errors.append(_msg('ds4_profile_config.model.%s' % k, model.get(k), 'must be an absolute path', 'start it with /'))
+    if _is_abs(model.get('host_dir')) and is_system_dir(model['host_dir']):
+        errors.append(_msg('ds4_profile_config.model.host_dir', model['host_dir'],
+                           'is a system directory (or one another package owns): the collection renames the directory it '
+                           'finds there into <host_dir>.revs/ and serves and prunes revisions beside it',
+                           'a directory of its own, e.g. /srv/dgxspark-ds4/models/DeepSeek-V4-Flash'))
     if model.get('serve_arg') not in (None, '') and model.get('serve_arg') not in (model.get('repo_id'), model.get('container_dir')):
         errors.append(_msg('ds4_profile_config.model.serve_arg', model.get('serve_arg'),
                            'the positional model argument must be the container path or the repo id',

@@ -147,6 +147,33 @@ def _link_leading_outside(top):
     return None
 
 
+# What a model download holds at its top (Hugging Face snapshots, `hf download --local-dir`): one of these is needed
+# for a flat directory to be adopted as a revision.
+MODEL_FILE_RE = re.compile(r'^(config\.json|.*\.(safetensors|gguf|bin|pt|pth)|.*\.safetensors\.index\.json|tokenizer.*\.json)$')
+
+
+def _foreign_content(top):
+    """Why ``top`` is not one model's download (so it must not be adopted, renamed or ever pruned), else None.
+
+    A shared models folder holds other models in sub-directories (each with its own config.json or weights file at
+    its top); a system or user directory holds no model file at its top. An empty directory is nothing to lose."""
+    try:
+        entries = os.listdir(top)
+    except OSError as exc:
+        return 'cannot be read (%s)' % exc
+    if not entries:
+        return None
+    if not any(MODEL_FILE_RE.match(e) for e in entries):
+        return ('holds no model file at its top (config.json, *.safetensors, ...): %s' % ', '.join(sorted(entries)[:5])
+                + (', ...' if len(entries) > 5 else ''))
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        if dirpath != top and 'config.json' in filenames and any(MODEL_FILE_RE.match(f) and f != 'config.json' for f in filenames):
+            return 'holds another model in %s' % os.path.relpath(dirpath, top)
+        if dirpath.count(os.sep) - top.count(os.sep) >= 3:
+            dirnames[:] = []
+    return None
+
+
 def plan_prepare(lay, state, adopt_revision=None):
     """Decide what ``prepare`` does. Returns a dict: ``mode`` (``revisions`` or ``flat``), ``rev_dir`` (where
     the wanted revision's files go), ``adopt`` (``{'from', 'to', 'revision'}`` or None), ``mkdir`` (paths to
@@ -176,6 +203,15 @@ def plan_prepare(lay, state, adopt_revision=None):
                 '(ds4_site_overrides.model.host_dir) to a separate directory outside the hub cache. Nothing was changed.'
                 % (lay['host_dir'], outside[0], outside[1], lay['revs_dir'], lay['host_dir']),
                 link=outside[0], target=outside[1])
+        foreign = _foreign_content(lay['host_dir'])
+        if foreign:
+            raise RevisionError(
+                'ds4_effective.model.host_dir=%s %s. It is not adopted: the collection would rename it into %s, serve it as '
+                'a revision and, with pruning on, remove it later with everything in it. Nothing was changed. Fix: set '
+                'model.host_dir (ds4_site_overrides.model.host_dir) to a directory of its own (e.g. %s/DeepSeek-V4-Flash), '
+                'or, to serve this copy, model_cache_source=local and model_cache_local_dir=%s (copied into the '
+                'revision directory, left as it is)' % (lay['host_dir'], foreign, lay['revs_dir'], lay['host_dir'], lay['host_dir']),
+                foreign=foreign)
         held = revision_key(adopt_revision) if adopt_revision not in (None, '') else lay['key']
         name = _free_name(lay['revs_dir'], held, existing)
         adopt = dict(frm=lay['host_dir'], to=os.path.join(lay['revs_dir'], name), revision=name)

@@ -96,12 +96,20 @@ def load_pem(var, value, errors):
                       '\'tls/front.crt\') }}" or a vaulted PEM block' % (var, type(value).__name__, var))
         return None, None
     text = value.strip()
-    if text.startswith('-----BEGIN'):
-        return text + '\n', 'the PEM text of %s' % var
+    if '-----BEGIN' in text:
+        # PEM text; what comes before the first block (openssl pkcs12 -nodes writes "Bag Attributes" lines) is not PEM
+        return text[text.index('-----BEGIN'):] + '\n', 'the PEM text of %s' % var
+    if '\n' in text or len(text) > 1024 or 'PRIVATE' in text.upper() or ' ' in text:
+        # text that is neither a path nor PEM may be a secret (a key pasted in another format): never shown
+        errors.append('%s: neither a path nor PEM text (the value is not shown: it may hold a key). Fix: give the path of '
+                      'the PEM file on the controller, or the PEM text from its -----BEGIN line (vault it for a key)' % var)
+        return None, None
     path = os.path.expanduser(text)
     if not os.path.isfile(path):
-        errors.append('%s = %r: no such file on the controller. Fix: give the path of the PEM file (absolute, or relative '
-                      'to where ansible-playbook runs), or the PEM text itself (vault it for a key)' % (var, text))
+        # a key's value is never shown, even as a path: a key pasted without its -----BEGIN line looks like one
+        shown = '(not shown)' if 'key' in var else repr(text)
+        errors.append('%s = %s: no such file on the controller. Fix: give the path of the PEM file (absolute, or relative '
+                      'to where ansible-playbook runs), or the PEM text itself (vault it for a key)' % (var, shown))
         return None, None
     try:
         with open(path, 'r') as f:

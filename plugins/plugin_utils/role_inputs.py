@@ -16,7 +16,7 @@ role's ``meta/argument_specs.yml``. One source of truth per rule:
 - **shape by what the value is**, from the option's name and type (:func:`kind`): a path is absolute, normal and of
   ``[A-Za-z0-9._@+/-]`` only (no space, quote or ``$``: it is written into command lines); a directory the collection
   creates, chmods or empties (:data:`OWNED_DIR_SUFFIXES`) is never a system directory or one another package owns
-  (:data:`SYSTEM_DIRS`), nor an ancestor of one; a file it writes is never a system file (its directory is the
+  (module_utils/system_paths.py), nor an ancestor of one; a file it writes is never a system file (its directory is the
   collection's own, or its name carries ``dgxspark``/``ds4``); a unit directory is one systemd reads; ports are
   1-65535, intervals and polls at least 1, every other number at least 0 (:data:`RANGES` for the few others);
   unit names, users, package names, addresses and networks by their own syntax; loopback-only listeners
@@ -38,6 +38,8 @@ import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils.system_paths import is_system as _system
+
 CONTROL_RE = re.compile('[\x00-\x1f\x7f\x85\u2028\u2029]')
 PATH_RE = re.compile(r'^/[A-Za-z0-9._@+/-]*$')
 SECRET_NAME_RE = re.compile(r'(KEY|TOKEN|SECRET|PASS|CREDENTIAL)', re.I)
@@ -51,19 +53,6 @@ URL_PATH_RE = re.compile(r'^/[A-Za-z0-9._~/-]*$')
 TOKEN_BAD_RE = re.compile(r'[\s"\'`$;\\{}<>|&#!]')
 MAX_TEXT = 4096
 
-# System directories and directories other packages own: never a directory the collection creates, chmods or empties
-# (nor one of their ancestors, nor anything under the kernel's pseudo filesystems).
-SYSTEM_DIRS = frozenset((
-    '/', '/bin', '/boot', '/dev', '/etc', '/home', '/lib', '/lib64', '/media', '/mnt', '/opt', '/proc', '/root', '/run',
-    '/sbin', '/srv', '/sys', '/tmp', '/usr', '/var', '/var/tmp', '/var/lib', '/var/log', '/var/cache', '/var/run',
-    '/usr/bin', '/usr/sbin', '/usr/lib', '/usr/local', '/usr/local/bin', '/usr/local/lib', '/usr/local/libexec',
-    '/usr/local/sbin', '/usr/share', '/usr/libexec', '/etc/default', '/etc/systemd', '/etc/systemd/system', '/etc/nginx',
-    '/etc/ssh', '/etc/ssl', '/etc/apt', '/etc/sudoers.d', '/etc/security', '/etc/sysctl.d', '/etc/modprobe.d',
-    '/etc/docker', '/etc/prometheus', '/etc/grafana', '/etc/keepalived', '/etc/nftables.d', '/etc/cron.d',
-    '/var/lib/docker', '/var/lib/containerd', '/var/lib/prometheus', '/var/lib/grafana', '/var/lib/apt',
-    '/var/lib/dpkg', '/var/lib/systemd', '/run/systemd', '/run/user', '/dev/shm', '/snap', '/lost+found',
-))
-PSEUDO_FS = ('/proc', '/sys', '/dev')
 UNIT_DIRS = ('/etc/systemd/system', '/run/systemd/system', '/usr/local/lib/systemd/system')
 # Name endings of directories the collection creates, chmods or removes content in.
 OWNED_DIR_SUFFIXES = ('_config_dir', '_state_dir', '_libexec_dir', '_evidence_dir', '_cache_dir', '_build_dir',
@@ -179,11 +168,6 @@ def _strings(value, where=''):
         for i, v in enumerate(value):
             for item in _strings(v, '%s[%d]' % (where, i)):
                 yield item
-
-
-def _system(path):
-    return (path in SYSTEM_DIRS or any(d.startswith(path.rstrip('/') + '/') for d in SYSTEM_DIRS if path != '/')
-            or any(path == p or path.startswith(p + '/') for p in PSEUDO_FS))
 
 
 def _path_problem(name, path, what):

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
-from ds4_drill import INVENTORY, node, run_playbook, started_at  # noqa: E402  pylint: disable=wrong-import-position
+from ds4_drill import API_KEY, CONFIG_DIR, INVENTORY, node, run_playbook, started_at  # noqa: E402  pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.skipif(not INVENTORY, reason='runs inside molecule verify only')
 
@@ -53,10 +53,19 @@ def test_drift_is_named_and_repaired_without_a_restart():
     node('spark1', 'rm', '-f', LIMITS)
     guard0 = node('spark2', 'sha1sum', GUARD).split()[0]
     node('spark2', 'sh', '-c', 'echo "# edited by hand" >> %s' % GUARD)
+    # the two files that hold the client key on the head (the pair guard's canary settings, the proxy's keys), each
+    # one empty line longer: their roles render them again in the check run below, which must not show the key
+    secret_files = ('%s/pairguard.json' % CONFIG_DIR, '/etc/dgxspark-ds4/proxy/keys.conf')
+    secret0 = [node('spark1', 'sha1sum', f).split()[0] for f in secret_files]
+    node('spark1', 'sh', '-c', ' && '.join('echo >> %s' % f for f in secret_files))
 
-    # Check mode names the drift and repairs nothing; diff mode shows the repairs it would make.
-    rc, out = run_playbook('site.yml', args=['--check', '--diff'])
+    # Check mode names the drift and repairs nothing; diff mode shows the repairs it would make; -vv as an operator
+    # looking into drift would run it: no secret in the output (issue 46).
+    rc, out = run_playbook('site.yml', args=['--check', '--diff', '-vv'])
     assert rc == 0, out[-3000:]
+    assert API_KEY in node('spark1', 'cat', secret_files[0])
+    assert API_KEY not in out, 'the client key is in the --check --diff -vv output'
+    assert 'vllm_service: runs (file %s: recorded sha1:' % secret_files[0] in ' '.join(out.split()), out[-3000:]
     flat = ' '.join(out.split())  # the yaml callback folds long messages
     assert 'host_hardening: runs (file %s: recorded sha1:' % SYSCTL in flat
     assert 'firewall: runs (' in flat and 'unit %s: recorded enabled/' % FIREWALL_UNIT in flat
@@ -80,6 +89,7 @@ def test_drift_is_named_and_repaired_without_a_restart():
     # the edited script: vllm_service runs for it, writes its node files again on spark2 only (spark1's are as
     # recorded), restarts no rank
     assert node('spark2', 'sha1sum', GUARD).split()[0] == guard0
+    assert [node('spark1', 'sha1sum', f).split()[0] for f in secret_files] == secret0
     assert 'vllm_service: runs (file %s: recorded sha1:' % GUARD in ' '.join(out.split()), out[-3000:]
     assert re.search(r'^included: \S*node_files\.yml for spark2$', out, re.M), out[-3000:]
     assert (started_at('spark1', 'head'), started_at('spark2', 'worker')) == (head0, worker0)

@@ -543,3 +543,16 @@ def test_conservative_runs_with_the_eugr_image_env_of_seed_000():
     with open(os.path.join(REPO, 'roles', 'config', 'files', 'recipes', 'conservative.yml')) as f:
         env_block = f.read().split('\nserve_args:', 1)[0].rsplit('# seed 002 also sets', 1)[1]
     assert "seed 000's container env" in env_block  # the source is cited, as the other eugr profiles do
+
+
+@pytest.mark.parametrize('host_dir', ['/opt', '/srv', '/var/lib', '/home', '/'])
+def test_a_system_directory_as_the_model_directory_is_refused(inputs, host_dir):
+    """Issue 46: model_cache adopts what it finds at host_dir (renamed into <host_dir>.revs/) and may prune beside it;
+    /opt or /srv would be adopted whole."""
+    site(inputs, {'model': {'host_dir': host_dir}})
+    refused(inputs, 'ds4_profile_config.model.host_dir', 'is a system directory')
+
+
+def test_a_directory_of_its_own_is_the_model_directory(inputs):
+    site(inputs, {'model': {'host_dir': '/srv/models/DeepSeek-V4-Flash'}})
+    assert c.compute_effective(inputs, 'spark1')['model']['host_dir'] == '/srv/models/DeepSeek-V4-Flash'

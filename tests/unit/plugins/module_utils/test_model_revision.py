@@ -144,14 +144,54 @@ def test_flat_directory_adopted_never_lost(host_dir, recorded, expect):
 
 def test_adoption_never_overwrites_an_existing_revision(host_dir):
     lay = mr.layout(host_dir, REV1)
-    write(os.path.join(lay['rev_dir'], 'a'), b'kept')
-    write(os.path.join(host_dir, 'a'), b'flat')
+    write(os.path.join(lay['rev_dir'], 'config.json'), b'kept')
+    write(os.path.join(host_dir, 'config.json'), b'flat')
     res = mr.prepare(lay)
     assert res['adopted']['revision'] == REV1 + '.adopted-1'
-    assert read(os.path.join(lay['rev_dir'], 'a')) == b'kept'
-    assert read(os.path.join(lay['revs_dir'], REV1 + '.adopted-1', 'a')) == b'flat'
-    assert read(os.path.join(host_dir, 'a')) == b'flat'  # still serving what it served
-    assert mr.switch(lay)['changed'] and read(os.path.join(host_dir, 'a')) == b'kept'
+    assert read(os.path.join(lay['rev_dir'], 'config.json')) == b'kept'
+    assert read(os.path.join(lay['revs_dir'], REV1 + '.adopted-1', 'config.json')) == b'flat'
+    assert read(os.path.join(host_dir, 'config.json')) == b'flat'  # still serving what it served
+    assert mr.switch(lay)['changed'] and read(os.path.join(host_dir, 'config.json')) == b'kept'
+
+
+def _tree(top):
+    out = {}
+    for dirpath, _dirs, files in os.walk(top):
+        for f in files:
+            path = os.path.join(dirpath, f)
+            out[os.path.relpath(path, top)] = (read(path), os.stat(path).st_ino)
+    return out
+
+
+@pytest.mark.parametrize('layout,why', [
+    # a shared models folder given as host_dir: other models in sub-directories, none at the top
+    ({'Llama-3-70B/config.json': b'{}', 'Llama-3-70B/model-00001-of-00002.safetensors': b'other model',
+      'qwen/config.json': b'{}', 'qwen/model.safetensors': b'q', 'notes.txt': b'mine'}, 'holds no model file at its top'),
+    # a model at the top and another one nested in it (the user's fine-tune beside the base)
+    ({'config.json': b'{}', 'model.safetensors': b'base', 'my-finetune/config.json': b'{}',
+      'my-finetune/adapter.safetensors': b'ft'}, 'holds another model in my-finetune'),
+    # a system or user directory (e.g. /opt, /srv): no model file at all
+    ({'bin/tool': b'#!/bin/sh', 'etc/tool.conf': b'x', 'README': b'r'}, 'holds no model file at its top'),
+])
+def test_a_folder_with_foreign_content_is_never_adopted_and_stays_intact(host_dir, layout, why):
+    """Issue 46: a host_dir holding other data was adopted whole as a revision, and the opt-in prune later deleted it
+    with the user's other model in it. Now it is refused before anything changes (check mode and plain), every file
+    where it was, same inode; prune finds nothing of it to remove."""
+    for rel, data in layout.items():
+        write(os.path.join(host_dir, rel), data)
+    before = _tree(host_dir)
+    lay = mr.layout(host_dir, REV1)
+    for check in (True, False):
+        with pytest.raises(mr.RevisionError) as exc:
+            mr.prepare(lay, check_mode=check)
+        assert why in exc.value.msg and 'Nothing was changed' in exc.value.msg and 'Fix:' in exc.value.msg
+    assert _tree(host_dir) == before and not os.path.islink(host_dir) and not os.path.lexists(lay['revs_dir'])
+
+
+def test_an_empty_folder_is_adopted(host_dir):
+    os.makedirs(host_dir)
+    res = mr.prepare(mr.layout(host_dir, REV1))
+    assert res['adopted']['revision'] == REV1 and os.path.islink(host_dir)
 
 
 def test_mount_point_kept_and_served_in_place(host_dir, monkeypatch):

@@ -113,6 +113,20 @@ def test_a_key_of_another_certificate_is_refused_without_showing_it(pki):
     assert 'PRIVATE KEY' not in errors[0] and pki['other_key'].splitlines()[1] not in errors[0]
 
 
+def test_a_key_in_another_format_is_never_shown_and_pkcs12_bag_attributes_are_skipped(pki):
+    """Issue 46: `openssl pkcs12 -nodes` output starts with "Bag Attributes"; it used to be taken for a path and printed
+    whole in the refusal. Now the PEM block in it is used, and a key in no PEM form is refused without being shown."""
+    bag = 'Bag Attributes\n    localKeyID: 01 02 03\nKey Attributes: <No Attributes>\n' + pki['leaf_key']
+    p, errors, _w = plan(ds4_tls_certificate=pki['leaf'], ds4_tls_private_key=bag, ds4_tls_ca_certificate=pki['ca'])
+    assert errors == [] and p['source'] == 'user'
+    body = ''.join(pki['leaf_key'].splitlines()[1:-1])
+    for not_pem in (body, 'PRIVATE KEY ' + body[:40], body[:60] + '\n' + body[60:120]):
+        _p, errors, _w = plan(ds4_tls_certificate=pki['leaf'], ds4_tls_private_key=not_pem)
+        assert len(errors) == 1 and errors[0].startswith(('ds4_tls_private_key: neither a path nor PEM text (the value is not '
+                                                          'shown', 'ds4_tls_private_key = (not shown): no such file')), errors
+        assert body[:20] not in errors[0] and body[60:80] not in errors[0]
+
+
 def test_a_ca_that_did_not_issue_the_certificate_is_refused(pki):
     for ca in (pki['other_ca'], pki['ca']):
         cert = pki['leaf'] if ca == pki['other_ca'] else pki['forged']
