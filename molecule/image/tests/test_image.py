@@ -222,23 +222,32 @@ def test_vllm_version_read_from_the_image_and_recorded(host, name, version):
     assert _evidence(host, name)['vllm_version'] == version
 
 
-def test_sim_image_vllm_0_27_1_refused_for_a_profile_declaring_0_33_0(host):
+def test_sim_image_vllm_0_27_1_said_for_a_recipe_measured_on_0_33_0_and_a_flag_it_lacks_refused(host):
+    """Issue 45: an image whose vLLM is not the one the recipe was measured with (a moving tag) is said once, naming
+    both, not refused; a flag that the image's own vLLM parser lacks is refused, naming the flag, before anything is
+    derived, transferred or recorded. (The first run is check mode: a real one would record the sim image as the
+    scenario's container_image state.)"""
     if host.backend.get_hostname() != 'spark1':
         pytest.skip('one playbook run, from the controller')
     # the image really carries 0.27.1 where a real vLLM image has it
     out = host.check_output("docker run --rm --network none --entrypoint python3 ds4-vllm-sim:test -c "
                             "'from importlib import metadata; import vllm; print(metadata.version(\"vllm\"), vllm.__version__)'")
     assert out == '0.27.1 0.27.1'
-    # a check-mode run says so too (the version is read by a throw-away container, also in check mode), then a real run
+    playbook = os.path.join(d.SCENARIO_DIR, 'refuse_vllm_version.yml')
+    rc, out = d.run_playbook(playbook, args=['--check'], timeout=600)
+    assert rc == 0, out[-3000:]
+    flat = ' '.join(out.split())
+    said = ('the recipe was measured with vLLM 0.33.0 (ds4_site_overrides.image.vllm_version); the image ds4-vllm-sim:test '
+            'carries vLLM 0.27.1 (read from the image)')
+    assert flat.count(said) == 1, out[-3000:]
+    assert 'TASK [dgxspark.ds4.container_image : Share the effective image ref' in out
+    # a flag vLLM 0.33.0 has and 0.27.1's parser lacks: refused naming it (check mode and a real run)
     for args in (['--check'], []):
-        rc, out = d.run_playbook(os.path.join(d.SCENARIO_DIR, 'refuse_vllm_version.yml'), args=args, timeout=600)
+        rc, out = d.run_playbook(playbook, {'image_test_flag': True}, args=args, timeout=600)
         assert rc != 0, out[-3000:]
         flat = ' '.join(out.split())
-        assert ('ds4_site_overrides.image.vllm_version = "0.33.0": the image ds4-vllm-sim:test carries vLLM 0.27.1 '
-                '(read from the image)') in flat, (args, out[-3000:])
-        assert 'Fix: set ds4_site_overrides.image.vllm_version: "0.27.1"' in flat, out[-3000:]
+        assert 'serve_args[max-num-queued-reqs] = 64: vLLM 0.27.1 has no flag' in flat, (args, out[-3000:])
         assert 'TASK [dgxspark.ds4.container_image : Refuse an image whose vLLM differs from the declared version' in out
-        # refused before anything was derived, transferred or recorded as deployed
         for name in ('Share the effective image ref', 'Stream the image head -> worker', 'Write the image evidence on every node'):
             assert 'TASK [dgxspark.ds4.container_image : %s' % name not in out, name
     for node in ('spark1', 'spark2'):
