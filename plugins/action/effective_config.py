@@ -175,6 +175,19 @@ class ActionModule(ActionBase):
         return placeholder_errors(values, spark, where)
 
     @staticmethod
+    def _own_values(all_hostvars, host):
+        """The role variables the inventory or -e set for host (templated; one that needs ds4_effective left out)."""
+        raw = all_hostvars.raw_get(host) if hasattr(all_hostvars, 'raw_get') else all_hostvars[host]
+        out = {}
+        for name in ('api_proxy_listen_addresses',):
+            if name in raw:
+                try:
+                    out[name] = all_hostvars[host][name]
+                except Exception:  # pylint: disable=broad-except  # a template that needs ds4_effective: the role checks it
+                    pass
+        return out
+
+    @staticmethod
     def _scheme(all_hostvars, spark, errors):
         """http or https for every front and router -> head: ds4_tls, one value for the whole inventory."""
         seen = {}
@@ -291,6 +304,7 @@ class ActionModule(ActionBase):
                 errors.append('ds4_router_port = %r is the port vLLM binds on %s (api port / ds4_api_upstream_port). Fix: pick '
                               'another port' % (router['port'], host))
             eff['tls'] = self._tls(all_hostvars[host], host, hostvars[host], eff, pair, router, errors)
+            errors.extend('[host %s] %s' % (host, e) for e in role_inputs.cross_problems(eff, self._own_values(all_hostvars, host), role_options()))
         if errors:
             result['failed'] = True
             result['errors'] = errors

@@ -247,7 +247,8 @@ def _value_problem(name, option, value, what):
                         'clients reach the router through its TLS front on ds4_router_port', '127.0.0.1 (the default)')
         elif what == 'address' and item != '':
             try:
-                ipaddress.ip_address(item)
+                # nginx writes an IPv6 listen address in brackets ("[::]"); keepalived's VIP bare
+                ipaddress.ip_address(item[1:-1] if item.startswith('[') and item.endswith(']') and name.endswith('_addresses') else item)
                 ok = '%' not in item
             except ValueError:
                 ok = False
@@ -264,6 +265,22 @@ def _value_problem(name, option, value, what):
             except ValueError:
                 return 'is not a network in CIDR notation', 'e.g. 10.0.0.0/24'
     return None
+
+
+def cross_problems(effective, values, options):
+    """Rules between a role variable and the compiled config (ds4_effective of one host), one line each.
+
+    values: the role variables the inventory sets for that host (as for problems()); an unset one takes its spec default."""
+    out = []
+    api = (effective or {}).get('api') or {}
+    if api.get('proxied') and (effective or {}).get('role') == 'head':
+        listen = values.get('api_proxy_listen_addresses', options.get('api_proxy_listen_addresses', {}).get('default')) or []
+        v6 = [n for n in api.get('allowed_networks') or [] if ':' in str(n)]
+        if v6 and not any(':' in str(a) for a in listen):
+            out.append('api_proxy_listen_addresses = %s has no IPv6 address, but ds4_api_allowed_networks opens the API to the '
+                       'IPv6 networks %s (the firewall would open the port to them and nginx would not answer). Fix: add "[::]" '
+                       '(roles/api_proxy/meta/argument_specs.yml).' % (show('api_proxy_listen_addresses', {}, list(listen)), ', '.join(v6)))
+    return out
 
 
 def _spec_for_validation(option):

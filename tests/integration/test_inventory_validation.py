@@ -121,6 +121,16 @@ def test_bad_role_variables_are_refused_in_the_first_play_naming_each_and_showin
         assert secret not in out, secret
 
 
+def test_an_ipv6_client_network_without_an_ipv6_proxy_address_is_refused_before_the_firewall_opens_it(tmp_path):
+    hosts = _valid_hosts()
+    for h in hosts.values():
+        h.update(ds4_api_allowed_networks=["2001:db8::/64"], ds4_api_keys=["k" * 32])
+    rc, out = _run_site(tmp_path, hosts)
+    _assert_refused_untouched(rc, out)
+    assert ("- [host spark1] api_proxy_listen_addresses = ['0.0.0.0'] has no IPv6 address, but ds4_api_allowed_networks "
+            "opens the API to the IPv6 networks 2001:db8::/64") in out, out
+
+
 def test_three_hosts_in_spark_is_refused(tmp_path):
     hosts = _valid_hosts()
     hosts["spark3"] = _host(1, "192.168.100.12")

@@ -251,3 +251,16 @@ def test_good_values_of_each_kind_pass():
 
 def test_a_template_the_controller_cannot_resolve_yet_is_left_to_the_role():
     assert ri.problems({'vllm_service_container_name': "dgxspark-ds4-{{ ds4_effective['role'] }}"}, OPTIONS) == []
+
+
+def test_ipv6_client_networks_need_an_ipv6_proxy_listen_address():
+    """The firewall opened the port to an IPv6 network before the proxy's preflight refused it (issue 46): now the
+    config play refuses it, and the documented fix ("[::]") passes."""
+    eff = {'role': 'head', 'api': {'proxied': True, 'allowed_networks': ['10.0.0.0/24', '2001:db8::/64']}}
+    lines = ri.cross_problems(eff, {}, OPTIONS)
+    assert len(lines) == 1 and lines[0].startswith("api_proxy_listen_addresses = ['0.0.0.0'] has no IPv6 address")
+    assert '2001:db8::/64' in lines[0] and 'Fix: add "[::]"' in lines[0]
+    fixed = {'api_proxy_listen_addresses': ['0.0.0.0', '[::]']}
+    assert ri.cross_problems(eff, fixed, OPTIONS) == [] and ri.problems(fixed, OPTIONS) == []
+    assert ri.cross_problems(dict(eff, role='worker'), {}, OPTIONS) == []
+    assert ri.cross_problems({'role': 'head', 'api': {'proxied': True, 'allowed_networks': ['10.0.0.0/24']}}, {}, OPTIONS) == []
