@@ -160,14 +160,11 @@ def _strings(value, where=''):
         yield where, value
     elif isinstance(value, dict):
         for k, v in value.items():
-            for item in _strings(k, '%s key' % where):
-                yield item
-            for item in _strings(v, '%s[%s]' % (where, k)):
-                yield item
+            yield from _strings(k, '%s key' % where)
+            yield from _strings(v, '%s[%s]' % (where, k))
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            for item in _strings(v, '%s[%d]' % (where, i)):
-                yield item
+            yield from _strings(v, '%s[%d]' % (where, i))
 
 
 def _path_problem(name, path, what):

@@ -243,7 +243,9 @@ def test_sim_image_vllm_0_27_1_said_for_a_recipe_measured_on_0_33_0_and_a_flag_i
     assert 'TASK [dgxspark.ds4.container_image : Share the effective image ref' in out
     # a flag vLLM 0.33.0 has and 0.27.1's parser lacks: refused naming it (check mode and a real run)
     for args in (['--check'], []):
-        rc, out = d.run_playbook(playbook, {'image_test_flag': True}, args=args, timeout=600)
+        rc, out = d.run_playbook(playbook, {'ds4_site_overrides': {
+            'image': {'ref': 'ds4-vllm-sim:test', 'vllm_version': '0.33.0'}, 'serve_args': {'max-num-queued-reqs': 64}}},
+            args=args, timeout=600)
         assert rc != 0, out[-3000:]
         flat = ' '.join(out.split())
         assert 'serve_args[max-num-queued-reqs] = 64: vLLM 0.27.1 has no flag' in flat, (args, out[-3000:])
