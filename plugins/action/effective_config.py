@@ -93,22 +93,28 @@ def role_options(root=COLLECTION_ROOT):
     return _KNOWN_CACHE[key]
 
 
-def role_input_errors(all_hostvars, spark, options):
-    """role_inputs.problems() of every role option a spark host's inventory or the extra vars set, templated as the
-    roles would read it; one line per distinct problem, the hosts named when not all of them have it."""
+def role_values(all_hostvars, host, options):
+    """The role variables the inventory or the extra vars set for host, templated as the roles would read them (one
+    whose template needs ds4_effective, which does not exist yet, is left to the role)."""
+    raw = all_hostvars.raw_get(host) if hasattr(all_hostvars, 'raw_get') else all_hostvars[host]
+    values = {}
+    for name in list(raw.keys()):
+        name_s = str(name)
+        if name_s not in options or name_s.startswith('_'):
+            continue
+        try:
+            values[name_s] = all_hostvars[host][name_s]
+        except Exception:  # pylint: disable=broad-except  # a template that needs ds4_effective: the role checks it
+            continue
+    return values
+
+
+def role_input_errors(values_by_host, spark, options):
+    """role_inputs.problems() of every host's role_values(); one line per distinct problem, the hosts named when not
+    all of them have it."""
     seen = {}
     for h in spark:
-        raw = all_hostvars.raw_get(h) if hasattr(all_hostvars, 'raw_get') else all_hostvars[h]
-        values = {}
-        for name in list(raw.keys()):
-            name_s = str(name)
-            if name_s not in options or name_s.startswith('_'):
-                continue
-            try:
-                values[name_s] = all_hostvars[h][name_s]
-            except Exception:  # pylint: disable=broad-except  # a template that needs ds4_effective: the role checks it
-                continue
-        for line in role_inputs.problems(values, options):
+        for line in role_inputs.problems(values_by_host[h], options):
             seen.setdefault(line, []).append(h)
     return [line if sorted(hosts) == sorted(spark) else '[host %s] %s' % (', '.join(hosts), line) for line, hosts in seen.items()]
 
@@ -175,19 +181,6 @@ class ActionModule(ActionBase):
         return placeholder_errors(values, spark, where)
 
     @staticmethod
-    def _own_values(all_hostvars, host):
-        """The role variables the inventory or -e set for host (templated; one that needs ds4_effective left out)."""
-        raw = all_hostvars.raw_get(host) if hasattr(all_hostvars, 'raw_get') else all_hostvars[host]
-        out = {}
-        for name in ('api_proxy_listen_addresses',):
-            if name in raw:
-                try:
-                    out[name] = all_hostvars[host][name]
-                except Exception:  # pylint: disable=broad-except  # a template that needs ds4_effective: the role checks it
-                    pass
-        return out
-
-    @staticmethod
     def _scheme(all_hostvars, spark, errors):
         """http or https for every front and router -> head: ds4_tls, one value for the whole inventory."""
         seen = {}
@@ -246,7 +239,9 @@ class ActionModule(ActionBase):
                 return result
         known, prefix_list = known_names()
         errors = unknown_variable_errors(all_hostvars, spark, prefix_list, known)
-        errors.extend(role_input_errors(all_hostvars, spark, role_options()))
+        options = role_options()
+        values_by_host = dict((h, role_values(all_hostvars, h, options)) for h in spark)
+        errors.extend(role_input_errors(values_by_host, spark, options))
         inputs_base = {
             'base': base,
             'ds4_profile': task_vars.get('ds4_profile'),
@@ -304,7 +299,7 @@ class ActionModule(ActionBase):
                 errors.append('ds4_router_port = %r is the port vLLM binds on %s (api port / ds4_api_upstream_port). Fix: pick '
                               'another port' % (router['port'], host))
             eff['tls'] = self._tls(all_hostvars[host], host, hostvars[host], eff, pair, router, errors)
-            errors.extend('[host %s] %s' % (host, e) for e in role_inputs.cross_problems(eff, self._own_values(all_hostvars, host), role_options()))
+            errors.extend('[host %s] %s' % (host, e) for e in role_inputs.cross_problems(eff, values_by_host[host], options))
         if errors:
             result['failed'] = True
             result['errors'] = errors

@@ -25,7 +25,7 @@ role's ``meta/argument_specs.yml``. One source of truth per rule:
   rule, never the value.
 
 Each problem is one line: the variable, the value (or ``(secret, not shown)``), what is wrong, the fix.
-Pure Python (ansible-core's argument spec validator only); unit tests in tests/unit/plugins/plugin_utils/.
+Pure Python (ansible-core's argument spec validator only).
 """
 
 from __future__ import (absolute_import, division, print_function)
