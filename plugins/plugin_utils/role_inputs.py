@@ -84,15 +84,15 @@ FREE_TEXT = frozenset((
 ))
 # Inclusive ranges beyond the generic ones (see kind()).
 RANGES = {
-    'host_hardening_vm_overcommit_memory': (0, 2),
+    'host_hardening_vm_overcommit_memory': (0, 1),  # 2: strict accounting fails CUDA's reservations (the role's spec)
     'host_hardening_vm_swappiness': (0, 200),
     'router_vrrp_virtual_router_id': (1, 255),
     'router_vrrp_advert_int': (1, 255),
     'api_proxy_worker_processes': (1, 64),
     'router_cache_threshold': (0, 1),
     'model_cache_hash_workers': (0, 1024),
-    'nccl_fabric_preflight_mem_fraction': (0.01, 0.95),
-    'vllm_service_memory_fraction': (0.05, 0.95),
+    'nccl_fabric_preflight_mem_fraction': (0, 1),
+    'vllm_service_memory_fraction': (0, 1),  # 0: the memory gate off
 }
 # Options whose value is a Jinja default computed from other roles' variables: their spec type is 'raw'/'str' only
 # because of that, checked as the type named here.

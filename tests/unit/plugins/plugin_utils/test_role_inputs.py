@@ -54,7 +54,7 @@ BAD = [
     ('range', 'router_vrrp_virtual_router_id', 256),
     ('range', 'router_vrrp_virtual_router_id', 0),
     ('range', 'host_hardening_vm_swappiness', 300),
-    ('range', 'host_hardening_vm_overcommit_memory', 3),
+    ('range', 'host_hardening_vm_overcommit_memory', 2),
     ('range', 'router_cache_threshold', 1.5),
     ('range', 'nccl_fabric_preflight_mem_fraction', 2.0),
     ('range', 'vllm_service_memory_fraction', 1.2),
@@ -247,6 +247,9 @@ def test_good_values_of_each_kind_pass():
         'vllm_service_memory_fraction': 0.8, 'model_cache_hash_workers': 0,
     }
     assert ri.problems(good, OPTIONS) == []
+    # the documented ends of a range pass: 0 turns the memory gate off
+    for value in (0, 0.0, 1, 1.0):
+        assert ri.problems({'vllm_service_memory_fraction': value, 'nccl_fabric_preflight_mem_fraction': value}, OPTIONS) == []
 
 
 def test_a_template_the_controller_cannot_resolve_yet_is_left_to_the_role():
