@@ -69,8 +69,7 @@ READ_PATHS = frozenset((
     'vllm_service_memory_guard_zoneinfo_path', 'vllm_service_memory_guard_min_free_kbytes_path', 'vllm_service_forensics_file',
     'container_image_tarball', 'container_image_build_context', 'container_image_mxfp4_path', 'container_image_metadata_paths',
     'container_image_prune_keep_files', 'nccl_fabric_sysfs_root', 'nccl_fabric_dev_infiniband', 'vllm_service_shm_dir',
-    'vllm_service_forensics_pstore_dir', 'model_cache_local_dir', 'monitoring_prometheus_tls_cert', 'monitoring_prometheus_tls_key',
-    'router_worker_ca_file',
+    'vllm_service_forensics_pstore_dir', 'model_cache_local_dir', 'router_worker_ca_file',
 ))
 # Listeners that must stay on loopback: their ports have no authentication (the router's admin API, its metrics).
 LOOPBACK_ONLY = frozenset(('router_listen_host', 'router_prometheus_host'))
@@ -81,6 +80,8 @@ FREE_TEXT = frozenset((
     'router_pip_extra_args', 'peer_access_key_options', 'container_image_build_args', 'nccl_fabric_env',
     'monitoring_prometheus_password', 'monitoring_grafana_admin_password', 'vllm_service_ulimits',
     'vllm_service_memory_guard_thresholds', 'nccl_fabric_ipv4_by_ifname', 'container_image_deepgemm_repo',
+    # an ssh argv (an element may hold a space: -o "ProxyCommand ..."); files on the controller, read by Ansible
+    'model_cache_peer_ssh', 'monitoring_prometheus_tls_cert', 'monitoring_prometheus_tls_key',
 ))
 # Inclusive ranges beyond the generic ones (see kind()).
 RANGES = {
@@ -94,15 +95,14 @@ RANGES = {
     'nccl_fabric_preflight_mem_fraction': (0, 1),
     'vllm_service_memory_fraction': (0, 1),  # 0: the memory gate off
 }
-# Options whose value is a Jinja default computed from other roles' variables: their spec type is 'raw'/'str' only
-# because of that, checked as the type named here.
 PORT_NAMES_RE = re.compile(r'_port$')
 POSITIVE_RE = re.compile(r'(_interval_s|_poll_s|_polls|_interval|_workers|_streams|_burst|_threshold|_fall|_rise|_ping_count)$')
 
 
 def kind(name, option):
-    """What a value is, from the option's name and spec: 'path-owned', 'path-write', 'path-shared', 'path-read',
-    'unit-dir', 'unit', 'service', 'user', 'package', 'url-path', 'loopback', 'address', 'network', 'text'."""
+    """What a value is, from the option's name and spec: 'free' (the control character rule only), 'path-owned',
+    'path-write', 'path-shared', 'path-read', 'unit-dir', 'unit', 'service', 'user', 'package', 'url-path', 'loopback',
+    'address', 'network', 'size', 'token'."""
     typ = option.get('type', 'str')
     elements = option.get('elements')
     if name.startswith('ds4_') or name in FREE_TEXT or typ in ('dict', 'raw'):
@@ -126,7 +126,7 @@ def kind(name, option):
         return 'service'
     if name.endswith('_user') and not name.endswith('_auth_user'):
         return 'user'
-    if name.endswith('_packages') or name.endswith('_hold_packages') or name.endswith('_unhold_packages'):
+    if name.endswith('_packages'):
         return 'package'
     if name.endswith('_endpoint') and 'health' in name:
         return 'url-path'

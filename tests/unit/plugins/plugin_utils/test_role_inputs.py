@@ -267,3 +267,12 @@ def test_ipv6_client_networks_need_an_ipv6_proxy_listen_address():
     assert ri.cross_problems(eff, fixed, OPTIONS) == [] and ri.problems(fixed, OPTIONS) == []
     assert ri.cross_problems(dict(eff, role='worker'), {}, OPTIONS) == []
     assert ri.cross_problems({'role': 'head', 'api': {'proxied': True, 'allowed_networks': ['10.0.0.0/24']}}, {}, OPTIONS) == []
+
+
+def test_controller_files_and_ssh_argv_keep_their_own_forms():
+    """A file on the controller may be relative (ansible-playbook's directory); an ssh argv element may hold a space."""
+    good = {'monitoring_prometheus_tls_cert': 'files/prometheus.crt', 'monitoring_prometheus_tls_key': '~/tls/prometheus.key',
+            'model_cache_peer_ssh': ['ssh', '-o', 'ProxyCommand=ssh -W %h:%p jump', 'root@10.0.0.2']}
+    assert ri.problems(good, OPTIONS) == []
+    lines = ri.problems({'monitoring_prometheus_tls_key': 'files/k.pem\n'}, OPTIONS)
+    assert len(lines) == 1 and '(secret, not shown)' in lines[0]
