@@ -204,7 +204,7 @@ def test_the_table_is_the_review_size_and_every_class_is_there():
 def _yaml_values(path):
     with open(path) as handle:
         data = yaml.safe_load(handle) or {}
-    return dict((k, v) for k, v in data.items() if isinstance(k, str) and not (isinstance(v, str) and '{{' in v))
+    return dict((k, v) for k, v in data.items() if isinstance(k, str) and '{{' not in repr(v))
 
 
 def test_every_shipped_default_passes():
@@ -225,7 +225,27 @@ def test_every_inventory_and_scenario_value_passes():
         values = _yaml_values(path)
         checked += len([n for n in values if n in OPTIONS])
         assert ri.problems(values, OPTIONS) == [], path
+    # the YAML inventories' inline host and group vars
+    for path in glob.glob(os.path.join(REPO, 'molecule', '*', 'inventory', 'hosts.yml')) + [
+            os.path.join(REPO, 'inventories', '_shared', 'hosts.yml')]:
+        with open(path) as handle:
+            for values in _inventory_vars(yaml.safe_load(handle) or {}):
+                checked += len([n for n in values if n in OPTIONS])
+                assert ri.problems(values, OPTIONS) == [], path
     assert checked > 20
+
+
+def _inventory_vars(group):
+    """Every vars mapping of a YAML inventory (group vars, host vars, children's), templates left out."""
+    for name, body in (group or {}).items():
+        if not isinstance(body, dict):
+            continue
+        if isinstance(body.get('vars'), dict):
+            yield dict((k, v) for k, v in body['vars'].items() if '{{' not in repr(v))
+        for host_vars in (body.get('hosts') or {}).values():
+            if isinstance(host_vars, dict):
+                yield dict((k, v) for k, v in host_vars.items() if '{{' not in repr(v))
+        yield from _inventory_vars(body.get('children') or {})
 
 
 def test_every_path_option_is_checked_as_a_path():
