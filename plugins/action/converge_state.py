@@ -7,7 +7,8 @@ The digest covers the role's input values (given as ``inputs``, already template
 the bytes of the role's own directory and of the collection's ``plugins/`` (a new collection
 version or an edited template changes it). Only hashes leave the controller. ``state=record`` reuses
 the digest of the probe at the start of the role (``probe``), so facts the role sets on its way are
-never mistaken for inputs, and passes what that probe observed (``found``): the module refuses to
+never mistaken for inputs. Inputs whose name says secret (KEY, TOKEN, SECRET, PASS) are not hashed here: their
+values go to the module as a no_log argument and are hashed on the node under its own salt, and passes what that probe observed (``found``): the module refuses to
 record a drifted check the role left as it found it.
 
 The task runs in the internal role ``dgxspark.ds4._converge``, included by the role it probes (``role``):
@@ -78,6 +79,7 @@ class ActionModule(ActionBase):
                                     'included by it (it hashes the role\'s own files); task %r is in %s' % (
                                         args['role'], self._task.get_name(),
                                         getattr(role, '_role_name', None) or 'no role'))
+        secrets = {}
         if args['state'] in ('begin', 'record'):
             # The record keeps the digest of the inputs as the probe at the start of the role saw them:
             # facts the role sets on its way (some under its own prefix) are not inputs.
@@ -89,10 +91,13 @@ class ActionModule(ActionBase):
             found = probe.get('seen') or {}
         else:
             found = {}
-            digest, per_input = cs.inputs_digest(self._without_own_results(args['role'], args['inputs'], task_vars),
-                                                 code_hash_for(role_path, getattr(role, '_role_path', None)))
+            # secret inputs leave the controller as values (no_log) and are hashed on the node under its own salt
+            plain, secrets = cs.split_secrets(self._without_own_results(args['role'], args['inputs'], task_vars))
+            digest, per_input = cs.inputs_digest(plain, code_hash_for(role_path, getattr(role, '_role_path', None)))
         module_args = dict(role=args['role'], state=args['state'], digest=digest, inputs=per_input,
                            checks=args['checks'], published=args['published'], state_dir=args['state_dir'])
+        if args['state'] == 'probe' and secrets:
+            module_args['secret_inputs'] = secrets
         if args['state'] == 'record':
             # What the probe found before the role ran: a drifted check still exactly so was not repaired.
             module_args['found'] = found

@@ -30,8 +30,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import hashlib
+import hmac
 import json
 import os
+import re
 import stat
 import tempfile
 
@@ -67,6 +69,57 @@ def content_hash(paths):
             with open(path, 'rb') as handle:
                 digest.update(hashlib.sha256(handle.read()).digest())
     return digest.hexdigest()[:16]
+
+
+# Inputs hashed on the node under its own salt, never on the controller: their hashes show in -v output and a plain
+# sha256 of a short secret (a VRRP password) could be guessed back from it.
+SECRET_NAME_RE = re.compile(r'(KEY|TOKEN|SECRET|PASS|CREDENTIAL)', re.I)
+SALT_NAME = '.salt'
+
+
+def split_secrets(inputs):
+    """(plain inputs, {name: canonical JSON text} of the inputs whose name says secret)."""
+    plain, secret = {}, {}
+    for name, value in (inputs or {}).items():
+        if SECRET_NAME_RE.search(name):
+            secret[name] = json.dumps(value, sort_keys=True, separators=(',', ':'), default=str)
+        else:
+            plain[name] = value
+    return plain, secret
+
+
+def node_salt(state_dir, create=True):
+    """This node's random salt (<state_dir>/.salt, 32 bytes, root only), made on first use; in check mode (create
+    False) a missing salt is a fresh random one (nothing was recorded under it: the inputs differ, as they would)."""
+    path = os.path.join(state_dir, SALT_NAME)
+    try:
+        with open(path, 'rb') as handle:
+            salt = handle.read()
+        if len(salt) == 32:
+            return salt
+    except OSError:
+        pass
+    salt = os.urandom(32)
+    if create:
+        if not os.path.isdir(state_dir):
+            os.makedirs(state_dir, 0o700)
+        fd, tmp = tempfile.mkstemp(dir=state_dir, prefix='.salt.')
+        with os.fdopen(fd, 'wb') as handle:
+            handle.write(salt)
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, path)
+    return salt
+
+
+def fold_secrets(digest, per_input, secrets, salt):
+    """(digest, per-input hashes) with each secret input hashed under the node's salt (HMAC-SHA256) and folded in."""
+    if not secrets:
+        return digest, per_input
+    hashed = dict((name, hmac.new(salt, (name + '\0' + text).encode('utf-8'), hashlib.sha256).hexdigest()[:16])
+                  for name, text in secrets.items())
+    merged = dict(per_input)
+    merged.update(hashed)
+    return value_hash({'inputs': digest, 'secrets': hashed}), merged
 
 
 def inputs_digest(inputs, code_hash):

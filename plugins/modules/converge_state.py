@@ -78,6 +78,13 @@ options:
         from the option C(probe).
     type: dict
     default: {}
+  secret_inputs:
+    description:
+      - (O(state=probe)) The role's secret inputs (name -> canonical JSON text), given by the action plugin instead of
+        their hashes; hashed here with HMAC-SHA256 under this node's random salt (O(state_dir)/.salt, 0600) and folded
+        into O(digest) and O(inputs), so that no plain hash of a secret reaches any output.
+    type: dict
+    default: {}
   published:
     description: Facts the role sets for later roles; stored with O(state=record), returned by a current probe.
     type: dict
@@ -161,6 +168,7 @@ def main():
             checks=dict(type='dict', default={}),
             published=dict(type='dict', default={}),
             found=dict(type='dict', default={}),
+            secret_inputs=dict(type='dict', default={}, no_log=True),
             state_dir=dict(type='path', default='/var/lib/dgxspark-ds4/converge'),
         ),
         supports_check_mode=True,
@@ -174,6 +182,10 @@ def main():
         return module.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
 
     path = cs.record_path(p['state_dir'], p['role'])
+    if p['state'] == 'probe' and p['secret_inputs']:
+        # the secret inputs, hashed under this node's salt (their plain hashes would show in -v output)
+        p['digest'], p['inputs'] = cs.fold_secrets(p['digest'], p['inputs'], p['secret_inputs'],
+                                                   cs.node_salt(p['state_dir'], create=not module.check_mode))
     if p['state'] == 'begin':
         moved = False if module.check_mode else cs.begin(path)
         module.exit_json(changed=False, current=False, reasons=[], record=path, digest=p['digest'], inputs=p['inputs'],

@@ -58,3 +58,55 @@ def test_record_refuses_drift_left_as_found_until_repaired(tmp_path):
     call(tmp_path, 'record', checks, found=again['seen'])
     assert os.path.exists(record) and not os.path.exists(record + '.running')
     assert call(tmp_path, 'probe', checks)['current']
+
+
+def _probe(tmp_path, secrets, digest='d1', check_mode=False):
+    args = dict(role='router', state='probe', digest=digest, inputs={'router_listen_port': 'h1'}, checks={},
+                state_dir=str(tmp_path / 'state'), secret_inputs=secrets)
+    if check_mode:
+        args['_ansible_check_mode'] = True
+    with patch_module_args(args):
+        with pytest.raises(ExitJson) as exc:
+            mod.main()
+    return exc.value.args[0]
+
+
+def test_secret_inputs_are_hashed_on_the_node_under_its_own_salt_and_a_change_is_named(tmp_path):
+    """The probe's result (shown with -v) carries no plain hash of a secret: a secret input is hashed with the node's
+    random salt, so a short one (a VRRP password) cannot be guessed back from the output; stable across runs on the
+    node, and a changed secret is still named among the inputs that differ."""
+    from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+    secrets = {'router_vrrp_auth_pass': '"pa55"'}
+    first = _probe(tmp_path, secrets)
+    salt_file = tmp_path / 'state' / '.salt'
+    assert salt_file.stat().st_mode & 0o777 == 0o600 and len(salt_file.read_bytes()) == 32
+    plain = cs.value_hash('pa55')
+    shown = repr(first)
+    assert 'pa55' not in shown and plain not in shown
+    assert set(first['inputs']) == {'router_listen_port', 'router_vrrp_auth_pass'} and first['digest'] != 'd1'
+    assert _probe(tmp_path, secrets)['digest'] == first['digest']       # the same salt: stable
+    # another node (another salt): another hash of the same secret
+    other = _probe(tmp_path / 'other', secrets)
+    assert other['inputs']['router_vrrp_auth_pass'] != first['inputs']['router_vrrp_auth_pass']
+    # recorded, then the secret changes: named as the input that differs
+    with patch_module_args(dict(role='router', state='record', digest=first['digest'], inputs=first['inputs'], checks={},
+                                state_dir=str(tmp_path / 'state'), found=first['seen'])):
+        with pytest.raises(ExitJson):
+            mod.main()
+    assert _probe(tmp_path, secrets)['current']
+    changed = _probe(tmp_path, {'router_vrrp_auth_pass': '"pa66"'})
+    assert not changed['current'] and changed['differs']['inputs'] == ['router_vrrp_auth_pass']
+
+
+def test_check_mode_writes_no_salt(tmp_path):
+    _probe(tmp_path, {'x_api_key': '"k"'}, check_mode=True)
+    assert not (tmp_path / 'state' / '.salt').exists()
+
+
+def test_split_secrets_by_name():
+    from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+    plain, secret = cs.split_secrets({'ds4_api_keys': ['a'], 'router_vrrp_auth_pass': 'p', 'ds4_effective': {'x': 1},
+                                      'model_cache_hf_token': 't', 'vllm_service_api_key': 'k'})
+    assert plain == {'ds4_effective': {'x': 1}}
+    assert secret == {'ds4_api_keys': '["a"]', 'router_vrrp_auth_pass': '"p"', 'model_cache_hf_token': '"t"',
+                      'vllm_service_api_key': '"k"'}

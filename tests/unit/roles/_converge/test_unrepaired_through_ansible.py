@@ -8,6 +8,7 @@ fails naming the file, and the last good record is kept aside (the module-level 
 from __future__ import absolute_import, division, print_function
 
 import os
+import re
 import subprocess
 import sys
 
@@ -65,11 +66,11 @@ PLAY = '''- hosts: localhost
 '''
 
 
-def _run(tmp_path, repairs):
+def _run(tmp_path, repairs, *extra):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1',
                ANSIBLE_ROLES_PATH=str(tmp_path / 'roles'))
     argv = [PLAYBOOK, '-i', 'localhost,', '-c', 'local', '-e', 'ansible_python_interpreter=%s' % sys.executable,
-            '-e', 'cvtest_repairs=%s' % repairs, str(tmp_path / 'play.yml')]
+            '-e', 'cvtest_repairs=%s' % repairs, str(tmp_path / 'play.yml')] + list(extra)
     proc = subprocess.run(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, timeout=300, check=False)
     return proc.returncode, ' '.join(proc.stdout.split())
@@ -93,3 +94,38 @@ def test_a_role_that_ran_for_drift_and_left_it_fails_and_keeps_the_last_record(t
             'it found it: file %s: recorded sha1:' % managed) in out, out[-2000:]
     assert os.listdir(str(state)) == ['cvtest.json.running']
     assert managed.read_text() == u'flushed\n'
+
+
+SECRET_VARS = '''__cvtest_converge_inputs:
+  cvtest_content: "{{ cvtest_content }}"
+  cvtest_api_key: "{{ cvtest_api_key }}"
+__cvtest_converge_checks:
+  files:
+    - "{{ cvtest_path }}"
+'''
+
+
+def test_a_secret_input_reaches_no_output_not_even_as_its_plain_hash(tmp_path):
+    """-v shows the probe's result (its per-input hashes): a secret input's is an HMAC under the node's own salt,
+    never the secret nor its plain hash; the run after is as recorded, and a changed secret is named."""
+    from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+    for sub, text in (('vars', SECRET_VARS), ('tasks', ROLE_MAIN)):
+        os.makedirs(str(tmp_path / 'roles' / 'cvtest' / sub))
+        (tmp_path / 'roles' / 'cvtest' / sub / 'main.yml').write_text(text)
+    (tmp_path / 'roles' / 'cvtest' / 'tasks' / 'converge.yml').write_text(ROLE_CONVERGE)
+    managed, state = tmp_path / 'managed.conf', tmp_path / 'state'
+    (tmp_path / 'play.yml').write_text(PLAY.format(state=state, managed=managed))
+    secret = 'vrrp-pw1'
+    outputs = []
+    for value in (secret, secret, 'vrrp-pw2'):
+        rc, out = _run(tmp_path, True, '-vv', '-e', 'cvtest_api_key=%s' % value)
+        assert rc == 0, out[-2000:]
+        outputs.append(out)
+    assert sorted(os.listdir(str(state))) == ['.salt', 'cvtest.json']
+    for out in outputs:
+        assert secret not in out and cs.value_hash(secret) not in out and cs.value_hash('vrrp-pw2') not in out
+    # -vv does show the probe's per-input hashes: the secret's is there, salted
+    salted = re.search(r'cvtest_api_key: ([0-9a-f]{16})', outputs[0])
+    assert salted and salted.group(1) != cs.value_hash(secret), outputs[0][-3000:]
+    assert 'cvtest: as recorded' in outputs[1], outputs[1][-2000:]
+    assert 'cvtest: runs' in outputs[2] and 'cvtest_api_key' in outputs[2], outputs[2][-2000:]
