@@ -5,10 +5,11 @@
 
 The digest covers the role's input values (given as ``inputs``, already templated by Ansible) and
 the bytes of the role's own directory and of the collection's ``plugins/`` (a new collection
-version or an edited template changes it). Only hashes leave the controller. ``state=record`` reuses
-the digest of the probe at the start of the role (``probe``), so facts the role sets on its way are
-never mistaken for inputs. Inputs whose name says secret (KEY, TOKEN, SECRET, PASS) are not hashed here: their
-values go to the module as a no_log argument and are hashed on the node under its own salt, and passes what that probe observed (``found``): the module refuses to
+version or an edited template changes it). Only hashes leave the controller, but for the inputs whose name says
+secret (KEY, TOKEN, SECRET, PASS): their values go to the module as a no_log argument and are hashed on the node
+under its own salt (a plain hash would show in -v output). ``state=record`` reuses the digest of the probe at the
+start of the role (``probe``), so facts the role sets on its way are never mistaken for inputs, and passes what that
+probe observed (``found``): the module refuses to
 record a drifted check the role left as it found it.
 
 The task runs in the internal role ``dgxspark.ds4._converge``, included by the role it probes (``role``):
