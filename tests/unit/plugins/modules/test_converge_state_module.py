@@ -21,9 +21,10 @@ def patched(monkeypatch):
     patch_exit(monkeypatch)
 
 
-def call(tmp_path, state, checks, found=None, expect=ExitJson):
+def call(tmp_path, state, checks, found=None, expect=ExitJson, **extra):
     args = dict(role='firewall', state=state, digest='d1', inputs={'v': 'h1'}, checks=checks,
                 state_dir=str(tmp_path / 'state'))
+    args.update(extra)
     if found is not None:
         args['found'] = found
     with patch_module_args(args):
@@ -60,15 +61,9 @@ def test_record_refuses_drift_left_as_found_until_repaired(tmp_path):
     assert call(tmp_path, 'probe', checks)['current']
 
 
-def _probe(tmp_path, secrets, digest='d1', check_mode=False):
-    args = dict(role='router', state='probe', digest=digest, inputs={'router_listen_port': 'h1'}, checks={},
-                state_dir=str(tmp_path / 'state'), secret_inputs=secrets)
-    if check_mode:
-        args['_ansible_check_mode'] = True
-    with patch_module_args(args):
-        with pytest.raises(ExitJson) as exc:
-            mod.main()
-    return exc.value.args[0]
+def _probe(tmp_path, secrets, check_mode=False):
+    extra = dict(_ansible_check_mode=True) if check_mode else {}
+    return call(tmp_path, 'probe', {}, role='router', inputs={'router_listen_port': 'h1'}, secret_inputs=secrets, **extra)
 
 
 def test_secret_inputs_are_hashed_on_the_node_under_its_own_salt_and_a_change_is_named(tmp_path):

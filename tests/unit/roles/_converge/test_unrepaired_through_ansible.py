@@ -76,13 +76,19 @@ def _run(tmp_path, repairs, *extra):
     return proc.returncode, ' '.join(proc.stdout.split())
 
 
-def test_a_role_that_ran_for_drift_and_left_it_fails_and_keeps_the_last_record(tmp_path):
-    for sub, text in (('vars', ROLE_VARS), ('tasks', ROLE_MAIN)):
+def _throwaway_role(tmp_path, role_vars):
+    """Write the cvtest role and its play; (managed file, state dir)."""
+    for sub, text in (('vars', role_vars), ('tasks', ROLE_MAIN)):
         os.makedirs(str(tmp_path / 'roles' / 'cvtest' / sub))
         (tmp_path / 'roles' / 'cvtest' / sub / 'main.yml').write_text(text)
     (tmp_path / 'roles' / 'cvtest' / 'tasks' / 'converge.yml').write_text(ROLE_CONVERGE)
     managed, state = tmp_path / 'managed.conf', tmp_path / 'state'
     (tmp_path / 'play.yml').write_text(PLAY.format(state=state, managed=managed))
+    return managed, state
+
+
+def test_a_role_that_ran_for_drift_and_left_it_fails_and_keeps_the_last_record(tmp_path):
+    managed, state = _throwaway_role(tmp_path, ROLE_VARS)
     rc, out = _run(tmp_path, True)
     assert rc == 0, out[-2000:]
     assert os.listdir(str(state)) == ['cvtest.json']
@@ -109,12 +115,7 @@ def test_a_secret_input_reaches_no_output_not_even_as_its_plain_hash(tmp_path):
     """-v shows the probe's result (its per-input hashes): a secret input's is an HMAC under the node's own salt,
     never the secret nor its plain hash; the run after is as recorded, and a changed secret is named."""
     from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
-    for sub, text in (('vars', SECRET_VARS), ('tasks', ROLE_MAIN)):
-        os.makedirs(str(tmp_path / 'roles' / 'cvtest' / sub))
-        (tmp_path / 'roles' / 'cvtest' / sub / 'main.yml').write_text(text)
-    (tmp_path / 'roles' / 'cvtest' / 'tasks' / 'converge.yml').write_text(ROLE_CONVERGE)
-    managed, state = tmp_path / 'managed.conf', tmp_path / 'state'
-    (tmp_path / 'play.yml').write_text(PLAY.format(state=state, managed=managed))
+    dummy, state = _throwaway_role(tmp_path, SECRET_VARS)
     secret = 'vrrp-pw1'
     outputs = []
     for value in (secret, secret, 'vrrp-pw2'):
