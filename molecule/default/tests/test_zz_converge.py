@@ -33,8 +33,17 @@ def changed_counts(out):
 
 
 def test_noop_run_skips_every_role_and_changes_nothing():
+    """The scenario's idempotence check (Molecule's own step is left out: this asserts more): restarts nothing."""
+    units = (('spark1', 'dgxspark-ds4-head.service'), ('spark2', 'dgxspark-ds4-worker.service'))
+
+    def starts():
+        return ([started_at('spark1', 'head'), started_at('spark2', 'worker')]
+                + [node(host, 'systemctl', 'show', unit, '-p', 'NRestarts', '--value') for host, unit in units])
+
+    starts0 = starts()
     rc, out = run_playbook('site.yml')
     assert rc == 0, out[-3000:]
+    assert starts() == starts0, 'a rank was restarted by a no-op run'
     for role in ROLES:
         assert '%s: as recorded on every node, skipped' % role in out, role
     assert changed_counts(out) == {'spark1': 0, 'spark2': 0}, out[-1500:]
