@@ -93,6 +93,15 @@ def role_options(root=COLLECTION_ROOT):
     return _KNOWN_CACHE[key]
 
 
+def recipe_names(root=COLLECTION_ROOT):
+    """The shipped recipes (roles/config/files/recipes/<name>.yml), listed once per controller process."""
+    key = ('recipes', root)
+    if key not in _KNOWN_CACHE:
+        folder = os.path.join(root, 'roles', 'config', 'files', 'recipes')
+        _KNOWN_CACHE[key] = sorted(n[:-4] for n in os.listdir(folder) if n.endswith('.yml'))
+    return _KNOWN_CACHE[key]
+
+
 def role_values(all_hostvars, host, options):
     """The role variables the inventory or the extra vars set for host, templated as the roles would read them (one
     whose template needs ds4_effective, which does not exist yet, is left to the role)."""
@@ -300,6 +309,8 @@ class ActionModule(ActionBase):
                               'another port' % (router['port'], host))
             eff['tls'] = self._tls(all_hostvars[host], host, hostvars[host], eff, pair, router, errors)
             errors.extend('[host %s] %s' % (host, e) for e in role_inputs.cross_problems(eff, values_by_host[host], options))
+            settings = role_inputs.setting_problems(eff, values_by_host[host], options, recipe_names())
+            errors.extend('[host %s] %s' % (host, e) for e in settings)
         if errors:
             result['failed'] = True
             result['errors'] = errors

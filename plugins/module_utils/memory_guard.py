@@ -4,8 +4,8 @@
 """dgxspark-ds4 memory guard: act on memory pressure before a GB10 freezes, never inside the kernel's reclaim band
 (pure logic, no I/O).
 
-Pure Python (no Ansible imports). Used twice, one file: the role's preflight validates the settings with
-check_config (filter dgxspark.ds4.memory_guard_problems), and dgxspark.ds4.vllm_service installs this file
+Pure Python (no Ansible imports). Used twice, one file: the controller validates the settings with
+check_config (the config play, plugins/plugin_utils/role_inputs.py), and dgxspark.ds4.vllm_service installs this file
 next to pairguard.py, which runs MemoryGuard in its watch loop on the head (the same loop, health gate,
 state and textfile as the hang watchdog) and reads the sources.
 

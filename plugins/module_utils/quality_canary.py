@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """dgxspark-ds4 quality canary: known answers, a tool call and the pair's own speed, checked while it serves.
 
-Pure Python (no Ansible imports). Used twice, one file: the role's preflight validates the settings with
-check_config (filter dgxspark.ds4.quality_canary_problems), and dgxspark.ds4.vllm_service installs it (with garble,
+Pure Python (no Ansible imports). Used twice, one file: the controller validates the settings with settings_problems
+(the config play, plugins/plugin_utils/role_inputs.py), and dgxspark.ds4.vllm_service installs it (with garble,
 smoke_checks and vllm_client, under <libexec>/ansible_collections/...) for the pair guard, which runs one canary at a
 time in a child process with a hard deadline (roles/vllm_service/files/pairguard.py).
 
@@ -87,11 +87,11 @@ SETTINGS = (
 DEFAULTS = dict((key, default) for key, _var, default, _lo, _hi in SETTINGS)
 
 
-def check_config(cfg):
-    """Problems of the canary keys of a guard config (one line each, naming the variable, the value and the fix);
-    [] when usable or when the canary is off."""
+def settings_problems(cfg, on=True):
+    """Problems of the canary's own settings (the role variables of SETTINGS, keyed as in the guard config; one line
+    each, naming the variable, the value and the fix); [] when usable or when the canary is off. The controller runs it
+    on the inventory's values before any host changes (plugins/plugin_utils/role_inputs.py), the guard at its start."""
     problems = []
-    on = cfg.get('canary', False)
     if not isinstance(on, bool):
         return ['vllm_service_canary = %r: must be true or false. Fix: true (the default) or false' % (on,)]
     if not on:
@@ -106,6 +106,17 @@ def check_config(cfg):
         problems.append('vllm_service_canary_retry_s = %r is longer than vllm_service_canary_interval_s = %r: a failed '
                         'canary is retried sooner than the next scheduled one. Fix: lower the retry or raise the interval'
                         % (cfg['canary_retry_s'], cfg.get('canary_interval_s', DEFAULTS['canary_interval_s'])))
+    return problems
+
+
+def check_config(cfg):
+    """Problems of the canary keys of a guard config (one line each, naming the variable, the value and the fix);
+    [] when usable or when the canary is off: the settings (settings_problems) and what the role derives from the
+    recipe (the request timeout and deadline, the URL and the served name)."""
+    on = cfg.get('canary', False)
+    problems = settings_problems(cfg, on)
+    if not isinstance(on, bool) or not on:
+        return problems
     floor = cfg.get('canary_timeout_s', DEFAULTS['canary_timeout_s'])
     request = cfg.get('canary_request_timeout_s', floor)
     if not problems and (isinstance(request, bool) or not isinstance(request, (int, float)) or request < floor):

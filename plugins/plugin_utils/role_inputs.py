@@ -32,12 +32,15 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import ipaddress
+import json
 import os
 import posixpath
 import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard, quality_canary
+from ansible_collections.dgxspark.ds4.plugins.module_utils.container_logs import docker_log_args
 from ansible_collections.dgxspark.ds4.plugins.module_utils.system_paths import is_system as _system
 
 CONTROL_RE = re.compile('[\x00-\x1f\x7f\x85\u2028\u2029]')
@@ -277,6 +280,119 @@ def cross_problems(effective, values, options):
             out.append('api_proxy_listen_addresses = %s has no IPv6 address, but ds4_api_allowed_networks opens the API to the '
                        'IPv6 networks %s (the firewall would open the port to them and nginx would not answer). Fix: add "[::]" '
                        '(roles/api_proxy/meta/argument_specs.yml).' % (show('api_proxy_listen_addresses', {}, list(listen)), ', '.join(v6)))
+    return out
+
+
+def _merged(values, options, prefix):
+    """Every option named prefix*: the value the inventory sets, else its spec default (the role's defaults/main.yml)."""
+    out = dict((n, o.get('default')) for n, o in options.items() if n.startswith(prefix))
+    out.update((n, v) for n, v in values.items() if n.startswith(prefix))
+    return out
+
+
+def _whole(value, least=1):
+    return not isinstance(value, bool) and re.match(r'^[0-9]+$', str(value)) is not None and int(value) >= least
+
+
+def setting_problems(effective, values, options, recipes):
+    """Rules among the vllm_service settings of one host (each unset one at its spec default), once in the config play
+    instead of the role's preflight on every node: the HF token kept out of the serving container, the container's log
+    driver, the memory guard and the quality canary (the checks their node code runs at start), the boot's after-crash
+    action and forensics source, the pair guard's polls and ssh sharing, the hang watchdog's windows, evidence pruning.
+
+    effective: ds4_effective of the host; values: the role variables the inventory sets for it (as for problems());
+    recipes: the recipe names (roles/config/files/recipes) a fallback may name. Values still templated are the role's."""
+    v = _merged(values, options, 'vllm_service_')
+    if any(isinstance(x, str) and ('{{' in x or '{%' in x) for x in v.values() if x is not None):
+        v = dict((n, x) for n, x in v.items() if not (isinstance(x, str) and ('{{' in x or '{%' in x)))
+    head = (effective or {}).get('role') == 'head'
+    out = []
+    if v.get('vllm_service_hf_token'):
+        out.append('vllm_service_hf_token is set (value hidden): the serving container runs offline and must not get the '
+                   'Hugging Face token (anyone who can run docker inspect would read it). Fix: move the value to '
+                   'model_cache_hf_token (used by the download task only) and remove vllm_service_hf_token.')
+    try:
+        docker_log_args(v.get('vllm_service_container_log_driver', 'none'), v.get('vllm_service_container_log_max_size'),
+                        v.get('vllm_service_container_log_max_file'))
+    except ValueError as exc:
+        out.append(str(exc))
+    out.extend(memory_guard.check_config({
+        'memory_guard': v.get('vllm_service_memory_guard') is True,
+        'memory_guard_thresholds': v.get('vllm_service_memory_guard_thresholds'),
+        'memory_gate_psi_some_avg10': v.get('vllm_service_memory_guard_gate_psi_some_avg10'),
+        'memory_stop_psi_full_avg10': v.get('vllm_service_memory_guard_stop_psi_full_avg10'),
+        'memory_poll_s': v.get('vllm_service_memory_guard_poll_s'),
+        'memory_stop_polls': v.get('vllm_service_memory_guard_stop_polls'),
+        'memory_clear_polls': v.get('vllm_service_memory_guard_clear_polls'),
+        'meminfo_path': v.get('vllm_service_memory_guard_meminfo_path'),
+        'psi_path': v.get('vllm_service_memory_guard_psi_path'),
+        'zoneinfo_path': v.get('vllm_service_memory_guard_zoneinfo_path'),
+        'min_free_kbytes_path': v.get('vllm_service_memory_guard_min_free_kbytes_path')}))
+    if head:
+        out.extend(quality_canary.settings_problems(dict(
+            (key, v.get(var, default)) for key, var, default, _lo, _hi in quality_canary.SETTINGS),
+            v.get('vllm_service_canary')))
+    after = v.get('vllm_service_after_crash', 'hold')
+    if not (isinstance(after, str) and re.match(r'^(hold|start|fallback:[A-Za-z0-9_-]+)$', after)
+            and (not after.startswith('fallback:') or after[9:] in recipes)):
+        out.append('vllm_service_after_crash = %s: must be hold, start or fallback:<recipe>, a recipe of '
+                   'roles/config/files/recipes (%s). Fix: set it to hold (the default).' % (json.dumps(after), ', '.join(sorted(recipes))))
+    source, source_file = v.get('vllm_service_forensics_source'), v.get('vllm_service_forensics_file')
+    if source not in ('journal', 'file') or (source == 'file' and not str(source_file or '').startswith('/')):
+        out.append('vllm_service_forensics_source = %s, vllm_service_forensics_file = %s: the source is journal (journalctl -b '
+                   '-1 and pstore) or file, and a file source needs the absolute path of the log file on each node. Fix: set '
+                   'vllm_service_forensics_source: journal.' % (json.dumps(source), json.dumps(source_file)))
+    fraction = v.get('vllm_service_memory_fraction')
+    if fraction is None:
+        fraction = ((effective or {}).get('serve_args') or {}).get('gpu-memory-utilization', 0)
+    try:
+        fraction_ok = not isinstance(fraction, bool) and 0 <= float(fraction) <= 1
+    except (TypeError, ValueError):
+        fraction_ok = False
+    if not fraction_ok:
+        out.append('vllm_service_memory_fraction (or serve_args gpu-memory-utilization) = %s: must be a fraction of MemTotal '
+                   'between 0 (gate off) and 1. Fix: set it to e.g. 0.9 or 0.' % (fraction,))
+    keep, age = v.get('vllm_service_evidence_keep'), v.get('vllm_service_evidence_max_age_days')
+    if not (_whole(keep) and _whole(age)):
+        out.append('Evidence pruning: vllm_service_evidence_keep=%s (directories kept per kind) and '
+                   'vllm_service_evidence_max_age_days=%s (days) must be whole numbers >= 1 (defaults 20 and 30). Fix the '
+                   'values; to keep more evidence, raise them.' % (json.dumps(keep), json.dumps(age)))
+    if head and v.get('vllm_service_pair_guard') is True:
+        out.extend(_pair_guard_problems(v))
+    return out
+
+
+def _pair_guard_problems(v):
+    out = []
+    polls = ('vllm_service_pair_guard_interval_s', 'vllm_service_pair_guard_down_polls',
+             'vllm_service_pair_guard_unreachable_polls', 'vllm_service_pair_guard_ssh_control_persist_s')
+    control = v.get('vllm_service_pair_guard_ssh_control_dir') or ''
+    if not all(_whole(v.get(n)) for n in polls) or (
+            control and not (re.match(r'^/[A-Za-z0-9_./-]+$', str(control)) and len(str(control)) <= 60)):
+        out.append('Pair guard: %s must be >= 1; vllm_service_pair_guard_ssh_control_dir=%s an absolute path of at most 60 '
+                   'characters without spaces (the ssh control socket ssh-%%C inside it must fit a unix socket path) or "" '
+                   '(off). Fix the values.' % (', '.join('%s=%s' % (n, v.get(n)) for n in polls), json.dumps(control)))
+    if v.get('vllm_service_hang_watchdog') is not True:
+        return out
+    poll, timeout, after = (v.get('vllm_service_hang_poll_s'), v.get('vllm_service_hang_metrics_timeout_s'),
+                            v.get('vllm_service_hang_after_s'))
+    lines, rate, ev_timeout = (v.get('vllm_service_hang_journal_lines'), v.get('vllm_service_hang_prefill_tokens_per_s'),
+                               v.get('vllm_service_hang_evidence_timeout_s'))
+    textfile = v.get('vllm_service_guard_textfile') or ''
+    ok = (_whole(poll) and _whole(timeout) and _whole(after) and int(after) >= 2 * int(poll) and int(after) > int(timeout)
+          and _whole(lines) and _whole(rate) and _whole(ev_timeout)
+          and str(v.get('vllm_service_evidence_dir', '/')).startswith('/')
+          and (not textfile or re.match(r'^/.+\.prom$', str(textfile))))
+    if not ok:
+        out.append('Hang watchdog: vllm_service_hang_after_s=%s must be at least twice vllm_service_hang_poll_s=%s (>= 1) and '
+                   'longer than vllm_service_hang_metrics_timeout_s=%s (>= 1); vllm_service_hang_journal_lines=%s >= 1; '
+                   'vllm_service_hang_prefill_tokens_per_s=%s a whole number of tokens per second >= 1 (the prefill rate the '
+                   'hang window assumes; 400 is below every rate the seeds measured); vllm_service_hang_evidence_timeout_s=%s '
+                   'whole seconds >= 1; vllm_service_evidence_dir=%s absolute; vllm_service_guard_textfile=%s an absolute path '
+                   'ending in .prom (the node exporter reads only *.prom) or "". Fix the values, or set '
+                   'vllm_service_hang_watchdog: false.'
+                   % (after, poll, timeout, lines, json.dumps(rate), json.dumps(ev_timeout), v.get('vllm_service_evidence_dir'),
+                      json.dumps(textfile)))
     return out
 
 

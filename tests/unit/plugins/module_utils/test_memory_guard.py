@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard as mg
-from ansible_collections.dgxspark.ds4.plugins.filter.memory_guard_problems import memory_guard_problems
+
 
 GIB = 1 << 30
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'fixtures', 'memory')
@@ -193,11 +193,11 @@ def test_psi_thresholds_are_settings():
 
 
 def test_default_settings_are_usable():
-    assert memory_guard_problems({'memory_guard': True, 'memory_gate_psi_some_avg10': 10.0, 'memory_stop_psi_full_avg10': 25.0,
-                                  'memory_poll_s': 5, 'memory_stop_polls': 2, 'memory_clear_polls': 3,
-                                  'meminfo_path': '/proc/meminfo', 'psi_path': '/proc/pressure/memory',
-                                  'zoneinfo_path': '/proc/zoneinfo', 'min_free_kbytes_path': '/proc/sys/vm/min_free_kbytes',
-                                  'memory_guard_thresholds': None}) == []
+    assert mg.check_config({'memory_guard': True, 'memory_gate_psi_some_avg10': 10.0, 'memory_stop_psi_full_avg10': 25.0,
+                            'memory_poll_s': 5, 'memory_stop_polls': 2, 'memory_clear_polls': 3,
+                            'meminfo_path': '/proc/meminfo', 'psi_path': '/proc/pressure/memory',
+                            'zoneinfo_path': '/proc/zoneinfo', 'min_free_kbytes_path': '/proc/sys/vm/min_free_kbytes',
+                            'memory_guard_thresholds': None}) == []
 
 
 @pytest.mark.parametrize('key,value,variable', [
@@ -213,13 +213,13 @@ def test_default_settings_are_usable():
     ('min_free_kbytes_path', 5, 'vllm_service_memory_guard_min_free_kbytes_path'),
 ])
 def test_bad_settings_are_refused_naming_the_variable(key, value, variable):
-    problems = memory_guard_problems({'memory_guard': True, key: value})
+    problems = mg.check_config({'memory_guard': True, key: value})
     assert len(problems) == 1 and variable in problems[0] and repr(value) in problems[0], problems
 
 
 @pytest.mark.parametrize('on', [True, False])
 def test_the_old_threshold_table_is_refused_naming_its_replacement(on):
-    problems = memory_guard_problems({'memory_guard': on, 'memory_guard_thresholds': [
+    problems = mg.check_config({'memory_guard': on, 'memory_guard_thresholds': [
         {'node_gb': 128, 'gate_free_gib': 2.0, 'stop_free_gib': 1.0, 'gate_psi_some_avg10': 10.0, 'stop_psi_full_avg10': 25.0}]})
     assert len(problems) == 1
     assert problems[0].startswith('vllm_service_memory_guard_thresholds is no longer read')
@@ -227,4 +227,4 @@ def test_the_old_threshold_table_is_refused_naming_its_replacement(on):
 
 
 def test_settings_are_not_judged_when_the_guard_is_off():
-    assert memory_guard_problems({'memory_guard': False, 'memory_poll_s': 0}) == []
+    assert mg.check_config({'memory_guard': False, 'memory_poll_s': 0}) == []

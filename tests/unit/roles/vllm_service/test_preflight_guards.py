@@ -1,11 +1,14 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""vllm_service's preflight refuses bad boot-forensics, memory-guard and evidence-pruning input before anything changes: the
-preflight tasks, taken from roles/vllm_service/tasks/preflight.yml as they are, run by ansible-playbook on the
-controller; a marker task after them stands for the first change on a host and must never run after a refusal."""
+"""vllm_service's own settings (boot forensics, memory guard, quality canary, pair guard, hang watchdog, evidence pruning,
+the log driver, the HF token) are refused on the controller, in the config play, before any host changes
+(plugins/plugin_utils/role_inputs.py setting_problems, called by the config role's action for every host): each
+refusal names the variable and the fix; the shipped defaults, the scenarios' values and a shipped fallback recipe pass.
+The wiring through ansible-playbook (the config play refuses, nothing after it runs) is the last test here."""
 
 from __future__ import absolute_import, division, print_function
 
+import glob
 import os
 import subprocess
 import sys
@@ -13,42 +16,31 @@ import sys
 import pytest
 import yaml
 
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs as ri
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..'))
+OPTIONS = ri.options_by_name(ri.load_specs(REPO, yaml.safe_load))
+RECIPES = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(REPO, 'roles', 'config', 'files', 'recipes', '*.yml')))
+HEAD = {'role': 'head', 'serve_args': {'gpu-memory-utilization': 0.9}}
+WORKER = {'role': 'worker', 'serve_args': {'gpu-memory-utilization': 0.9}}
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), 'ansible-playbook')
-TASKS = os.path.join(REPO, 'roles', 'vllm_service', 'tasks', 'preflight.yml')
-NAMES = ('Preflight | Memory guard settings (PSI levels, polls, sources; plugins/module_utils/memory_guard.py)',
-         'Preflight | What the pair does at boot after a crash (vllm_service_after_crash)',
-         'Preflight | The boot forensics source (vllm_service_forensics_source, _file)',
-         'Preflight | Evidence pruning settings are whole numbers >= 1')
-
-pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason='ansible-playbook not next to the test interpreter')
 
 
-def _run(tmp_path, **overrides):
-    with open(os.path.join(REPO, 'roles', 'vllm_service', 'defaults', 'main.yml')) as handle:
-        defaults = yaml.safe_load(handle)
-    keys = [k for k in defaults if k.startswith(('vllm_service_memory_guard', 'vllm_service_forensics', 'vllm_service_after',
-                                                 'vllm_service_evidence_keep', 'vllm_service_evidence_max_age_days'))]
-    variables = dict((k, defaults[k]) for k in keys)
-    variables.update(overrides, role_path=os.path.join(REPO, 'roles', 'vllm_service'))
-    with open(TASKS) as handle:
-        tasks = [t for t in yaml.safe_load(handle) if t['name'] in NAMES]
-    assert len(tasks) == len(NAMES)
-    marker = {'name': 'first change', 'ansible.builtin.copy': {'dest': str(tmp_path / 'changed'), 'content': 'x\n',
-                                                               'mode': '0644'}}
-    path = tmp_path / 'play.yml'
-    path.write_text(yaml.safe_dump([{'hosts': 'localhost', 'gather_facts': False, 'vars': variables,
-                                     'tasks': tasks + [marker]}]))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
-    argv = [PLAYBOOK, '-i', 'localhost,', '-c', 'local', '-e', 'ansible_python_interpreter=%s' % sys.executable, str(path)]
-    proc = subprocess.run(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          timeout=300, check=False)
-    return proc.returncode, ' '.join(proc.stdout.split()), (tmp_path / 'changed').exists()
+def _problems(effective=None, **values):
+    return ri.setting_problems(effective or HEAD, values, OPTIONS, RECIPES)
 
 
-def test_the_defaults_and_a_shipped_fallback_recipe_pass(tmp_path):
-    rc, out, changed = _run(tmp_path, vllm_service_after_crash='fallback:latency')
-    assert rc == 0 and changed, out[-2000:]
+def test_the_defaults_and_a_shipped_fallback_recipe_pass():
+    assert _problems() == [] and _problems(WORKER) == []
+    assert _problems(vllm_service_after_crash='fallback:latency') == []
+
+
+def test_every_scenario_value_passes():
+    for path in glob.glob(os.path.join(REPO, 'molecule', '*', 'vars', '*.yml')):
+        with open(path) as handle:
+            values = dict((k, v) for k, v in (yaml.safe_load(handle) or {}).items()
+                          if k.startswith('vllm_service_') and not (isinstance(v, str) and '{{' in v))
+        assert _problems(**values) == [], path
 
 
 @pytest.mark.parametrize('overrides,expected', [
@@ -65,8 +57,54 @@ def test_the_defaults_and_a_shipped_fallback_recipe_pass(tmp_path):
     ({'vllm_service_evidence_keep': 0}, 'vllm_service_evidence_keep=0 (directories kept per kind)'),
     ({'vllm_service_evidence_keep': '5 dirs'}, 'vllm_service_evidence_keep="5 dirs"'),
     ({'vllm_service_evidence_max_age_days': 2.5}, 'vllm_service_evidence_max_age_days=2.5 (days)'),
+    ({'vllm_service_canary_retry_s': 900}, 'vllm_service_canary_retry_s = 900 is longer than vllm_service_canary_interval_s'),
+    ({'vllm_service_canary_timeout_s': 5}, 'vllm_service_canary_timeout_s = 5: must be a number from 10 to 1800'),
+    ({'vllm_service_hang_after_s': 8}, 'vllm_service_hang_after_s=8 must be at least twice vllm_service_hang_poll_s=5'),
+    ({'vllm_service_hang_metrics_timeout_s': 200}, 'longer than vllm_service_hang_metrics_timeout_s=200'),
+    ({'vllm_service_guard_textfile': '/var/lib/node-exporter/guard.txt'}, 'an absolute path ending in .prom'),
+    ({'vllm_service_pair_guard_ssh_control_dir': '/run/' + 'x' * 60}, 'an absolute path of at most 60 characters'),
+    ({'vllm_service_pair_guard_down_polls': 0}, 'vllm_service_pair_guard_down_polls=0'),
+    ({'vllm_service_container_log_driver': 'journald'}, "vllm_service_container_log_driver='journald' stores every vLLM line"),
+    ({'vllm_service_container_log_driver': 'json-file', 'vllm_service_container_log_max_size': 'lots'},
+     "vllm_service_container_log_max_size='lots'"),
+    ({'vllm_service_memory_fraction': 1.5}, 'vllm_service_memory_fraction (or serve_args gpu-memory-utilization) = 1.5'),
 ])
-def test_bad_input_is_refused_naming_the_variable_before_any_change(tmp_path, overrides, expected):
-    rc, out, changed = _run(tmp_path, **overrides)
-    assert rc != 0 and not changed, out[-2000:]
-    assert expected in out, out[-2000:]
+def test_bad_input_is_refused_naming_the_variable_and_the_fix(overrides, expected):
+    problems = _problems(**overrides)
+    assert len(problems) == 1 and expected in problems[0] and 'Fix' in problems[0], problems
+
+
+def test_the_head_only_settings_are_the_heads():
+    """The canary, the pair guard and its hang watchdog run on the head: a worker's values for them are not read."""
+    bad = {'vllm_service_canary_timeout_s': 5, 'vllm_service_hang_after_s': 8, 'vllm_service_pair_guard_down_polls': 0}
+    assert len(_problems(**bad)) == 3
+    assert _problems(WORKER, **bad) == []
+    assert _problems(vllm_service_pair_guard=False, vllm_service_hang_after_s=8) == []
+    assert _problems(vllm_service_hang_watchdog=False, vllm_service_hang_after_s=8) == []
+
+
+def test_the_hf_token_is_refused_without_showing_it():
+    problems = _problems(vllm_service_hf_token='hf_ds4UnitFakeHubToken0123456789')
+    assert len(problems) == 1 and 'model_cache_hf_token' in problems[0] and 'vllm_service_hf_token' in problems[0]
+    assert 'hf_ds4UnitFakeHubToken' not in problems[0]
+
+
+def test_a_recipe_gpu_memory_utilization_outside_0_1_is_refused_when_no_fraction_is_set():
+    problems = _problems(dict(HEAD, serve_args={'gpu-memory-utilization': 90}))
+    assert problems and 'gpu-memory-utilization) = 90' in problems[0]
+
+
+@pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason='ansible-playbook not next to the test interpreter')
+def test_the_config_play_refuses_before_any_host_is_contacted(tmp_path):
+    """render.yml on the shipped balanced inventory with a bad hang window: refused by the config play, naming the
+    variable; the play after it (the renders) never runs."""
+    out_dir = tmp_path / 'out'
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
+    argv = [PLAYBOOK, '-i', os.path.join(REPO, 'inventories', 'balanced'), os.path.join(REPO, 'playbooks', 'render.yml'),
+            '-e', 'ds4_render_dir=%s' % out_dir, '-e', '{"vllm_service_hang_after_s": 8}']
+    proc = subprocess.run(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=300, check=False)
+    flat = ' '.join(proc.stdout.split())
+    assert proc.returncode != 0, flat[-2000:]
+    assert 'configuration refused' in flat and 'vllm_service_hang_after_s=8 must be at least twice' in flat, flat[-2000:]
+    assert not out_dir.exists() or not any(out_dir.iterdir())

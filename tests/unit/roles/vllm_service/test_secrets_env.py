@@ -10,6 +10,9 @@ import os
 import jinja2
 import yaml
 
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs as ri
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..'))
 ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..', 'roles', 'vllm_service')
 HF = 'hf_ds4UnitFakeHubToken0123456789'
 
@@ -28,10 +31,9 @@ def test_hf_token_never_reaches_the_serving_container():
     assert HF not in text and 'HF_TOKEN=' not in text
 
 
-def test_preflight_refuses_vllm_service_hf_token_naming_the_fix():
-    with open(os.path.join(ROLE, 'tasks', 'preflight.yml')) as fh:
-        tasks = yaml.safe_load(fh)
-    hits = [t for t in tasks if 'vllm_service_hf_token' in str(t.get('ansible.builtin.assert', {}).get('that', ''))]
-    assert len(hits) == 1, 'preflight must assert vllm_service_hf_token is empty'
-    msg = hits[0]['ansible.builtin.assert']['fail_msg']
-    assert 'model_cache_hf_token' in msg and 'vllm_service_hf_token' in msg and '{{' not in msg  # value never printed
+def test_a_set_vllm_service_hf_token_is_refused_before_any_host_changes_naming_the_fix():
+    """The config play refuses it (plugins/plugin_utils/role_inputs.py setting_problems), the value never printed."""
+    options = ri.options_by_name(ri.load_specs(REPO, yaml.safe_load))
+    problems = ri.setting_problems({'role': 'worker'}, {'vllm_service_hf_token': HF}, options, ['balanced'])
+    assert len(problems) == 1 and 'model_cache_hf_token' in problems[0] and 'vllm_service_hf_token' in problems[0]
+    assert HF not in problems[0]
