@@ -43,11 +43,11 @@ def _cgroup_file(cid: str) -> str | None:
     return None
 
 
-def _node_cpu() -> float:
-    """CPU-seconds of the scenario's node containers so far (containers found once, when first asked)."""
+def _node_cpu() -> dict[str, float]:
+    """{container: CPU-seconds so far} of the scenario's node containers (found once, when first asked)."""
     prefix = os.environ.get('DS4_MOLECULE_PREFIX')
     if not prefix:
-        return 0.0
+        return {}
     if not _CGROUP_FILES:
         out = subprocess.run(['docker', 'ps', '--no-trunc', '--filter', 'name=^' + prefix, '--format', '{{.ID}} {{.Names}}'],
                              capture_output=True, text=True, check=False).stdout
@@ -56,19 +56,25 @@ def _node_cpu() -> float:
             path = _cgroup_file(cid)
             if path:
                 _CGROUP_FILES[name] = path
-    total = 0.0
-    for path in _CGROUP_FILES.values():
+    out = {}
+    for name, path in _CGROUP_FILES.items():
         try:
             with open(path, encoding='ascii') as handle:
                 text = handle.read()
         except OSError:
-            continue  # a container a test removed and made again: counted until then
+            continue  # a container a test removed: counted until then
         if path.endswith('cpuacct.usage'):
-            total += int(text) / 1e9
+            out[name] = int(text) / 1e9
         else:
             fields = dict(line.split() for line in text.splitlines() if line)
-            total += int(fields.get('usage_usec', 0)) / 1e6
-    return total
+            out[name] = int(fields.get('usage_usec', 0)) / 1e6
+    return out
+
+
+def _nodes_delta(before: dict[str, float], after: dict[str, float]) -> float:
+    """CPU-seconds the containers used between two readings; a container restarted in between (a reboot drill: its
+    cgroup and counter start again from 0) counts what it used since its restart."""
+    return sum(now - before.get(name, 0.0) if now >= before.get(name, 0.0) else now for name, now in after.items())
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -77,7 +83,7 @@ def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
     yield
     _ROWS.append({'test': item.nodeid, 'wall_s': round(time.monotonic() - wall0, 2),
                   'controller_cpu_s': round(_controller_cpu() - ctl0, 2),
-                  'nodes_cpu_s': round(_node_cpu() - nodes0, 2)})
+                  'nodes_cpu_s': round(_nodes_delta(nodes0, _node_cpu()), 2)})
 
 
 def pytest_terminal_summary(terminalreporter):
