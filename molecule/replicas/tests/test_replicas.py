@@ -320,7 +320,7 @@ def test_router_front_is_its_own_nginx_a_fault_there_leaves_the_head_proxy_servi
 def test_rolling_restart_under_load_no_failed_request_one_pair_at_a_time():
     both_in_rotation()
     before = dict((p, started(p)) for p in (P1, P2))
-    with load.HealthWindows() as health, load.SteadyLoad(threads=6, max_seconds=600) as steady:
+    with load.HealthWindows() as health, load.SteadyLoad(threads=6, max_seconds=600, max_tokens=load.DRAIN_LOAD_TOKENS) as steady:
         _out, took = playbook('restart.yml')
     after = dict((p, started(p)) for p in (P1, P2))
     figure('restart.yml (rolling) took %.1f s' % took)
@@ -411,7 +411,7 @@ def test_upgrade_to_a_slower_image_reverts_the_first_pair_by_itself_and_never_to
     assert image_ids(P1) == image_ids(P2) == [old_id, old_id]
     overrides = dict(d.BASE_OVERRIDES, image=dict(d.BASE_OVERRIDES['image'], ref=SLOWER_IMAGE))
     before = dict((p, started(p)) for p in (P1, P2))
-    with load.SteadyLoad(threads=6, max_seconds=900) as steady:
+    with load.SteadyLoad(threads=6, max_seconds=900, max_tokens=load.DRAIN_LOAD_TOKENS) as steady:
         t0 = time.monotonic()
         rc, out = d.run_playbook('upgrade.yml', {'ds4_site_overrides': overrides, 'ds4_upgrade_dir': str(tmp_path)},
                                  var_files=[SCENARIO_VARS], timeout=1800)
@@ -457,7 +457,7 @@ def test_upgrade_to_an_equal_image_recipe_and_port_promoted_pair_by_pair_then_ro
     slow = SlowRequest(80).start()
     d.wait_until('the slow request running on pair1', lambda: load.running_count(P1) >= 1, 20, interval=0.2)
     _put_back(P2)
-    with load.HealthWindows(ports=(8000, ALT_PORT)) as health, load.SteadyLoad(threads=6, max_seconds=1800) as steady:
+    with load.HealthWindows(ports=(8000, ALT_PORT)) as health, load.SteadyLoad(threads=6, max_seconds=1800, max_tokens=load.DRAIN_LOAD_TOKENS) as steady:
         t_switch = time.monotonic()
         # four drains of up to 100 s each (the slow request's), two deploys and three kit runs, on a loaded 2-core
         # machine: more than run_playbook's default 900 s is possible
@@ -519,7 +519,7 @@ def test_upgrade_to_an_equal_image_recipe_and_port_promoted_pair_by_pair_then_ro
     assert serving <= ROUTER_SERVES_S
 
     before = after
-    with load.HealthWindows(ports=(8000, ALT_PORT)) as health, load.SteadyLoad(threads=6, max_seconds=600) as steady:
+    with load.HealthWindows(ports=(8000, ALT_PORT)) as health, load.SteadyLoad(threads=6, max_seconds=600, max_tokens=load.DRAIN_LOAD_TOKENS) as steady:
         _out, took = playbook('rollback.yml', timeout=1800)
     after = dict((p, started(p)) for p in (P1, P2))
     figure('rollback.yml (rolling, back to the old image, recipe and port 8000) took %.1f s' % took)

@@ -121,6 +121,13 @@ def chat_once(url=ROUTER_URL, key=API_KEY, prompt='Reply with exactly: OK', max_
         return None, '%s: %s' % (type(exc).__name__, exc)
 
 
+# Replies of the long drain-under-load drills (rolling restart, upgrade, rollback, maintenance: minutes of load each):
+# ~1.9 s a request at the simulator's 50 tok/s, so every client still has a request in flight at every moment while
+# each one opens a third as many TLS connections through the fronts and the router as with 32 tokens (the CPU the other
+# CI lanes need: the per-test CPU report, tests/harness/cpu_per_test.py, had the upgrade drill's node side at 286 CPU-s).
+DRAIN_LOAD_TOKENS = 96
+
+
 class SteadyLoad(object):
     """`threads` clients, each sending one request after the other until stop(), `max_requests` in all or
     `max_seconds` elapsed, whichever comes first. records: dicts start, end (time.monotonic()), status, error.
