@@ -126,7 +126,7 @@ def test_pair_by_pair_a_lost_mtu_keeps_pair2_out_and_pair1_serves_then_pair2_fix
     base = dict(HOLDS, nccl_fabric_expected_mtu=9000)
     extra = dict(base, ds4_maintenance_reboot_command=command)
     with load.SteadyLoad(threads=6, max_seconds=1800, url=VIP_URL, timeout=30.0, retry_resets=1,
-                          max_tokens=load.DRAIN_LOAD_TOKENS) as steady:
+                         max_tokens=load.DRAIN_LOAD_TOKENS) as steady:
         rc, out, took = _playbook(extra, timeout=1800)
     summary = steady.summary()
     flat = ' '.join(out.split())
@@ -147,7 +147,7 @@ def test_pair_by_pair_a_lost_mtu_keeps_pair2_out_and_pair1_serves_then_pair2_fix
     # pair2 has its packages and rebooted in the run above: the run again without a reboot (what an operator does
     # once the cause is fixed), so its fabric is re-qualified from the fixed sysfs, its ranks start, the kit runs
     with load.SteadyLoad(threads=6, max_seconds=1200, url=VIP_URL, timeout=30.0, retry_resets=1,
-                          max_tokens=load.DRAIN_LOAD_TOKENS) as steady:
+                         max_tokens=load.DRAIN_LOAD_TOKENS) as steady:
         rc, out, took = _playbook(dict(base, ds4_maintenance_reboot=False), args=['-l', P2], timeout=1200)
     summary = steady.summary()
     flat = ' '.join(out.split())
