@@ -302,9 +302,8 @@ def setting_problems(effective, values, options, recipes):
 
     effective: ds4_effective of the host; values: the role variables the inventory sets for it (as for problems());
     recipes: the recipe names (roles/config/files/recipes) a fallback may name. Values still templated are the role's."""
-    v = _merged(values, options, 'vllm_service_')
-    if any(isinstance(x, str) and ('{{' in x or '{%' in x) for x in v.values() if x is not None):
-        v = dict((n, x) for n, x in v.items() if not (isinstance(x, str) and ('{{' in x or '{%' in x)))
+    v = dict((n, x) for n, x in _merged(values, options, 'vllm_service_').items()
+             if not (isinstance(x, str) and ('{{' in x or '{%' in x)))
     head = (effective or {}).get('role') == 'head'
     out = []
     if v.get('vllm_service_hf_token'):
