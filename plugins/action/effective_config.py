@@ -31,7 +31,7 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils.known_vars import (
 )
 from ansible_collections.dgxspark.ds4.plugins.module_utils.placeholders import placeholder_errors
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs
-from ansible_collections.dgxspark.ds4.plugins.module_utils import tls_plan
+from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue, tls_plan
 from ansible_collections.dgxspark.ds4.plugins.module_utils.pairs import (
     pair_groups,
     pair_of,
@@ -90,15 +90,6 @@ def role_options(root=COLLECTION_ROOT):
     key = ('options', root)
     if key not in _KNOWN_CACHE:
         _KNOWN_CACHE[key] = role_inputs.options_by_name(role_inputs.load_specs(root, lambda text: yaml.load(text, Loader=_YamlLoader)))  # nosec
-    return _KNOWN_CACHE[key]
-
-
-def recipe_names(root=COLLECTION_ROOT):
-    """The shipped recipes (roles/config/files/recipes/<name>.yml), listed once per controller process."""
-    key = ('recipes', root)
-    if key not in _KNOWN_CACHE:
-        folder = os.path.join(root, 'roles', 'config', 'files', 'recipes')
-        _KNOWN_CACHE[key] = sorted(n[:-4] for n in os.listdir(folder) if n.endswith('.yml'))
     return _KNOWN_CACHE[key]
 
 
@@ -309,7 +300,7 @@ class ActionModule(ActionBase):
                               'another port' % (router['port'], host))
             eff['tls'] = self._tls(all_hostvars[host], host, hostvars[host], eff, pair, router, errors)
             errors.extend('[host %s] %s' % (host, e) for e in role_inputs.cross_problems(eff, values_by_host[host], options))
-            settings = role_inputs.setting_problems(eff, values_by_host[host], options, recipe_names())
+            settings = role_inputs.setting_problems(eff, values_by_host[host], options, catalogue.recipe_names())
             errors.extend('[host %s] %s' % (host, e) for e in settings)
         if errors:
             result['failed'] = True

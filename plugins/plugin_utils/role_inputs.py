@@ -38,6 +38,7 @@ import posixpath
 import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard, quality_canary
 from ansible_collections.dgxspark.ds4.plugins.module_utils.container_logs import docker_log_args
@@ -290,6 +291,11 @@ def _merged(values, options, prefix):
     return out
 
 
+def _on(value):
+    """A switch as the role reads it (`| bool`): true, "yes", 1 ... are on; anything else is off."""
+    return boolean(value, strict=False)
+
+
 def _whole(value, least=1):
     return not isinstance(value, bool) and re.match(r'^[0-9]+$', str(value)) is not None and int(value) >= least
 
@@ -316,7 +322,7 @@ def setting_problems(effective, values, options, recipes):
     except ValueError as exc:
         out.append(str(exc))
     out.extend(memory_guard.check_config({
-        'memory_guard': v.get('vllm_service_memory_guard') is True,
+        'memory_guard': _on(v.get('vllm_service_memory_guard')),
         'memory_guard_thresholds': v.get('vllm_service_memory_guard_thresholds'),
         'memory_gate_psi_some_avg10': v.get('vllm_service_memory_guard_gate_psi_some_avg10'),
         'memory_stop_psi_full_avg10': v.get('vllm_service_memory_guard_stop_psi_full_avg10'),
@@ -330,7 +336,7 @@ def setting_problems(effective, values, options, recipes):
     if head:
         out.extend(quality_canary.settings_problems(dict(
             (key, v.get(var, default)) for key, var, default, _lo, _hi in quality_canary.SETTINGS),
-            v.get('vllm_service_canary')))
+            _on(v.get('vllm_service_canary'))))
     after = v.get('vllm_service_after_crash', 'hold')
     if not (isinstance(after, str) and re.match(r'^(hold|start|fallback:[A-Za-z0-9_-]+)$', after)
             and (not after.startswith('fallback:') or after[9:] in recipes)):
@@ -356,7 +362,7 @@ def setting_problems(effective, values, options, recipes):
         out.append('Evidence pruning: vllm_service_evidence_keep=%s (directories kept per kind) and '
                    'vllm_service_evidence_max_age_days=%s (days) must be whole numbers >= 1 (defaults 20 and 30). Fix the '
                    'values; to keep more evidence, raise them.' % (json.dumps(keep), json.dumps(age)))
-    if head and v.get('vllm_service_pair_guard') is True:
+    if head and _on(v.get('vllm_service_pair_guard')):
         out.extend(_pair_guard_problems(v))
     return out
 
@@ -371,7 +377,7 @@ def _pair_guard_problems(v):
         out.append('Pair guard: %s must be >= 1; vllm_service_pair_guard_ssh_control_dir=%s an absolute path of at most 60 '
                    'characters without spaces (the ssh control socket ssh-%%C inside it must fit a unix socket path) or "" '
                    '(off). Fix the values.' % (', '.join('%s=%s' % (n, v.get(n)) for n in polls), json.dumps(control)))
-    if v.get('vllm_service_hang_watchdog') is not True:
+    if not _on(v.get('vllm_service_hang_watchdog')):
         return out
     poll, timeout, after = (v.get('vllm_service_hang_poll_s'), v.get('vllm_service_hang_metrics_timeout_s'),
                             v.get('vllm_service_hang_after_s'))

@@ -16,11 +16,12 @@ import sys
 import pytest
 import yaml
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs as ri
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..'))
 OPTIONS = ri.options_by_name(ri.load_specs(REPO, yaml.safe_load))
-RECIPES = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(REPO, 'roles', 'config', 'files', 'recipes', '*.yml')))
+RECIPES = catalogue.recipe_names(REPO)
 HEAD = {'role': 'head', 'serve_args': {'gpu-memory-utilization': 0.9}}
 WORKER = {'role': 'worker', 'serve_args': {'gpu-memory-utilization': 0.9}}
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), 'ansible-playbook')
