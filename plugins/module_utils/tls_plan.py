@@ -17,7 +17,8 @@ Inputs (one host's variables; collection-wide ``ds4_tls*``, roles/config/meta/ar
                           (0700; the CA key and each host's key 0600);
   ds4_tls_renew_days      a certificate the collection made is renewed when it expires within this many days;
   ds4_tls_validity_days   the validity of a certificate the collection makes;
-  ds4_tls_extra_names     more names/addresses for every front's certificate (DNS names clients use).
+  ds4_tls_extra_names     more names/addresses for every front's certificate (DNS names clients use);
+  ds4_tls_new_ca          true, for one run: replace the site's CA on purpose (site_ca_problem refuses otherwise).
 
 Entry points:
   plan_tls(inputs, names) -> (plan, errors, warnings)   the non-secret plan published in ds4_effective['tls']
@@ -27,6 +28,7 @@ Entry points:
   pem_fingerprint(pem) -> sha256 of the first certificate's DER (standard library only)
   expiry(not_after_epoch, now, renew_days) -> {days_left, renew, expired}
   read_pem(var, value) -> PEM text of a value given as text or as a controller path (ValueError naming var)
+  site_ca_problem(ca_dir, host, ca_path, observed, new_ca) -> '' or the refusal: one CA per site
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -56,6 +58,7 @@ DEFAULTS = {
     'ds4_tls_renew_days': 30,
     'ds4_tls_validity_days': 365,
     'ds4_tls_extra_names': [],
+    'ds4_tls_new_ca': False,
 }
 # Where every host keeps its front's material (the API proxy and the router front read the same files).
 HOST_DIR = '/etc/dgxspark-ds4/tls'
@@ -284,6 +287,15 @@ def plan_tls(inputs, names, now=None):
                           'and ds4_tls_private_key' % (ca_dir,))
         else:
             plan['ca_dir'] = os.path.expanduser(ca_dir)
+        new_ca = _bool(v['ds4_tls_new_ca'])
+        if new_ca is None:
+            errors.append('ds4_tls_new_ca = %r: must be true or false. Fix: remove it (the site keeps its CA), or set '
+                          'true for the one run that replaces it' % (v['ds4_tls_new_ca'],))
+        elif new_ca:
+            warnings.append('ds4_tls_new_ca is true: the fronts get the CA in %s even where they trust another one '
+                            '(clients that trust the old ca.crt then fail verification: give them the new one). Remove it '
+                            'after this run: it turns off the one-CA-per-site check' % plan['ca_dir'])
+        plan['new_ca'] = bool(new_ca)
         plan['source'] = 'generated'
         plan['subject_alt_name'] = subject_alt_name(plan['names'])
         return plan, errors, warnings
@@ -436,3 +448,27 @@ def generated_current(ca_dir, key_path=None, cert_path=None, subject_alt_name=No
     except (ValueError, TypeError, InvalidSignature, x509.ExtensionNotFound) as exc:
         return False, 'unreadable or not as made (%s)' % (exc.__class__.__name__,)
     return True, 'as made'
+
+
+def site_ca_problem(ca_dir, host, ca_path, observed, new_ca=False):
+    """One CA per site: '' when the deploy may go on with the controller's CA on `host`, else the refusal.
+
+    observed: dgxspark.ds4.file_state's value of the host's CA file (`ca_path`, read at the start of the deploy,
+    before any host changes): 'sha1:<hex>:<mode>:<uid>:<gid>' or 'absent'. A host that trusts no CA yet, or
+    ds4_tls_new_ca (a replacement on purpose), goes on. Otherwise the controller's ca.crt in ca_dir must be that file,
+    byte for byte (the deploy copies it so): a controller without it would make a new CA, one with another CA would
+    re-sign every front with it, and every client that trusts the site's ca.crt would fail verification."""
+    if new_ca or not isinstance(observed, str) or not observed.startswith('sha1:'):
+        return ''
+    host_sha1 = observed.split(':')[1]
+    ca_pem = _read(os.path.join(ca_dir, 'ca.crt'))
+    if ca_pem is not None and hashlib.sha1(ca_pem).hexdigest() == host_sha1:  # nosec: a file comparison, as file_state reports
+        return ''
+    have = ('holds no CA (no ca.crt there)' if ca_pem is None
+            else 'holds another CA (its ca.crt has SHA-1 %s)' % hashlib.sha1(ca_pem).hexdigest())  # nosec: as above
+    return ('One CA per site: %s already trusts a CA the collection made (%s, file SHA-1 %s), but this controller\'s '
+            'ds4_tls_ca_dir %s %s. Going on would re-sign every front with %s CA, and every client that trusts the '
+            'site\'s ca.crt would fail verification. Nothing was changed on any host. Fix: copy that directory (ca.key, '
+            'ca.crt, hosts/) from the controller that deployed this site to %s here (mode 0700), or, to replace the '
+            'site\'s CA on purpose, run once with -e ds4_tls_new_ca=true and give every client the new ca.crt.'
+            % (host, ca_path, host_sha1, ca_dir, have, 'a new' if ca_pem is None else 'that', ca_dir))

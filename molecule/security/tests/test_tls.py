@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 import datetime
 import os
 import re
+import shutil
 import ssl
 import stat
 import subprocess
@@ -21,6 +22,8 @@ import tempfile
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -135,6 +138,63 @@ def test_expiry_in_the_textfile_and_in_status():
     days = (cert.not_valid_after_utc - datetime.datetime.now(datetime.timezone.utc)).days
     assert 'tls spark1 proxy: expires %s, in %d days' % (cert.not_valid_after_utc.strftime('%Y-%m-%dT%H:%M:%SZ'), days) in out, \
         out[-3000:]
+
+
+def _recap_changed(out):
+    return dict((m.group(1), int(m.group(2))) for m in re.finditer(r'^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)', out, re.M))
+
+
+def _other_ca(path):
+    """A CA directory holding another CA's certificate (what a second controller that made its own would have)."""
+    key = ec.generate_private_key(ec.SECP384R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, 'dgxspark.ds4 fronts CA')])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True).sign(key, hashes.SHA256()))
+    os.makedirs(path, mode=0o700)
+    with open(os.path.join(path, 'ca.crt'), 'wb') as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def test_a_second_controller_without_the_sites_ca_is_refused_before_any_host_changes_and_with_a_copy_changes_nothing(tmp_path):
+    """One CA per site (issue 45): site.yml from a controller whose ds4_tls_ca_dir holds no CA (a second machine, a
+    lost directory), then one holding another CA, is refused at the start of the deploy, before any host changes,
+    naming the head, its CA file, the directory and how to copy it: no task changed anything, nothing was made in the
+    directory, the head serves the same certificate and still trusts the same CA. With a copy of the site's CA
+    directory in that place the deploy converges with no certificate change: the same files on the head, the same
+    certificate served, the material not written."""
+    served = served_fingerprint()
+    on_head = d.node('spark1', 'sha1sum', '/etc/dgxspark-ds4/tls/ca.crt', '/etc/dgxspark-ds4/tls/front.crt')
+    site_ca_sha1 = on_head.split()[0]
+    empty, other, copy = tmp_path / 'no-ca', tmp_path / 'other-ca', tmp_path / 'copy-of-the-site-ca'
+    _other_ca(str(other))
+    for ca_dir, have in ((empty, 'holds no CA (no ca.crt there)'), (other, 'holds another CA')):
+        rc, out = d.run_playbook('site.yml', {'ds4_tls_ca_dir': str(ca_dir)})
+        flat = ' '.join(out.split())
+        assert rc != 0, out[-3000:]
+        # (the output's YAML may double an apostrophe: the message is matched around them)
+        assert ('One CA per site: spark1 already trusts a CA the collection made (/etc/dgxspark-ds4/tls/ca.crt, file SHA-1 '
+                '%s), but this controller' % site_ca_sha1) in flat, out[-3000:]
+        assert 'ds4_tls_ca_dir %s %s' % (ca_dir, have) in flat, out[-3000:]
+        assert ('Fix: copy that directory (ca.key, ca.crt, hosts/) from the controller that deployed this site to %s here'
+                % ca_dir) in flat
+        # refused at the deploy's first task: no role ran, nothing changed anywhere
+        assert _recap_changed(out) == {'spark1': 0, 'spark2': 0}, out[-2000:]
+        assert 'host_hardening' not in out.split('already trusts a CA the collection made')[-1], out[-3000:]
+    assert not empty.exists() and sorted(os.listdir(str(other))) == ['ca.crt']
+    assert d.node('spark1', 'sha1sum', '/etc/dgxspark-ds4/tls/ca.crt', '/etc/dgxspark-ds4/tls/front.crt') == on_head
+    assert served_fingerprint() == served
+    shutil.copytree(s.CA_DIR, str(copy))
+    os.chmod(str(copy), 0o700)
+    rc, out = d.run_playbook('site.yml', {'ds4_tls_ca_dir': str(copy)})
+    assert rc == 0, out[-3000:]
+    assert 'already trusts a CA the collection made' not in out
+    # no certificate change: the material is not written, the head's files and the served certificate are the same
+    assert re.search(r'TASK \[dgxspark\.ds4\.api_proxy : TLS \| Write what differs[^\]]*\]\s*\*+\s*skipping', out), out[-3000:]
+    assert d.node('spark1', 'sha1sum', '/etc/dgxspark-ds4/tls/ca.crt', '/etc/dgxspark-ds4/tls/front.crt') == on_head
+    assert served_fingerprint() == served
+    assert sorted(os.listdir(str(copy / 'hosts'))) == sorted(os.listdir(os.path.join(s.CA_DIR, 'hosts')))
 
 
 def _resign_expiring(days):

@@ -8,6 +8,7 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
 import datetime
+import hashlib
 import ipaddress
 
 import pytest
@@ -170,6 +171,7 @@ def test_warnings_for_names_not_covered_and_a_near_expiry(pki):
     ({'ds4_tls_extra_names': 'api.example'}, "ds4_tls_extra_names = 'api.example': must be a list"),
     ({'ds4_tls_extra_names': ['bad name']}, "ds4_tls_extra_names[0] = 'bad name': not a DNS name or an IP address."),
     ({'ds4_tls_ca_dir': 'relative/dir'}, "ds4_tls_ca_dir = 'relative/dir': must be an absolute directory on the controller"),
+    ({'ds4_tls_new_ca': 'maybe'}, "ds4_tls_new_ca = 'maybe': must be true or false. Fix: remove it"),
 ])
 def test_bad_numbers_names_and_directories_refused(inputs, start):
     _p, errors, _w = plan(**inputs)
@@ -231,3 +233,52 @@ def test_proxy_conf_tls_only_with_fingerprint_and_refusals():
         x.render_proxy_conf(dict(listen=['0.0.0.0'], public_port=8000, upstream_port=8001, keys_path='/k',
                                  endpoints=[dict(e) for e in x.DEFAULT_ENDPOINTS],
                                  tls={'cert_path': '/c.crt', 'key_path': '../front.key'}))
+
+
+def test_a_new_ca_is_a_choice_said_once_and_published(tmp_path):
+    p, errors, warnings = plan(ds4_tls_ca_dir=str(tmp_path))
+    assert errors == [] and warnings == [] and p['new_ca'] is False
+    p, errors, warnings = plan(ds4_tls_ca_dir=str(tmp_path), ds4_tls_new_ca=True)
+    assert errors == [] and p['new_ca'] is True
+    assert len(warnings) == 1 and warnings[0].startswith('ds4_tls_new_ca is true: the fronts get the CA in %s' % tmp_path)
+    assert 'Remove it after this run' in warnings[0]
+
+
+SITE_CA_PATH = '/etc/dgxspark-ds4/tls/ca.crt'
+
+
+def _observed(pem):
+    """dgxspark.ds4.file_state's value for a CA file the deploy wrote (root, 0644)."""
+    return 'sha1:%s:644:0:0' % hashlib.sha1(pem.encode()).hexdigest()
+
+
+def test_one_ca_per_site_a_host_that_trusts_the_controllers_ca_or_none_goes_on(pki, tmp_path):
+    (tmp_path / 'ca.crt').write_text(pki['ca'])
+    assert t.site_ca_problem(str(tmp_path), 'spark1', SITE_CA_PATH, _observed(pki['ca'])) == ''
+    assert t.site_ca_problem(str(tmp_path), 'spark1', SITE_CA_PATH, 'absent') == ''
+    # a first deploy: neither the controller nor the host has a CA yet
+    assert t.site_ca_problem(str(tmp_path / 'none'), 'spark1', SITE_CA_PATH, 'absent') == ''
+
+
+def test_one_ca_per_site_a_controller_without_it_is_refused_naming_the_directory_to_copy(pki, tmp_path):
+    empty = tmp_path / 'empty'
+    problem = t.site_ca_problem(str(empty), 'spark1', SITE_CA_PATH, _observed(pki['ca']))
+    assert problem.startswith('One CA per site: spark1 already trusts a CA the collection made (%s, file SHA-1 %s), '
+                              "but this controller's ds4_tls_ca_dir %s holds no CA (no ca.crt there)."
+                              % (SITE_CA_PATH, hashlib.sha1(pki['ca'].encode()).hexdigest(), empty)), problem
+    assert 'would re-sign every front with a new CA' in problem and 'Nothing was changed on any host' in problem
+    assert 'Fix: copy that directory (ca.key, ca.crt, hosts/) from the controller that deployed this site to %s' % empty in problem
+    assert 'run once with -e ds4_tls_new_ca=true and give every client the new ca.crt' in problem
+    assert '-----BEGIN' not in problem
+
+
+def test_one_ca_per_site_another_ca_is_refused_and_a_replacement_on_purpose_goes_on(pki, tmp_path):
+    (tmp_path / 'ca.crt').write_text(pki['other_ca'])
+    problem = t.site_ca_problem(str(tmp_path), 'spark3', SITE_CA_PATH, _observed(pki['ca']))
+    assert ("ds4_tls_ca_dir %s holds another CA (its ca.crt has SHA-1 %s)" % (tmp_path, hashlib.sha1(pki['other_ca'].encode()).hexdigest())
+            in problem), problem
+    assert problem.startswith('One CA per site: spark3 already trusts') and 'would re-sign every front with that CA' in problem
+    assert t.site_ca_problem(str(tmp_path), 'spark3', SITE_CA_PATH, _observed(pki['ca']), new_ca=True) == ''
+    # the same bytes are the same CA; a host's file that is not the controller's by one byte is another
+    assert t.site_ca_problem(str(tmp_path), 'spark3', SITE_CA_PATH, _observed(pki['other_ca'])) == ''
+    assert t.site_ca_problem(str(tmp_path), 'spark3', SITE_CA_PATH, _observed(pki['other_ca'] + '\n')) != ''
