@@ -68,6 +68,12 @@ options:
   tg:
     description: Generated tokens per request (default the seed table's, else 128).
     type: int
+  ca_file:
+    description:
+      - PEM CA bundle on this machine that signs the endpoint's certificate (an https O(url), the collection's TLS
+        fronts). llama-benchy trusts it through C(SSL_CERT_FILE) (its aiohttp requests) and C(REQUESTS_CA_BUNDLE) (its
+        model-list check); unset, the system's trust store. Refused when it does not exist.
+    type: path
 notes:
   - C(changed) is always false; the benchmark reads.
   - llama-benchy takes the API key only as a command-line argument (C(--api-key)); it is visible in the process list of
@@ -135,8 +141,11 @@ def _corpus_server(data):
     return server, 'http://127.0.0.1:%d/corpus.txt' % server.server_address[1]
 
 
-def _env(home, url):
+def _env(home, url, ca_file=None):
     env = dict(os.environ, HOME=home, HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1', PYTHONUNBUFFERED='1')
+    if ca_file:
+        # aiohttp's default context (ssl.create_default_context) reads SSL_CERT_FILE; requests reads REQUESTS_CA_BUNDLE
+        env.update(SSL_CERT_FILE=ca_file, REQUESTS_CA_BUNDLE=ca_file)
     hosts = ['127.0.0.1', 'localhost', urlparse(url).hostname or '']
     for name in ('NO_PROXY', 'no_proxy'):
         env[name] = ','.join([h for h in (env.get(name) or '').split(',') if h] + hosts)
@@ -158,6 +167,7 @@ def main():
             cells=dict(type='list', elements='dict'),
             pp=dict(type='int'),
             tg=dict(type='int'),
+            ca_file=dict(type='path'),
         ),
         supports_check_mode=True,
     )
@@ -189,6 +199,9 @@ def main():
     if missing or not p['corpus']:
         problems.append('corpus = %s: %s. Fix: give text files on the controller (ds4_benchy_corpus)'
                         % (p['corpus'], 'missing: %s' % ', '.join(missing) if missing else 'empty'))
+    if p['ca_file'] and not os.path.isfile(p['ca_file']):
+        problems.append('ca_file = %s does not exist on this machine. Fix: give the CA bundle that signs %s (the collection\'s '
+                        'ca.crt in ds4_tls_ca_dir, or ds4_benchy_ca_file)' % (p['ca_file'], p['url']))
     if not os.access(p['benchy'], os.X_OK):
         problems.append('benchy = %s: not an executable. Fix: let bench.yml install llama-benchy %s into ds4_benchy_venv'
                         % (p['benchy'], p['version']))
@@ -209,7 +222,7 @@ def main():
             args = bench_benchy.argv(p['benchy'], p['url'], p['model'], p['tokenizer'], book_url, pp, tg, depth, conc,
                                      p['runs'], result, api_key=p['api_key'])
             # llama-benchy bounds each request itself (aiohttp total timeout 3600 s)
-            rc, out, err = module.run_command(args, environ_update=_env(home, p['url']))
+            rc, out, err = module.run_command(args, environ_update=_env(home, p['url'], p['ca_file']))
             if rc != 0 or not os.path.isfile(result):
                 tail = '\n'.join((out + err).splitlines()[-15:])
                 errors.append('depth %d: llama-benchy exited %d: %s' % (depth, rc, tail))

@@ -17,6 +17,7 @@ installs it when missing, ~35 s more).
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import collections
 import glob
 import json
 import os
@@ -31,6 +32,7 @@ import pytest
 import yaml
 
 import local_pair  # pylint: disable=import-error
+from tls_front import TlsFront, make_pki  # pylint: disable=import-error
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 if os.path.join(REPO, "tests") not in sys.path:
@@ -88,14 +90,16 @@ def _free_port():
     return port
 
 
-@pytest.fixture
-def sim(tmp_path):
+def _start_sim(tmp_path, api_key=None):
+    """The simulator with the model directory holding tokenizer.json; with api_key, it requires that bearer key."""
     root = standin.make_root(str(tmp_path / "root"))
     model_dir = os.path.join(root, "models", "ds4")
     tok = build_tokenizer(os.path.join(model_dir, "tokenizer.json"))
     port = _free_port()
     env = dict(os.environ)
     env.pop("VLLM_API_KEY", None)
+    if api_key:
+        env["VLLM_API_KEY"] = api_key
     env.update(PYTHONUNBUFFERED="1", VLLM_SIM_PYTHON=sys.executable, VLLM_SIM_STATS_INTERVAL_S="0", VLLM_SIM_TIME_SCALE="0.02",
                VLLM_SIM_ROOT=root, VLLM_SIM_TOKENS_PER_S=str(DECODE), VLLM_SIM_PREFILL_TOKENS_PER_S=str(PREFILL))
     log = open(str(tmp_path / "sim.log"), "w")
@@ -110,7 +114,11 @@ def sim(tmp_path):
         except OSError:
             assert proc.poll() is None and time.monotonic() < deadline, open(str(tmp_path / "sim.log")).read()
             time.sleep(0.1)
-    yield {"url": "http://127.0.0.1:%d" % port, "tokenizer": tok, "model_dir": model_dir, "log": str(tmp_path / "sim.log")}
+    return proc, log, {"url": "http://127.0.0.1:%d" % port, "port": port, "tokenizer": tok, "model_dir": model_dir,
+                       "log": str(tmp_path / "sim.log")}
+
+
+def _stop_sim(proc, log):
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(5)
@@ -119,10 +127,35 @@ def sim(tmp_path):
     log.close()
 
 
-def _bench(tmp_path, model_dir, extra):
+@pytest.fixture
+def sim(tmp_path):
+    proc, log, info = _start_sim(tmp_path)
+    yield info
+    _stop_sim(proc, log)
+
+
+# a client key (ds4_api_keys' form) the simulator requires, as the head's proxy requires one of ds4_api_keys
+CLIENT_KEY = "ds4-benchy-client-key-0123456789"
+
+
+@pytest.fixture
+def tls_sim(tmp_path):
+    """The simulator requiring CLIENT_KEY behind a TLS front (tests/integration/tls_front.py: a certificate naming
+    127.0.0.1 signed by a CA made here), as a user reaches the head's proxy."""
+    proc, log, info = _start_sim(tmp_path, api_key=CLIENT_KEY)
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    make_pki(pki)
+    front = TlsFront(collections.namedtuple("Upstream", "port")(info["port"]), str(pki / "front.crt"), str(pki / "front.key"))
+    yield dict(info, pki=pki, front=front, url="https://127.0.0.1:%d" % front.port)
+    front.stop()
+    _stop_sim(proc, log)
+
+
+def _bench(tmp_path, model_dir, extra, site=None):
     # the head's model directory is the simulated one (bench.yml fetches tokenizer.json from it)
     return local_pair.run_playbook(tmp_path, "bench.yml", extra,
-                                   site={"ds4_site_overrides": {"model": {"host_dir": model_dir}}})
+                                   site=dict(site or {}, ds4_site_overrides={"model": {"host_dir": model_dir}}))
 
 
 def _report(out_dir):
@@ -196,3 +229,33 @@ def test_missing_tokenizer_is_named_before_the_install(tmp_path):
     assert rc != 0, out
     assert "%s/tokenizer.json does not exist on spark1" % (tmp_path / "no-model") in out, out
     assert "Fix: -e ds4_benchy_tokenizer=" in out and not (tmp_path / "venv").exists(), out
+
+
+def test_llama_benchy_through_a_tls_front_with_a_client_key_trusting_the_sites_ca(tls_sim, tmp_path):
+    """As a user reaches the API (issue 45): the API exposed behind the head's proxy (ds4_api_allowed_networks, a client
+    key in ds4_api_keys), TLS on (the default), the site's CA the collection's ca.crt in ds4_tls_ca_dir on the
+    controller. bench.yml's llama-benchy goes over https through the front, trusting that CA, with the client key the
+    simulator requires, and gives figures. With another CA in ds4_tls_ca_dir it gets none and says why (the
+    certificate), and a CA file that does not exist is named before anything runs."""
+    ca_dir = tmp_path / "site-ca"
+    ca_dir.mkdir()
+    (ca_dir / "ca.crt").write_bytes((tls_sim["pki"] / "ca.crt").read_bytes())
+    site = {"ds4_api_allowed_networks": ["192.0.2.0/24"], "ds4_api_keys": [CLIENT_KEY], "ds4_tls_ca_dir": str(ca_dir)}
+    extra = {"ds4_endpoint_url": tls_sim["url"], "ds4_bench_tool": "llama-benchy", "ds4_benchy_venv": BENCHY_VENV,
+             "ds4_benchy_runs": 1, "ds4_benchy_cells": [{"depth": 0, "concurrency": 1}], "ds4_benchy_tokenizer": tls_sim["model_dir"]}
+    rc, out = _bench(tmp_path, tls_sim["model_dir"], dict(extra, ds4_bench_dir=str(tmp_path / "bench")), site=site)
+    assert rc == 0, out[-4000:]
+    report, md, _png = _report(tmp_path / "bench")
+    assert report["endpoint"] == tls_sim["url"] and not report["errors"], report
+    (cell,) = report["cells"]
+    assert (cell["depth"], cell["concurrency"]) == (0, 1) and cell["pp_tps"] > 0 and cell["tg_tps"] > 0, cell
+    assert "| c1 d0 | " in md and tls_sim["front"].handshakes_failed == 0
+    assert CLIENT_KEY not in out
+    # the same front, the site's CA replaced by another one on the controller: no figure, the certificate named
+    (ca_dir / "ca.crt").write_bytes((tls_sim["pki"] / "other.crt").read_bytes())
+    rc, out = _bench(tmp_path, tls_sim["model_dir"], dict(extra, ds4_bench_dir=str(tmp_path / "bench-other")), site=site)
+    flat = " ".join(out.split())
+    assert rc != 0 and "llama-benchy failed" in flat and "CERTIFICATE_VERIFY_FAILED" in flat.upper().replace(" ", "_"), out[-4000:]
+    assert tls_sim["front"].handshakes_failed >= 1 and CLIENT_KEY not in out
+    rc, out = _bench(tmp_path, tls_sim["model_dir"], dict(extra, ds4_benchy_ca_file=str(tmp_path / "nowhere.crt")), site=site)
+    assert rc != 0 and "ca_file = %s does not exist on this machine" % (tmp_path / "nowhere.crt") in " ".join(out.split()), out[-3000:]
