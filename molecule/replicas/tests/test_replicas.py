@@ -381,6 +381,23 @@ def test_switch_to_another_served_name_is_refused_up_front():
     figure('switch.yml to dspark-c16 (served name deepseek-v4-flash-dspark): refused up front, no pair touched')
 
 
+def test_a_rolling_switch_from_a_controller_without_the_sites_ca_is_refused_before_any_pair_leaves_rotation(tmp_path):
+    """One CA per site (issue 45): the per-pair deploy checks the CA only after the pair left the routers' rotation,
+    so switch.yml checks every host first: from a controller whose ds4_tls_ca_dir holds no CA it is refused before
+    anything changes - no drain, no restart, both pairs still listed, nothing made in that directory."""
+    before = dict((p, started(p)) for p in (P1, P2))
+    empty = tmp_path / 'no-ca'
+    rc, out = d.run_playbook('switch.yml', {'ds4_profile': 'throughput', 'ds4_tls_ca_dir': str(empty)},
+                             var_files=[SCENARIO_VARS, THROUGHPUT_PROFILE])
+    flat = ' '.join(out.split())
+    assert rc != 0 and 'already trusts a CA the collection made' in flat and 'holds no CA (no ca.crt there)' in flat, out[-3000:]
+    assert 'out of rotation' not in flat and 'Rolling |' not in out, out[-3000:]
+    assert re.findall(r'^spark\d\s+:\s+ok=\d+\s+changed=(\d+)', out, re.M) == ['0'] * 4, out[-1500:]
+    assert not empty.exists()
+    assert dict((p, started(p)) for p in (P1, P2)) == before
+    assert pool_workers() == [load.worker_url(P1), load.worker_url(P2)]
+
+
 # upgrade.yml (issue: upgrades without fear): switch.yml gated by the regression kit. `slower` is the simulator at half
 # its decode and prefill rates (baked into the image: tests/harness/build-sim-image.sh), `next` the same simulator
 # under another image ID.
