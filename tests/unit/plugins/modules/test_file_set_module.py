@@ -1,0 +1,116 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""file_set main(): a set of files written in one run, each only where it differs (content, or mode alone), in
+order; a validate command refuses a file (and the ones after it) before it replaces the old one; check mode writes
+nothing and runs no validate; diff mode shows each changed file, a secret one without its content; bad input refused
+before anything is written."""
+
+from __future__ import (absolute_import, division, print_function)
+__metaclass__ = type
+
+import os
+import stat
+import sys
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.dgxspark.ds4.plugins.modules import file_set as mod
+from .module_harness import ExitJson, FailJson, patch_exit
+
+ME = str(os.getuid())
+GROUP = str(os.getgid())
+
+
+@pytest.fixture(autouse=True)
+def patched(monkeypatch):
+    patch_exit(monkeypatch)
+
+
+def call(files, expect=ExitJson, check=False, diff=False):
+    args = dict(files=[dict(dict(owner=ME, group=GROUP), **f) for f in files], _ansible_check_mode=check, _ansible_diff=diff)
+    with patch_module_args(args):
+        with pytest.raises(expect) as exc:
+            mod.main()
+    return exc.value.args[0]
+
+
+def mode_of(path):
+    return stat.S_IMODE(os.stat(str(path)).st_mode)
+
+
+def test_only_what_differs_is_written_in_order_and_named(tmp_path):
+    script, unit, env = tmp_path / 'launch.sh', tmp_path / 'x.service', tmp_path / 'nccl.env'
+    env.write_text('NCCL_IB_HCA=mlx5_0\n')
+    os.chmod(str(env), 0o644)
+    unit.write_text('[Service]\n')
+    os.chmod(str(unit), 0o600)  # same content, wrong mode: only the mode is set
+    inode = os.stat(str(unit)).st_ino
+    files = [dict(path=str(script), content='#!/bin/bash\nexec vllm serve\n', mode='0755'),
+             dict(path=str(env), content='NCCL_IB_HCA=mlx5_0\n', mode='0644'),
+             dict(path=str(unit), content='[Service]\n', mode='0644')]
+    result = call(files)
+    assert result['changed'] is True and result['changed_paths'] == [str(script), str(unit)]
+    assert script.read_text() == '#!/bin/bash\nexec vllm serve\n' and mode_of(script) == 0o755
+    assert mode_of(unit) == 0o644 and os.stat(str(unit)).st_ino == inode
+    assert 'diff' not in result
+    # the second run changes nothing; no temporary file left behind
+    again = call(files)
+    assert again['changed'] is False and again['changed_paths'] == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['launch.sh', 'nccl.env', 'x.service']
+
+
+def test_check_mode_writes_nothing_and_diff_hides_a_secret(tmp_path):
+    script, secrets = tmp_path / 'launch.sh', tmp_path / 'secrets.env'
+    script.write_text('old\n')
+    os.chmod(str(script), 0o755)
+    validate = '%s -c "import sys; sys.exit(1)" %%s' % sys.executable  # would refuse: not run in check mode
+    result = call([dict(path=str(script), content='new\n', mode='0755', validate=validate),
+                   dict(path=str(secrets), content='VLLM_API_KEY=sk-secret-1234\n', mode='0600', diff=False)],
+                  check=True, diff=True)
+    assert result['changed'] is True and result['changed_paths'] == [str(script), str(secrets)]
+    assert script.read_text() == 'old\n' and not secrets.exists()
+    shown = result['diff']
+    assert shown[0] == {'before_header': str(script), 'after_header': str(script), 'before': 'old\n', 'after': 'new\n'}
+    assert 'sk-secret-1234' not in repr(shown) and shown[1]['after'] == '(content hidden: 28 bytes)\n'
+    assert shown[1]['before_header'] == '%s (absent)' % secrets
+
+
+def test_a_refused_file_stops_there_and_keeps_the_old_one(tmp_path):
+    first, unit, last = tmp_path / 'a.sh', tmp_path / 'x.service', tmp_path / 'z.json'
+    unit.write_text('[Service]\nExecStart=/old\n')
+    os.chmod(str(unit), 0o644)
+    refuse = '%s -c "import sys; print(\'references a missing path: /nowhere\', file=sys.stderr); sys.exit(2)" %%s' % sys.executable
+    failed = call([dict(path=str(first), content='a\n', mode='0644'),
+                   dict(path=str(unit), content='[Service]\nExecStart=/nowhere\n', mode='0644', validate=refuse),
+                   dict(path=str(last), content='{}\n', mode='0644')], expect=FailJson)
+    assert str(unit) in failed['msg'] and 'references a missing path: /nowhere' in failed['msg'] and 'exit 2' in failed['msg']
+    assert failed['changed_paths'] == [str(first)] and failed['changed'] is True
+    assert unit.read_text() == '[Service]\nExecStart=/old\n' and first.read_text() == 'a\n' and not last.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['a.sh', 'x.service']
+
+
+def test_validate_sees_the_new_content(tmp_path):
+    unit = tmp_path / 'x.service'
+    seen = tmp_path / 'seen'
+    copy = '%s -c "import shutil, sys; shutil.copy(sys.argv[1], %r)" %%s' % (sys.executable, str(seen))
+    result = call([dict(path=str(unit), content='[Service]\nExecStart=/new\n', mode='0644', validate=copy)])
+    assert result['changed_paths'] == [str(unit)] and seen.read_text() == '[Service]\nExecStart=/new\n'
+
+
+@pytest.mark.parametrize('bad, words', [
+    (dict(path='etc/x.conf', content='', mode='0644'), ['etc/x.conf', 'absolute']),
+    (dict(path='/etc/x.conf', content='', mode='644x'), ['/etc/x.conf', 'octal', '644x']),
+    (dict(path='/etc/x.conf', content='', mode='0644', validate='/bin/true'), ['/etc/x.conf', '%s', '/bin/true']),
+])
+def test_bad_input_is_refused_before_anything_is_written(tmp_path, bad, words):
+    good = tmp_path / 'good.conf'
+    failed = call([dict(path=str(good), content='x\n', mode='0644'), bad], expect=FailJson)
+    assert all(w in failed['msg'] for w in words), failed['msg']
+    assert 'Nothing was written' in failed['msg'] and not good.exists()
+
+
+def test_an_unknown_owner_is_named(tmp_path):
+    failed = call([dict(path=str(tmp_path / 'x'), content='x\n', mode='0644', owner='no-such-user-ds4')], expect=FailJson)
+    assert 'no user named no-such-user-ds4' in failed['msg'] and not (tmp_path / 'x').exists()
