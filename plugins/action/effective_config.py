@@ -261,7 +261,8 @@ class ActionModule(ActionBase):
         if single and pair_errors:
             # no pair groups: the per-variable checks of compute_effective name each problem of the hosts
             try:
-                compute_effective(dict(inputs_base, spark_hosts=spark, hostvars=hostvars), host)
+                compute_effective(dict(inputs_base, spark_hosts=spark, hostvars=hostvars,
+                                       **role_inputs.nccl_fabric_inputs(values_by_host[host], options)), host)
             except Ds4ConfigError as exc:
                 errors.extend(exc.errors)
             if not errors:  # pragma: no cover - pairs.py and compute_effective check the same inventory
@@ -284,7 +285,8 @@ class ActionModule(ActionBase):
                     cidrs = ['%s/32' % a for a in router['addresses'] if a]
                     pair_hostvars[h]['ds4_api_allowed_networks'] = nets + [c for c in cidrs if c not in nets]
             try:
-                eff = compute_effective(dict(inputs_base, spark_hosts=members, hostvars=pair_hostvars), host)
+                eff = compute_effective(dict(inputs_base, spark_hosts=members, hostvars=pair_hostvars,
+                                             **role_inputs.nccl_fabric_inputs(values_by_host[host], options)), host)
             except Ds4ConfigError as exc:
                 errors.extend(exc.errors)
         if eff is not None:

@@ -26,11 +26,11 @@ import re
 from ansible_collections.dgxspark.ds4.plugins.module_utils.api_exposure import plan_exposure
 from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue
 from ansible_collections.dgxspark.ds4.plugins.module_utils import compile_cache
+from ansible_collections.dgxspark.ds4.plugins.module_utils import nccl_preflight
 from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_schema
 from ansible_collections.dgxspark.ds4.plugins.module_utils.system_paths import is_system as is_system_dir
 from ansible_collections.dgxspark.ds4.plugins.module_utils.launch_render import (
     build_argv,
-    render_env_file,
     render_launch_script,
 )
 
@@ -1044,5 +1044,9 @@ def compute_effective(inputs, host):
     eff['host_dirs'] = [merged['model']['host_dir']] + [h for h, _c in cache]
     eff['argv'] = build_argv(eff)
     eff['launch_script'] = render_launch_script(eff)
-    eff['env_file'] = render_env_file(eff)
+    # nccl.env as nccl_fabric renders it on the node, from the inventory and the role's values (the config play and
+    # the goldens pass them: nccl_fabric_env, nccl_fabric_gid_index, nccl_fabric_exact_match, the role's defaults
+    # where the inventory sets none); discovery on the node adds only what the inventory leaves out.
+    eff['env_file'] = nccl_preflight.compile_env_file(eff, inputs.get('nccl_fabric_env'), inputs.get('nccl_fabric_gid_index'),
+                                                      inputs.get('nccl_fabric_exact_match', True))
     return eff

@@ -121,17 +121,3 @@ def render_launch_script(eff):
     for i, text in enumerate(body):
         lines.append('  ' + text + (' \\' if i < len(body) - 1 else ''))
     return '\n'.join(lines) + '\n'
-
-
-def render_env_file(eff):
-    """nccl.env: the node's network env in docker --env-file format (KEY=value, no quoting)."""
-    # No profile name in it: a recipe switch with the same network env leaves the file (and nccl_fabric, whose input
-    # it is) as they are.
-    lines = ['# nccl.env for %s (%s). Rendered by dgxspark.ds4; do not edit.' % (eff['host'], eff['role'])]
-    per_node = list(eff.get('per_node_env') or [])
-    for name, value in eff['env'].items():
-        if name.startswith('NCCL_') and name not in per_node:
-            lines.append('%s=%s' % (name, value))
-    for name in per_node:
-        lines.append('%s=%s' % (name, eff['env'][name]))
-    return '\n'.join(lines) + '\n'

@@ -14,6 +14,7 @@ API:
   mtu_policy(expected_mtu, discovered, hcas=None, min_busbw_gbps=None) -> dict   (strict or 1500-with-a-warning)
   build_env(effective, discovered, fabric_env, gid_mode='auto') -> dict (see build_env)
   render_env_file(built, header) -> str
+  env_header(eff, built) -> [str]; compile_env_file(eff, fabric_env, gid_mode, exact_match) -> str
   ping_args(peer_ip, mtu, count=3) / ping_finding(rc, stdout, stderr, peer_ip, mtu) -> dict|None
   docker_argv(...) -> [str]
   judge(text, rank, threshold_gbps, expected_hcas) -> dict
@@ -241,6 +242,22 @@ def build_env(effective, discovered, fabric_env=None, gid_mode="auto", exact_mat
     return {"env": env, "sources": sources, "profile_overrides": overrides, "hcas": list(hcas or []), "errors": errors}
 
 
+def env_header(eff, built):
+    """The header lines of nccl.env every render shares (no profile name: a recipe switch with the same network env
+    changes nothing there). The words are those nodes already carry: a collection upgrade rewrites no nccl.env."""
+    return ["nccl.env for %s (%s). Rendered by dgxspark.ds4.nccl_fabric; do not edit." % (eff.get("host", "?"), eff.get("role", "?")),
+            "Per-node values: " + ", ".join("%s=%s" % (k, built["sources"].get(k, "-")) for k in PER_NODE_KEYS)]
+
+
+def compile_env_file(eff, fabric_env, gid_mode="auto", exact_match=True):
+    """nccl.env as the config compile knows it (ds4_effective.env_file: the goldens, render.yml, vllm_service without
+    nccl_fabric): build_env() from the inventory alone, with the nccl_fabric role's values (nccl_fabric_env,
+    nccl_fabric_gid_index, nccl_fabric_exact_match). On a node nccl_fabric renders the same through fabric_facts(),
+    discovery filling what the inventory leaves out, plus one "Discovered:" comment line."""
+    built = build_env(eff, {}, fabric_env or {}, gid_mode or "auto", exact_match)
+    return render_env_file(built, env_header(eff, built))
+
+
 def render_env_file(built, header_lines=None):
     """docker --env-file text (KEY=value, no quotes): header comments, then built['env']."""
     lines = ["# %s" % h for h in (header_lines or [])]
@@ -358,10 +375,7 @@ def fabric_facts(params, dev_infiniband_present):
         "gid_index": disc.get("fabric_gid_index"), "gid_index_by_hca": gid_index_by_hca(disc),
         "mtu": nd.get("mtu"), "operstate": nd.get("operstate"), "speed_mbps": nd.get("speed_mbps"),
     }
-    header = [
-        # no profile name: a recipe switch with the same network env changes nothing here
-        "nccl.env for %s (%s). Rendered by dgxspark.ds4.nccl_fabric; do not edit." % (eff.get("host", "?"), eff.get("role", "?")),
-        "Per-node values: " + ", ".join("%s=%s" % (k, built["sources"].get(k, "-")) for k in PER_NODE_KEYS),
+    header = env_header(eff, built) + [
         "Discovered: %s on %s, HCAs %s, RoCE v2 IPv4 GID %s (sysfs %s)." % (
             summary["ip"], summary["ifname"], ",".join(summary["hcas"] or []) or "-", summary["gid_index"],
             params.get("sysfs_root") or "/sys"),

@@ -487,3 +487,14 @@ def load_specs(root, load_yaml):
             with open(path) as handle:
                 specs[role] = (load_yaml(handle.read()) or {}).get('argument_specs') or {}
     return specs
+
+
+# The nccl_fabric values the config compile renders nccl.env with (ds4_config: ds4_effective.env_file), as the role
+# renders it on the node (nccl_preflight.compile_env_file): one render, the same inputs.
+NCCL_FABRIC_INPUTS = ('nccl_fabric_env', 'nccl_fabric_gid_index', 'nccl_fabric_exact_match')
+
+
+def nccl_fabric_inputs(values, options):
+    """{name: value} of NCCL_FABRIC_INPUTS for one host: the value the inventory or the extra vars set (values, as
+    role_values() gives them), else the role's default (options: options_by_name())."""
+    return dict((name, values[name] if name in values else options[name].get('default')) for name in NCCL_FABRIC_INPUTS)

@@ -32,6 +32,7 @@ if not os.path.exists(LINK):
     os.symlink(REPO, LINK)
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue, ds4_config  # noqa: E402
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs  # noqa: E402
 
 HOSTS = ('spark1', 'spark2')
 VARIANTS_DIR = os.path.join(HERE, '_variants')
@@ -69,10 +70,16 @@ def load_inventory(profile):
     return group, hostvars
 
 
+def role_options():
+    """options_by_name() of every role's argument spec, as the config action reads them."""
+    return role_inputs.options_by_name(role_inputs.load_specs(REPO, yaml.safe_load))
+
+
 def inventory_inputs(profile):
-    """What `-i inventories/<profile>` gives the config action: the recipe by name, the site, the hosts."""
+    """What `-i inventories/<profile>` gives the config action: the recipe by name, the site, the hosts, and the
+    nccl_fabric values nccl.env is rendered with (the inventory's, else the role's defaults)."""
     group, hostvars = load_inventory(profile)
-    return {
+    return dict(role_inputs.nccl_fabric_inputs(group, role_options()), **{
         'base': load_base(),
         'spark_hosts': list(hostvars),
         'hostvars': hostvars,
@@ -82,7 +89,7 @@ def inventory_inputs(profile):
         'ds4_model': group.get('ds4_model'),
         'ds4_model_revisions': group.get('ds4_model_revisions'),
         'ds4_interactive_long_prompts': group.get('ds4_interactive_long_prompts'),
-    }
+    })
 
 
 def recipe_layer(profile):
