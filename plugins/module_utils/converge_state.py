@@ -29,6 +29,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
 import hashlib
 import hmac
 import json
@@ -72,20 +73,40 @@ def content_hash(paths):
 
 
 # Inputs hashed on the node under its own salt, never on the controller: their hashes show in -v output and a plain
-# sha256 of a short secret (a VRRP password) could be guessed back from it.
-SECRET_NAME_RE = re.compile(r'(KEY|TOKEN|SECRET|PASS|CREDENTIAL)', re.I)
+# sha256 of a short secret (a VRRP password) could be guessed back from it. A secret by its name's last word (an API
+# key, a token, a password): not a count or a kind that holds such a word inside (vllm_service_canary_decode_tokens,
+# peer_access_host_key_type), whose value Ansible would otherwise mask in every result of the module (below).
+SECRET_NAME_RE = re.compile(r'(^|_)(api_keys?|key|token|secrets?|password|pass|passphrase|credentials?)$', re.I)
 SALT_NAME = '.salt'
+# How a secret input travels to the node: its canonical JSON text, base64, behind this prefix. Ansible masks the
+# values of a no_log parameter wherever they occur in the module's results, and the probe's digest and per-input
+# hashes come back through the controller into the record: a bare value (a numeric password, '"a"') found inside a
+# hex hash would be masked there and recorded so, and every later probe would differ from that record (the role ran
+# on every deploy). Only this form is masked, and it occurs nowhere else.
+SECRET_WIRE_PREFIX = 'ds4-secret:'
+
+
+def is_secret_name(name):
+    return bool(SECRET_NAME_RE.search(name))
 
 
 def split_secrets(inputs):
-    """(plain inputs, {name: canonical JSON text} of the inputs whose name says secret)."""
+    """(plain inputs, {name: wire form of its canonical JSON text} of the inputs whose name says secret)."""
     plain, secret = {}, {}
     for name, value in (inputs or {}).items():
-        if SECRET_NAME_RE.search(name):
-            secret[name] = json.dumps(value, sort_keys=True, separators=(',', ':'), default=str)
+        if is_secret_name(name):
+            text = json.dumps(value, sort_keys=True, separators=(',', ':'), default=str)
+            secret[name] = SECRET_WIRE_PREFIX + base64.b64encode(text.encode('utf-8')).decode('ascii')
         else:
             plain[name] = value
     return plain, secret
+
+
+def secret_text(wire):
+    """The canonical JSON text of a secret input from its wire form (split_secrets)."""
+    if not wire.startswith(SECRET_WIRE_PREFIX):
+        raise ValueError('a secret input not in its wire form (%s...)' % SECRET_WIRE_PREFIX)
+    return base64.b64decode(wire[len(SECRET_WIRE_PREFIX):].encode('ascii')).decode('utf-8')
 
 
 def node_salt(state_dir, create=True):
@@ -115,8 +136,8 @@ def fold_secrets(digest, per_input, secrets, salt):
     """(digest, per-input hashes) with each secret input hashed under the node's salt (HMAC-SHA256) and folded in."""
     if not secrets:
         return digest, per_input
-    hashed = dict((name, hmac.new(salt, (name + '\0' + text).encode('utf-8'), hashlib.sha256).hexdigest()[:16])
-                  for name, text in secrets.items())
+    hashed = dict((name, hmac.new(salt, (name + '\0' + secret_text(wire)).encode('utf-8'), hashlib.sha256).hexdigest()[:16])
+                  for name, wire in secrets.items())
     merged = dict(per_input)
     merged.update(hashed)
     return value_hash({'inputs': digest, 'secrets': hashed}), merged

@@ -40,13 +40,12 @@ import re
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard, quality_canary
+from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state, memory_guard, quality_canary
 from ansible_collections.dgxspark.ds4.plugins.module_utils.container_logs import docker_log_args
 from ansible_collections.dgxspark.ds4.plugins.module_utils.system_paths import is_system as _system
 
 CONTROL_RE = re.compile('[\x00-\x1f\x7f\x85\u2028\u2029]')
 PATH_RE = re.compile(r'^/[A-Za-z0-9._@+/-]*$')
-SECRET_NAME_RE = re.compile(r'(KEY|TOKEN|SECRET|PASS|CREDENTIAL)', re.I)
 UNIT_RE = re.compile(r'^[A-Za-z0-9:_.@\\-]+\.service$')
 SERVICE_RE = re.compile(r'^[A-Za-z0-9:_.@-]+$')
 USER_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,31}$')
@@ -144,7 +143,7 @@ def kind(name, option):
 
 
 def is_secret(name, option):
-    return bool(option.get('no_log')) or bool(SECRET_NAME_RE.search(name))
+    return bool(option.get('no_log')) or converge_state.is_secret_name(name)
 
 
 def show(name, option, value):
