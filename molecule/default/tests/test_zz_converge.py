@@ -60,7 +60,7 @@ def test_noop_run_skips_every_role_and_changes_nothing():
     for role in ROLES:
         assert '%s: as recorded on every node, skipped' % role in out, converge_lines(out)
     # no record holds a value Ansible masked (a no_log value found inside a hash was recorded as ********, and every
-    # later probe differed from it: the landing CI of stop 55)
+    # later probe differed from it: the landing CI of 1b53b02)
     for host in ('spark1', 'spark2'):
         records = node(host, 'sh', '-c', 'cat /var/lib/dgxspark-ds4/converge/*.json')
         assert '"version"' in records and not masked(records), host

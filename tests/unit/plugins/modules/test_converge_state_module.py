@@ -126,7 +126,7 @@ def test_a_name_that_only_holds_a_secret_word_is_no_secret():
 
 
 def test_a_secret_value_inside_a_hash_does_not_corrupt_the_record(tmp_path, monkeypatch):
-    """The landing CI's flake (stop 55): Ansible masks a no_log parameter's values wherever they occur in the
+    """The landing CI's flake (1b53b02): Ansible masks a no_log parameter's values wherever they occur in the
     module's results, and the probe's digest and per-input hashes come back through the controller into the record.
     A secret whose value occurs inside those hex hashes (here the digit 6: nearly every hash holds one) got masked
     there and recorded so; every later probe differed from that record and the role ran on every deploy. Exits
