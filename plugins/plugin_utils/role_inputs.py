@@ -127,8 +127,8 @@ def kind(name, option):
         return 'unit'
     if name.endswith(('_sshd_service', '_grafana_service')):
         return 'service'
-    if name.endswith('_user') and not name.endswith('_auth_user'):
-        return 'user'
+    if name.endswith(('_user', '_users', '_groups')) and not name.endswith('_auth_user'):
+        return 'user'  # an account or group name, or a list of them
     if name.endswith('_packages'):
         return 'package'
     if name.endswith('_endpoint') and 'health' in name:
@@ -232,7 +232,7 @@ def _value_problem(name, option, value, what):
         elif what == 'service' and not SERVICE_RE.match(item):
             return 'is not a service name', 'e.g. ssh'
         elif what == 'user' and not USER_RE.match(item):
-            return 'is not a system user name', 'a user name such as www-data'
+            return 'is not a system user or group name', 'a name such as www-data or sudo'
         elif what == 'package' and not PACKAGE_RE.match(item):
             return 'is not a Debian package name (optionally =version, or a name pattern ending in *)', 'e.g. nginx or nginx=1.24.0-2ubuntu7'
         elif what == 'url-path' and not URL_PATH_RE.match(item):

@@ -13,10 +13,12 @@ import glob
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
 import pytest
+import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'resources', 'tests'))
 import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
@@ -52,6 +54,39 @@ READY_LIMITS = {'ds4_ready_timeout': 1234, 'ds4_ready_chat_timeout': 45}
 def assert_ready_limits(out):
     flat = ' '.join(out.split())
     assert 'chat_timeout: 45.0' in flat and ' timeout: 1234.0' in flat, 'readiness did not get both timeouts: ' + out[-2000:]
+
+
+def test_the_operator_logs_in_unprivileged_and_reaches_the_loopback_api_another_user_is_refused():
+    """The nodes are reached as `ops`, an unprivileged login in group sudo (molecule.yml, create.yml), as an operator
+    reaches a Spark: the converge and every playbook of this file ran that way, each play that changes a host becoming
+    root by itself. vLLM's own port on the head's loopback (8001 here: the test inventory puts the proxy in front) is
+    owned by the firewall: ops, a member of firewall_loopback_groups' sudo, gets an answer from it, as the README's
+    first request does on a loopback-only pair; nobody, another local account, gets a reset."""
+    with open(d.INVENTORY) as handle:
+        inventory = yaml.safe_load(handle)
+    hosts = inventory['all']['hosts']
+    assert hosts['spark1']['ansible_user'] == hosts['spark2']['ansible_user'] == 'ops', hosts
+    assert d.node('spark1', 'id', '-u', 'ops') != '0' and 'sudo' in d.node('spark1', 'id', '-nG', 'ops').split()
+    uid = d.node('spark1', 'id', '-u', 'ops')
+    rule = [ln.strip() for ln in d.node('spark1', 'nft', 'list', 'chain', 'inet', 'dgxspark_ds4', 'output').splitlines()
+            if 'skuid' in ln]
+    assert len(rule) == 1 and 'tcp dport 8001 ' in rule[0] and re.search(r'\b%s\b' % uid, rule[0]), rule
+    key = [ln.split('=', 1)[1] for ln in d.node('spark1', 'cat', '/etc/dgxspark-ds4/secrets-head.env').splitlines()
+           if ln.startswith('VLLM_API_KEY=')]
+    assert len(key) == 1, 'no VLLM_API_KEY in secrets-head.env'
+    body = json.dumps({'model': 'deepseek-v4-flash', 'max_tokens': 8, 'temperature': 0,
+                       'messages': [{'role': 'user', 'content': 'What is 2+2? Answer with one word.'}]})
+
+    def as_user(user):
+        return subprocess.run(['docker', 'exec', d.node_container('spark1'), 'runuser', '-u', user, '--', 'curl', '-sS',
+                               '--max-time', '20', 'http://127.0.0.1:8001/v1/chat/completions', '-H',
+                               'Content-Type: application/json', '-H', 'Authorization: Bearer ' + key[0], '-d', body],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    ops_login = as_user('ops')
+    assert ops_login.returncode == 0, ops_login.stdout
+    assert json.loads(ops_login.stdout)['choices'][0]['message']['content'].strip() == 'Four', ops_login.stdout
+    other = as_user('nobody')
+    assert other.returncode == 7 and 'Connection refused' in other.stdout, (other.returncode, other.stdout)
 
 
 def test_status_one_table_for_both_ranks():

@@ -166,6 +166,8 @@ BAD = [
     ('name', 'api_proxy_unit_name', '../../etc/x.service'),
     ('name', 'api_proxy_user', 'Root User'),
     ('name', 'monitoring_prometheus_user', '-oProxyCommand=x'),
+    ('name', 'firewall_loopback_users', ['alice', 'Bob Smith']),
+    ('name', 'firewall_loopback_groups', ['sudo', '27']),
     ('name', 'api_proxy_packages', ['nginx; rm -rf /']),
     ('name', 'host_hardening_hold_packages', ['-y']),
     ('name', 'peer_access_sshd_service', 'ssh;reboot'),
@@ -265,6 +267,7 @@ def test_good_values_of_each_kind_pass():
         'container_image_deepgemm_install_command': 'git clone {repo} /tmp/DeepGEMM && cd /tmp/DeepGEMM && ./install.sh',
         'peer_access_key_options': ['no-pty', 'from="10.0.0.2"'], 'monitoring_prometheus_password': 'correct horse battery',
         'vllm_service_memory_fraction': 0.8, 'model_cache_hash_workers': 0,
+        'firewall_loopback_users': ['alice', 'svc_llm'], 'firewall_loopback_groups': ['sudo', 'adm'],
     }
     assert ri.problems(good, OPTIONS) == []
     # the documented ends of a range pass: 0 turns the memory gate off
