@@ -115,7 +115,9 @@ def _ns(stamp):
 
 def _pair():
     runner = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
-    hosts = [testinfra.get_host('ansible://%s?ansible_inventory=%s' % (h, INVENTORY)) for h in runner.get_hosts('spark')]
+    # through sudo, as the verifier's own hosts (molecule.yml: the login is the unprivileged `ops`)
+    hosts = [testinfra.get_host('ansible://%s?ansible_inventory=%s' % (h, INVENTORY), sudo=True)
+             for h in runner.get_hosts('spark')]
     by_role = {}
     for h in hosts:
         by_role[deployed(h)['role']] = h
