@@ -34,6 +34,22 @@ Loopback ports owned (chain output): with owned_ports (vLLM's loopback port, vll
 ports), a connection to any of them over "lo" (127.0.0.1, ::1 or one of the host's own addresses) from a socket
 whose owner is not in owner_uids (root, the proxy's user, Prometheus' user) is reset. vLLM's container runs with
 --network host, so its socket is in the host's namespace and the client's SYN passes this hook with the client's uid.
+
+Ports answered by their services only (chain output), with server_uids: nftables cannot stop a local user from
+listening on a port while its service is down (vLLM restarting, the router stopped, the node exporter upgraded), and
+a connection to that port would then hand the squatter the request and its `Authorization: Bearer` key. Every TCP
+packet with SYN set leaving one of the served ports (the API, vLLM's port behind the proxy, the master port,
+owned_ports, served_ports) must come from a socket of server_uids (root; Prometheus' user; systemd's DynamicUser
+range for vllm-router): anything else is dropped, so the squatter's SYN-ACK never leaves and no handshake completes.
+The rule accepts the servers' SYN-ACKs and drops every other one, rather than dropping a socket owner's that is not
+a server: a SYN cookie (which the kernel sends when a listener's queue is full, and a squatter controls its own
+queue) leaves with no socket at all, so a "!= servers" rule would let it through and the handshake complete. The
+price: under a SYN flood these ports answer only from their listen queues, no cookies. Tested against this kernel's
+nftables in a network namespace (tests/unit/plugins/module_utils/test_nft_squatting.py).
+
+The ranks' control plane (chain output), with server_uids: the master port (TCPStore, unauthenticated pickle) and,
+with ephemeral_ports, the inter-node ports on the fabric addresses take connections from root's sockets only (the
+ranks run as root in their containers); another local user is reset, over loopback or the fabric.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -127,6 +143,7 @@ def validate(spec):
     _services(spec, errors)
     _addrs(spec.get('vrrp_peers'), errors, 'vrrp_peers')
     _owned(spec, errors)
+    _servers(spec, errors)
     return errors
 
 
@@ -146,6 +163,48 @@ def _owned(spec, errors):
                       'pool keeper reach these ports)' % (uids,))
         return [], []
     return sorted(set(ports)), sorted(set(uids))
+
+
+def _uid_element(item):
+    """A server_uids entry as (low, high): an integer user id, or "low-high" (a range, e.g. systemd's DynamicUser
+    61184-65519); None when it is neither."""
+    if isinstance(item, int) and not isinstance(item, bool):
+        return (item, item) if 0 <= item < 2 ** 32 else None
+    m = re.match(r'^(\d+)-(\d+)$', str(item).strip())
+    if not m:
+        m = re.match(r'^(\d+)$', str(item).strip())
+        return (int(m.group(1)), int(m.group(1))) if m and int(m.group(1)) < 2 ** 32 else None
+    lo, hi = int(m.group(1)), int(m.group(2))
+    return (lo, hi) if lo < hi < 2 ** 32 else None
+
+
+def _servers(spec, errors):
+    """(sorted served ports, server uid elements as nft prints them) from api_port, upstream_port, master_port,
+    owned_ports, served_ports and server_uids; ([], []) without server_uids. errors appended."""
+    uids = spec.get('server_uids') or []
+    extra = spec.get('served_ports') or []
+    if not isinstance(extra, list) or not all(_port_ok(p) for p in extra):
+        errors.append('served_ports = %r: must be a list of integer ports' % (extra,))
+        return [], []
+    if not uids:
+        return [], []
+    if not isinstance(uids, list):
+        errors.append('server_uids = %r: must be a list of user ids or "low-high" ranges' % (uids,))
+        return [], []
+    elements = []
+    for item in uids:
+        element = _uid_element(item)
+        if element is None:
+            errors.append('server_uids entry %r: must be a user id or a "low-high" range of them' % (item,))
+            return [], []
+        elements.append(element)
+    if not any(lo == 0 for lo, dummy in elements):
+        errors.append('server_uids = %r: must include 0 (root: vLLM\'s ranks, the proxy, the TCPStore)' % (uids,))
+        return [], []
+    ports = set(extra) | set(p for p in spec.get('owned_ports') or [] if _port_ok(p))
+    ports |= set(p for p in (spec.get('api_port'), spec.get('upstream_port'), spec.get('master_port')) if _port_ok(p))
+    printed = ['%d' % lo if lo == hi else '%d-%d' % (lo, hi) for lo, hi in sorted(set(elements))]
+    return sorted(ports), printed
 
 
 def _services(spec, errors):
@@ -250,16 +309,31 @@ def _body(spec):
         ]
     lines += ['    }']
     ports, uids = _owned(spec, errors)
+    served, servers = _servers(spec, errors)
+    output = []
     if ports:
-        lines += [
-            '',
-            '    chain output {',
-            '        type filter hook output priority filter; policy accept;',
+        output += [
             '        # loopback ports owned (vLLM, vllm-router admin/metrics): sockets of uid %s only'
             % ', '.join(str(u) for u in uids),
             '        oif "lo" tcp dport %s meta skuid != %s reject with tcp reset' % (_anonymous(ports), _anonymous(uids)),
-            '    }',
         ]
+    if served:
+        output += [
+            '        # the ranks\' control plane (TCPStore master port; inter-node ports on the fabric addresses): root only',
+            '        tcp dport %d meta skuid != 0 reject with tcp reset' % master,
+        ]
+        if eph:
+            output.append('        ip daddr @fabric_v4 tcp dport %d-%d meta skuid != 0 reject with tcp reset' % eph)
+        output += [
+            '        # ports the collection\'s services listen on: SYN-ACKs from their sockets only (uid %s); a local user'
+            % ', '.join(servers),
+            '        # listening on one while its service is down completes no handshake, receives nothing',
+            '        tcp sport %s tcp flags syn meta skuid %s accept' % (_anonymous(served), _anonymous(servers)),
+            '        tcp sport %s tcp flags syn drop' % _anonymous(served),
+        ]
+    if output:
+        lines += ['', '    chain output {', '        type filter hook output priority filter; policy accept;'] + output
+        lines += ['    }']
     return '\n'.join(lines) + '\n', table
 
 
@@ -290,7 +364,9 @@ def render_ruleset(spec):
     fabric_addresses (both nodes), self_address (this node's fabric IP), ephemeral_ports ("lo-hi" or None),
     service_ports (optional list of {port, allow: clients|monitoring|fabric|loopback, name}), monitoring_networks
     (optional CIDRs: the "monitoring" set), vrrp_peers (optional IPv4 addresses: VRRP accepted from them only),
-    owned_ports / owner_uids (optional: loopback ports only these socket owners may connect to; uid 0 required).
+    owned_ports / owner_uids (optional: loopback ports only these socket owners may connect to; uid 0 required),
+    server_uids (optional: user ids or "low-high" ranges whose sockets alone may answer on the served ports - the API,
+    upstream, master and owned ports and served_ports; uid 0 required; also restricts the control plane to root).
     Returns the text of the file loaded with `nft -f`."""
     errors = validate(spec)
     if errors:

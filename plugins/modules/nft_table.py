@@ -117,6 +117,22 @@ options:
     type: list
     elements: int
     default: []
+  served_ports:
+    description:
+      - Ports the collection's services listen on beyond O(api_port), O(upstream_port), O(master_port) and
+        O(owned_ports) (the node exporter, Prometheus, the router's front), answered only by O(server_uids).
+    type: list
+    elements: int
+    default: []
+  server_uids:
+    description:
+      - User ids (or C(low-high) ranges, e.g. systemd's DynamicUser range C(61184-65519)) whose sockets alone may answer
+        on the served ports (chain C(output)) - a SYN-ACK from any other socket, or from none (a SYN cookie), is dropped,
+        so a local user listening on a served port while its service is down completes no handshake. Must include
+        C(0). Also restricts the master port and the inter-node ports to root's sockets. Empty = no such rules.
+    type: list
+    elements: str
+    default: []
   vrrp_peers:
     description:
       - The other router hosts' IPv4 addresses (role C(dgxspark.ds4.router) with C(ds4_router_vip)) - VRRP (IP protocol
@@ -146,6 +162,8 @@ EXAMPLES = r"""
       - {port: 3000, allow: loopback, name: grafana}
     owned_ports: [8001]
     owner_uids: [0, 33]
+    served_ports: [9090, 9100]
+    server_uids: ["0", "111"]
 """
 
 RETURN = r"""
@@ -220,6 +238,8 @@ def main():
             monitoring_networks=dict(type='list', elements='str', default=[]),
             owned_ports=dict(type='list', elements='int', default=[]),
             owner_uids=dict(type='list', elements='int', default=[]),
+            served_ports=dict(type='list', elements='int', default=[]),
+            server_uids=dict(type='list', elements='str', default=[]),
             vrrp_peers=dict(type='list', elements='str', default=[]),
             nft_bin=dict(type='path'),
         ),
@@ -250,7 +270,8 @@ def main():
                 master_port=p['master_port'], allowed_networks=p['allowed_networks'],
                 fabric_addresses=p['fabric_addresses'], self_address=p['self_address'],
                 ephemeral_ports=p['ephemeral_ports'], service_ports=p['service_ports'], vrrp_peers=p['vrrp_peers'],
-                monitoring_networks=p['monitoring_networks'], owned_ports=p['owned_ports'], owner_uids=p['owner_uids'])
+                monitoring_networks=p['monitoring_networks'], owned_ports=p['owned_ports'], owner_uids=p['owner_uids'],
+                served_ports=p['served_ports'], server_uids=p['server_uids'])
     try:
         content = render_ruleset(spec)
         expected = expected_listing(spec)

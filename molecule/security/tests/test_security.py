@@ -383,6 +383,58 @@ def test_vllm_loopback_port_owned_by_root_the_proxy_and_prometheus():
     assert curl('client', '/v1/models', KEY_A)[0] == 200
 
 
+# A local user's listener on vLLM's loopback port: it records every connection and what arrived on it.
+SQUATTER = ('import socket, sys\n'
+            'log = sys.argv[2]\n'
+            's = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n'
+            's.bind(("127.0.0.1", int(sys.argv[1])))\ns.listen(16)\n'
+            'open(log, "w").write("listening\\n")\n'
+            's.settimeout(90)\n'
+            'while True:\n'
+            '    try:\n        c, a = s.accept()\n    except OSError:\n        break\n'
+            '    c.settimeout(5)\n'
+            '    try:\n        data = c.recv(65536)\n    except OSError:\n        data = b""\n'
+            '    open(log, "a").write("accepted %r %r\\n" % (a, data))\n')
+
+
+def test_a_local_user_listening_on_vllms_port_while_vllm_is_down_receives_nothing():
+    """Issue 46: with vLLM stopped (a restart, a crash), another local user can listen on its loopback port; nginx
+    would then hand that user the clients' requests with vLLM's own `Authorization: Bearer` key. The firewall lets
+    only the services' sockets answer on the ports they serve (a SYN-ACK from anyone else is dropped): the squatter,
+    nobody here, completes no handshake and records nothing, while a client's request through the front, root's and
+    Prometheus' own requests on the head go unanswered. Started again, vLLM holds the port and nobody cannot bind it."""
+    head = d.unit('head')
+    port = 8001
+    assert 'tcp sport { 8000, 8001, 9090, 9100, 29501 } tcp flags syn drop' in d.node('spark1', *NFT_TABLE)
+    log = '/tmp/ds4-squat-%d.log' % port
+    d.node('spark1', 'systemctl', 'stop', head)
+    try:
+        d.wait_until('vLLM\'s port free', lambda: local_get('root', VLLM_LOCAL)[0] == 7, 30, interval=0.5)
+        d.node('spark1', 'systemd-run', '--unit', 'ds4-test-squat-%d' % port, '--uid', 'nobody', '--property',
+               'Type=simple', '/usr/bin/python3', '-c', SQUATTER, str(port), log)
+        d.wait_until('nobody listens on %d' % port, lambda: 'listening' in d.node('spark1', 'cat', log, check=False), 20,
+                     interval=0.3)
+        status, body = curl('client', '/v1/chat/completions', KEY_A, 'POST', chat_body())
+        assert status == 0 and 'timed out' in body, (status, body)    # nginx's connect to vLLM's port never completes
+        assert local_get('root', VLLM_LOCAL, '-H', 'Authorization: Bearer ' + UPSTREAM) == (28, 0)
+        assert local_get('prometheus', 'http://127.0.0.1:%d/metrics' % port) == (28, 0)
+        seen = d.node('spark1', 'cat', log)
+        assert seen.strip() == 'listening', seen
+        for secret in SECRETS:
+            assert secret not in seen
+    finally:
+        d.node('spark1', 'systemctl', 'stop', 'ds4-test-squat-%d' % port, check=False)
+        d.node('spark1', 'systemctl', 'reset-failed', head, check=False)
+        d.node('spark1', 'systemctl', 'start', head)
+        d.wait_until('the pair serves through the front again',
+                     lambda: curl('client', '/v1/chat/completions', KEY_A, 'POST', chat_body())[0] == 200, 180,
+                     interval=2.0)
+    bind = ('import socket, sys\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n'
+            'try:\n    s.bind(("127.0.0.1", int(sys.argv[1])))\n    s.listen(1)\n    print("bound")\n'
+            'except OSError as e:\n    print("refused %s" % e.errno)\n')
+    assert d.node('spark1', 'runuser', '-u', 'nobody', '--', 'python3', '-c', bind, str(port)) == 'refused 98'
+
+
 def _rules(listing):
     """The table's lines, indentation dropped and set elements sorted (nft may print a hash set in any order)."""
     out = []

@@ -107,3 +107,42 @@ def test_bad_vrrp_peer_refused():
         n.render_ruleset(spec(vrrp_peers=['spark3', 'fd00::3']))
     assert "vrrp_peers entry 'spark3': not an IP address" in exc.value.errors
     assert "vrrp_peers entry 'fd00::3': IPv4 only" in exc.value.errors
+
+
+def test_served_ports_answered_by_their_servers_only_and_the_control_plane_root_only():
+    """server_uids: every port the collection serves (API, upstream, master, owned, served_ports) answers only from
+    the listed uids (accept, then drop: a SYN cookie has no socket), and the master and inter-node ports take root's
+    connections only. Without server_uids none of it (the switch firewall_owned_ports off)."""
+    text = n.render_ruleset(spec(upstream_port=8001, owned_ports=[8001, 30000], owner_uids=[0, 33], served_ports=[9100],
+                                 server_uids=['61184-65519', '0', '111', 111]))
+    lines = rules(text)
+    out = lines[lines.index('chain output {'):]
+    assert out[2:] == [
+        'oif "lo" tcp dport { 8001, 30000 } meta skuid != { 0, 33 } reject with tcp reset',
+        'tcp dport 29501 meta skuid != 0 reject with tcp reset',
+        'ip daddr @fabric_v4 tcp dport 32768-60999 meta skuid != 0 reject with tcp reset',
+        'tcp sport { 8000, 8001, 9100, 29501, 30000 } tcp flags syn meta skuid { 0, 111, 61184-65519 } accept',
+        'tcp sport { 8000, 8001, 9100, 29501, 30000 } tcp flags syn drop',
+        '}', '}',
+    ], out
+    # the accept must come before the drop, and after the clients' rule (a non-owner's SYN to an owned port is reset)
+    plain = rules(n.render_ruleset(spec(upstream_port=8001, owned_ports=[8001], owner_uids=[0, 33])))
+    assert not [ln for ln in plain if 'sport' in ln or 'meta skuid != 0' in ln]
+
+
+@pytest.mark.parametrize('uids,word', [
+    (['33'], 'must include 0'),
+    (['0', 'www-data'], "'www-data'"),
+    (['0', '65519-61184'], "'65519-61184'"),
+    (['0', '-1'], "'-1'"),
+    (['0', '4294967296'], "'4294967296'"),
+    ('0', 'must be a list'),
+])
+def test_bad_server_uids_are_refused_naming_the_entry(uids, word):
+    errors = n.validate(spec(server_uids=uids))
+    assert len(errors) == 1 and word in errors[0] and 'server_uids' in errors[0], errors
+
+
+def test_bad_served_ports_are_refused():
+    errors = n.validate(spec(served_ports=[9100, 70000], server_uids=['0']))
+    assert len(errors) == 1 and errors[0].startswith('served_ports = [9100, 70000]'), errors

@@ -155,3 +155,132 @@ def test_real_owner_rule_lets_only_the_listed_uids_reach_the_owned_ports(tmp_pat
     expected = dict(('%d:%d' % (uid, port), 'refused' if (uid == 65534 and port != 8000) else 'open')
                     for uid in uids for port in ports)
     assert seen == expected
+
+
+# Run inside `unshare -n`: loopback up with the node's fabric address on it, the rendered table loaded, SYN cookies as
+# asked (net.ipv4.tcp_syncookies is the namespace's own). Each case: a listener that dropped to its uid binds a port and
+# waits for one connection; a client that dropped to its uid connects and sends a request line with a key. Prints JSON
+# {case: [client outcome, what the listener received]}.
+SQUAT_PROBE = r'''
+import json, os, socket, subprocess, sys
+nft, ruleset, cases = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)
+subprocess.run(['ip', 'addr', 'add', '10.77.0.11/32', 'dev', 'lo'], check=True)
+subprocess.run([nft, '-f', ruleset], check=True)
+LINE = b'POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer sk-probe-key\r\n\r\n'
+
+def drop(uid):
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+out = {}
+for name, (listen_uid, bind, port, backlog, client_uid, host, cookies) in sorted(cases.items()):
+    with open('/proc/sys/net/ipv4/tcp_syncookies', 'w') as f:
+        f.write(str(cookies))
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        drop(listen_uid)
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((bind, port))
+        s.listen(backlog)
+        os.write(w, b'L')
+        s.settimeout(1.5)
+        try:
+            c, _a = s.accept()
+            c.settimeout(2)
+            got = c.recv(200).decode('latin-1')
+        except OSError as exc:
+            got = 'nothing (%s)' % type(exc).__name__
+        os.write(w, got.encode('latin-1'))
+        os._exit(0)
+    os.close(w)
+    assert os.read(r, 1) == b'L'
+    cr, cw = os.pipe()
+    cpid = os.fork()
+    if cpid == 0:
+        os.close(cr)
+        drop(client_uid)
+        c = socket.socket()
+        c.settimeout(1)
+        try:
+            c.connect((host, port))
+            c.sendall(LINE)
+            res = 'connected'
+        except ConnectionRefusedError:
+            res = 'refused'
+        except OSError as exc:
+            res = 'no answer (%s)' % type(exc).__name__
+        os.write(cw, res.encode())
+        os._exit(0)
+    os.close(cw)
+    os.waitpid(cpid, 0)
+    client = os.read(cr, 100).decode()
+    os.waitpid(pid, 0)
+    out[name] = [client, os.read(r, 400).decode('latin-1')]
+print(json.dumps(out))
+'''
+
+
+def test_real_served_ports_answer_from_their_services_only_a_local_squatter_receives_nothing(tmp_path):
+    """Issue 46: a local user listening on a port of the collection while its service is down (vLLM restarting, the
+    router or the node exporter stopped) must receive nothing: not the proxy's request, not its Bearer key. On real
+    sockets in a network namespace: nobody (65534) listening on vLLM's port, the router's admin port, the master port,
+    the node exporter's and the API's gets no connection from root or the proxy's uid, also with SYN cookies forced
+    (which a squatter can provoke with a short listen queue: a cookie leaves with no socket, so a rule on the socket's
+    owner alone would let it through); root and a DynamicUser uid (vllm-router) serve as before; a port the collection
+    does not serve stays a user's. The control plane: another user's connection to the master port or an inter-node
+    port on the fabric address is reset, root's gets through."""
+    from ansible_collections.dgxspark.ds4.plugins.module_utils.nft_ruleset import (expected_listing, normalise_listing,
+                                                                                   render_ruleset)
+    spec = {'table': 'dgxspark_ds4', 'api_port': 8000, 'upstream_port': 8001, 'master_port': 29501,
+            'allowed_networks': [], 'fabric_addresses': ['10.77.0.11', '10.77.0.12'], 'self_address': '10.77.0.11',
+            'ephemeral_ports': '32768-60999', 'owned_ports': [8001, 29000, 30000], 'owner_uids': [0, 33],
+            'served_ports': [9100], 'server_uids': ['0', '61184-65519']}
+    ruleset = tmp_path / 'ruleset.nft'
+    ruleset.write_text(render_ruleset(spec))
+    nobody, www, dyn, lo, fab = 65534, 33, 61300, '127.0.0.1', '10.77.0.11'
+    cases = {
+        # listener uid, bind address, port, listen backlog, client uid, client's address, net.ipv4.tcp_syncookies
+        'squat vllm port': [nobody, lo, 8001, 16, www, lo, 1],
+        'squat vllm port, cookies': [nobody, lo, 8001, 16, www, lo, 2],
+        'squat vllm port, root client': [nobody, '0.0.0.0', 8001, 0, 0, lo, 1],
+        'squat router admin': [nobody, lo, 30000, 16, 0, lo, 1],
+        'squat master port': [nobody, '0.0.0.0', 29501, 16, 0, fab, 1],
+        'squat node exporter, cookies': [nobody, fab, 9100, 16, 0, fab, 2],
+        'squat api front': [nobody, '0.0.0.0', 8000, 16, 0, lo, 1],
+        'vllm serves': [0, lo, 8001, 16, www, lo, 1],
+        'vllm serves, cookies': [0, lo, 8001, 16, 0, lo, 2],
+        'router (DynamicUser) serves': [dyn, lo, 30000, 16, 0, lo, 1],
+        'a user port stays the user\'s': [nobody, lo, 8002, 16, nobody, lo, 1],
+        'master port, another user': [0, fab, 29501, 16, nobody, fab, 1],
+        'master port, root': [0, fab, 29501, 16, 0, fab, 1],
+        'inter-node port, another user': [0, fab, 40001, 16, nobody, fab, 1],
+        'inter-node port, root': [0, fab, 40001, 16, 0, fab, 1],
+    }
+    proc = subprocess.run(['unshare', '-n', sys.executable, '-c', SQUAT_PROBE, NFT, str(ruleset), json.dumps(cases)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    request = 'POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer sk-probe-key\r\n\r\n'
+    for name, (client, got) in sorted(seen.items()):
+        if name.startswith('squat'):
+            assert client.startswith('no answer') and got.startswith('nothing'), (name, client, got)
+        elif name.endswith('another user'):
+            assert client == 'refused' and got.startswith('nothing'), (name, client, got)
+        elif name == 'vllm serves, cookies':
+            # the price: under a SYN flood a served port answers from its listen queue only, cookies are dropped
+            assert client.startswith('no answer'), (name, client, got)
+        else:
+            assert client == 'connected' and got == request, (name, client, got)
+    assert len(seen) == len(cases)
+    # nft lists the new rules as rendered (the module's live comparison would reload the table on every run otherwise)
+    listed = subprocess.run(['unshare', '-n', 'sh', '-c', '%s -f %s && %s list table inet dgxspark_ds4' % (NFT, ruleset, NFT)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert listed.returncode == 0, listed.stdout
+    assert 'tcp sport { 8000, 8001, 9100, 29000, 29501, 30000 } tcp flags syn drop' in listed.stdout, listed.stdout
+    assert normalise_listing(listed.stdout) == expected_listing(spec)
