@@ -49,7 +49,9 @@ nftables in a network namespace (tests/unit/plugins/module_utils/test_nft_squatt
 
 The ranks' control plane (chain output), with server_uids: the master port (TCPStore, unauthenticated pickle) and,
 with ephemeral_ports, the inter-node ports on the fabric addresses take connections from root's sockets only (the
-ranks run as root in their containers); another local user is reset, over loopback or the fabric.
+ranks run as root in their containers); another local user is reset, over loopback or the fabric. The inter-node
+rule matches new connections only (`ct state new`): the range is also where every local client's own ports lie, and
+a server's replies to a client on this node's fabric address go there.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -323,7 +325,9 @@ def _body(spec):
             '        tcp dport %d meta skuid != 0 reject with tcp reset' % master,
         ]
         if eph:
-            output.append('        ip daddr @fabric_v4 tcp dport %d-%d meta skuid != 0 reject with tcp reset' % eph)
+            # new connections only: the range holds every local client's own ports, and a server's replies to a
+            # client on this node's fabric address (nginx's worker, the node exporter) go to one of them
+            output.append('        ip daddr @fabric_v4 tcp dport %d-%d ct state new meta skuid != 0 reject with tcp reset' % eph)
         output += [
             '        # ports the collection\'s services listen on: SYN-ACKs from their sockets only (uid %s); a local user'
             % ', '.join(servers),

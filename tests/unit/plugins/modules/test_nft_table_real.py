@@ -182,11 +182,15 @@ for name, (listen_uid, bind, port, backlog, client_uid, host, cookies) in sorted
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        drop(listen_uid)
+        # [bind uid, accept uid]: nginx's way, the master (root) listens and a worker that dropped to its user accepts
+        bind_uid, accept_uid = listen_uid if isinstance(listen_uid, list) else (listen_uid, listen_uid)
+        drop(bind_uid)
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind((bind, port))
         s.listen(backlog)
+        if accept_uid != bind_uid:
+            drop(accept_uid)
         os.write(w, b'L')
         s.settimeout(1.5)
         try:
@@ -239,7 +243,7 @@ def test_real_served_ports_answer_from_their_services_only_a_local_squatter_rece
     spec = {'table': 'dgxspark_ds4', 'api_port': 8000, 'upstream_port': 8001, 'master_port': 29501,
             'allowed_networks': [], 'fabric_addresses': ['10.77.0.11', '10.77.0.12'], 'self_address': '10.77.0.11',
             'ephemeral_ports': '32768-60999', 'owned_ports': [8001, 29000, 30000], 'owner_uids': [0, 33],
-            'served_ports': [9100], 'server_uids': ['0', '61184-65519']}
+            'served_ports': [9100], 'server_uids': ['0', '111', '61184-65519']}
     ruleset = tmp_path / 'ruleset.nft'
     ruleset.write_text(render_ruleset(spec))
     nobody, www, dyn, lo, fab = 65534, 33, 61300, '127.0.0.1', '10.77.0.11'
@@ -260,6 +264,11 @@ def test_real_served_ports_answer_from_their_services_only_a_local_squatter_rece
         'master port, root': [0, fab, 29501, 16, 0, fab, 1],
         'inter-node port, another user': [0, fab, 40001, 16, nobody, fab, 1],
         'inter-node port, root': [0, fab, 40001, 16, 0, fab, 1],
+        # a server that is not root answering a local client on the fabric address: its replies go to the client's
+        # own port, inside the inter-node range (the router host's own head behind nginx's worker, seen in replicas)
+        'node exporter (its user) serves a local client': [111, fab, 9100, 16, 0, fab, 1],
+        'a user\'s own server answers a local client': [nobody, fab, 8002, 16, 0, fab, 1],
+        'nginx (root listens, worker accepts) serves a local client': [[0, www], fab, 8000, 16, 0, fab, 1],
     }
     proc = subprocess.run(['unshare', '-n', sys.executable, '-c', SQUAT_PROBE, NFT, str(ruleset), json.dumps(cases)],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120,
