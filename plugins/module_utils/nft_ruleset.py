@@ -50,7 +50,7 @@ nftables in a network namespace (tests/unit/plugins/module_utils/test_nft_squatt
 The ranks' control plane (chain output), with server_uids: the master port (TCPStore, unauthenticated pickle) and,
 with ephemeral_ports, the inter-node ports on the fabric addresses take connections from root's sockets only (the
 ranks run as root in their containers); another local user is reset, over loopback or the fabric. The inter-node
-rule matches new connections only (`ct state new`): the range is also where every local client's own ports lie, and
+rule and the master port's match new connections only (`ct state new`): the range is also where every local client's own ports lie, and
 a server's replies to a client on this node's fabric address go there.
 """
 
@@ -322,11 +322,11 @@ def _body(spec):
     if served:
         output += [
             '        # the ranks\' control plane (TCPStore master port; inter-node ports on the fabric addresses): root only',
-            '        tcp dport %d meta skuid != 0 reject with tcp reset' % master,
+            '        tcp dport %d ct state new meta skuid != 0 reject with tcp reset' % master,
         ]
         if eph:
-            # new connections only: the range holds every local client's own ports, and a server's replies to a
-            # client on this node's fabric address (nginx's worker, the node exporter) go to one of them
+            # new connections only (both rules): the range holds every local client's own ports, and a server's
+            # replies to a client on this node's fabric address (nginx's worker, the node exporter) go to one of them
             output.append('        ip daddr @fabric_v4 tcp dport %d-%d ct state new meta skuid != 0 reject with tcp reset' % eph)
         output += [
             '        # ports the collection\'s services listen on: SYN-ACKs from their sockets only (uid %s); a local user'

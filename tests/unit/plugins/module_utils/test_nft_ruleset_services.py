@@ -119,7 +119,7 @@ def test_served_ports_answered_by_their_servers_only_and_the_control_plane_root_
     out = lines[lines.index('chain output {'):]
     assert out[2:] == [
         'oif "lo" tcp dport { 8001, 30000 } meta skuid != { 0, 33 } reject with tcp reset',
-        'tcp dport 29501 meta skuid != 0 reject with tcp reset',
+        'tcp dport 29501 ct state new meta skuid != 0 reject with tcp reset',
         'ip daddr @fabric_v4 tcp dport 32768-60999 ct state new meta skuid != 0 reject with tcp reset',
         'tcp sport { 8000, 8001, 9100, 29501, 30000 } tcp flags syn meta skuid { 0, 111, 61184-65519 } accept',
         'tcp sport { 8000, 8001, 9100, 29501, 30000 } tcp flags syn drop',
