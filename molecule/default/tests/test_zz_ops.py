@@ -68,8 +68,9 @@ def test_the_operator_logs_in_unprivileged_and_reaches_the_loopback_api_another_
     assert hosts['spark1']['ansible_user'] == hosts['spark2']['ansible_user'] == 'ops', hosts
     assert d.node('spark1', 'id', '-u', 'ops') != '0' and 'sudo' in d.node('spark1', 'id', '-nG', 'ops').split()
     uid = d.node('spark1', 'id', '-u', 'ops')
+    # the owner rule (who may connect to the owned loopback ports), not the served ports' or the control plane's
     rule = [ln.strip() for ln in d.node('spark1', 'nft', 'list', 'chain', 'inet', 'dgxspark_ds4', 'output').splitlines()
-            if 'skuid' in ln]
+            if ln.strip().startswith('oif "lo" tcp dport ') and 'meta skuid != ' in ln]
     assert len(rule) == 1 and 'tcp dport 8001 ' in rule[0] and re.search(r'\b%s\b' % uid, rule[0]), rule
     key = [ln.split('=', 1)[1] for ln in d.node('spark1', 'cat', '/etc/dgxspark-ds4/secrets-head.env').splitlines()
            if ln.startswith('VLLM_API_KEY=')]
