@@ -44,8 +44,8 @@ range for vllm-router): anything else is dropped, so the squatter's SYN-ACK neve
 The rule accepts the servers' SYN-ACKs and drops every other one, rather than dropping a socket owner's that is not
 a server: a SYN cookie (which the kernel sends when a listener's queue is full, and a squatter controls its own
 queue) leaves with no socket at all, so a "!= servers" rule would let it through and the handshake complete. The
-price: under a SYN flood these ports answer only from their listen queues, no cookies. Tested against this kernel's
-nftables in a network namespace (tests/unit/plugins/module_utils/test_nft_squatting.py).
+price: under a SYN flood these ports answer only from their listen queues, no cookies (docs/security.md, "Ports no
+local user can take over", names the tests that load these rules into a real kernel).
 
 The ranks' control plane (chain output), with server_uids: the master port (TCPStore, unauthenticated pickle) and,
 with ephemeral_ports, the inter-node ports on the fabric addresses take connections from root's sockets only (the
