@@ -49,9 +49,9 @@ local user can take over", names the tests that load these rules into a real ker
 
 The ranks' control plane (chain output), with server_uids: the master port (TCPStore, unauthenticated pickle) and,
 with ephemeral_ports, the inter-node ports on the fabric addresses take connections from root's sockets only (the
-ranks run as root in their containers); another local user is reset, over loopback or the fabric. The inter-node
-rule and the master port's match new connections only (`ct state new`): the range is also where every local client's own ports lie, and
-a server's replies to a client on this node's fabric address go there.
+ranks run as root in their containers); another local user is reset, over loopback or the fabric. Both rules match
+new connections only (`ct state new`): the inter-node range is also where every local client's own ports lie, and a
+server's replies to a client on this node's fabric address go there.
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -172,12 +172,11 @@ def _uid_element(item):
     61184-65519); None when it is neither."""
     if isinstance(item, int) and not isinstance(item, bool):
         return (item, item) if 0 <= item < 2 ** 32 else None
-    m = re.match(r'^(\d+)-(\d+)$', str(item).strip())
+    m = re.match(r'^(\d+)(?:-(\d+))?$', str(item).strip())
     if not m:
-        m = re.match(r'^(\d+)$', str(item).strip())
-        return (int(m.group(1)), int(m.group(1))) if m and int(m.group(1)) < 2 ** 32 else None
-    lo, hi = int(m.group(1)), int(m.group(2))
-    return (lo, hi) if lo < hi < 2 ** 32 else None
+        return None
+    lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+    return (lo, hi) if lo <= hi < 2 ** 32 and (m.group(2) is None or lo < hi) else None
 
 
 def _servers(spec, errors):
