@@ -101,7 +101,7 @@ def molecule_env(scenario):
                MOLECULE_INVENTORY_FILE=os.path.join(eph, 'inventory', 'ansible_inventory.yml'),
                MOLECULE_PROJECT_DIRECTORY=PROJECT, ANSIBLE_NOCOLOR='1',
                ANSIBLE_COLLECTIONS_PATH=os.path.join(PROJECT, '.collections'),
-               ANSIBLE_CALLBACKS_ENABLED='ansible.posix.profile_tasks',
+               ANSIBLE_CALLBACKS_ENABLED='ansible.posix.profile_tasks,dgxspark.ds4.preload',
                PROFILE_TASKS_TASK_OUTPUT_LIMIT='all', PROFILE_TASKS_SORT_ORDER='descending')
     env['PATH'] = os.path.join(PROJECT, '.venv', 'bin') + os.pathsep + env.get('PATH', '')
     return env, os.path.join(eph, 'inventory')
