@@ -14,6 +14,15 @@ long prompt's own time. run_mixed measures both sides:
   3. after during_delay_s (the long prompt is admitted and prefilling), the short requests again, one after the
      other (a canary's shape), until short_requests were sent or the long prompt's first token arrived.
 
+When the long prompt is admitted: vLLM's API server tokenizes a prompt before the engine schedules it, which for a
+long one on a busy host can take longer than during_delay_s; a short request sent before then is not "during" the
+prefill at all, and its quick first token would read as no starvation. With metrics_url (the vLLM server's own base
+URL, whose /metrics the API front does not pass on: on the head, http://127.0.0.1:<port>) run_mixed waits until
+vllm:num_requests_running rises above what it read just before sending the long prompt (vLLM counts a request as
+running from its first scheduled chunk: the real-vllm-on-device notes, Part 1b, saw it 1 -> 2 during the prefill), and
+during_delay_s counts from then; long.admitted_after_s says when that was. Without metrics_url, or when /metrics cannot
+be read (the report's admission_note says why), during_delay_s counts from sending the long prompt, as before.
+
 Returned (JSON-able): long {ttft_s, e2e_s, prompt_tokens, ...}, short_alone [ttft_s ...], short_during [ttft_s ...]
 (only the short requests sent before the long prompt's first token), ratios {short_during_over_alone: median during /
 median alone, long_ttft_s}, the settings and any request errors.
@@ -34,7 +43,7 @@ import random
 import threading
 import time
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_stats, vllm_client
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
@@ -77,6 +86,40 @@ def _summary(rec):
             "error": rec.get("error")}
 
 
+def _running(metrics_url, timeout):
+    """vllm:num_requests_running at metrics_url/metrics (an int), or why it cannot be read (a str)."""
+    try:
+        status, text = vllm_client.get(metrics_url, "/metrics", timeout=timeout)
+    except (OSError, ValueError, vllm_client.HTTPException) as exc:
+        return "GET %s/metrics: %s: %s" % (metrics_url, type(exc).__name__, exc)
+    if status != 200:
+        return "GET %s/metrics answered HTTP %s" % (metrics_url, status)
+    value = bench_stats.metric_sum(bench_stats.parse_prometheus(text), "vllm:num_requests_running")
+    if value is None:
+        return "%s/metrics has no vllm:num_requests_running" % metrics_url
+    return int(value)
+
+
+ADMIT_WAIT_S = 30.0   # tokenizing even a 1M-token prompt takes seconds; a longer wait means /metrics is another server's
+
+
+def _wait_admitted(metrics_url, baseline, seen, clock, t_sent, timeout_s=ADMIT_WAIT_S, poll_s=0.05):
+    """Poll metrics_url until more requests run than baseline: (seconds after t_sent, None), or (None, why not)."""
+    if not isinstance(baseline, int):
+        return None, baseline
+    while True:
+        if seen.is_set():
+            return None, "the long prompt's first token (or its end) came before it was seen running"
+        now = _running(metrics_url, 5.0)
+        if not isinstance(now, int):
+            return None, now
+        if now > baseline:
+            return round(clock() - t_sent, 4), None
+        if clock() - t_sent > timeout_s:
+            return None, "vllm:num_requests_running stayed at %d for %s s" % (now, timeout_s)
+        seen.wait(poll_s)
+
+
 class _FirstLineClock(object):
     """A clock for stream_chat that also says when the stream's first line (or its end) came: stream_chat calls it once
     at the start, then once per received line, then at the end. vLLM sends a stream's first line with its first
@@ -96,7 +139,7 @@ class _FirstLineClock(object):
 
 def run_mixed(base_url, model, api_key=None, long_tokens=250000, short_requests=5, short_max_tokens=8,
               long_max_tokens=8, timeout_s=1800, ca_file=None, short_tokens=30, during_delay_s=1.0, short_gap_s=0.2,
-              path=COMPLETIONS, seed=None, clock=time.monotonic, stream=None):
+              path=COMPLETIONS, seed=None, clock=time.monotonic, stream=None, metrics_url=None):
     """Short requests alone, then one long prompt with short requests sent while it prefills (module docstring).
 
     base_url: 'http[s]://host:port'; api_key: the Bearer key or None; ca_file: PEM bundle for https (else the system's
@@ -105,7 +148,8 @@ def run_mixed(base_url, model, api_key=None, long_tokens=250000, short_requests=
     prompt and the first short one (the long one must be prefilling by then; Part 1b used 3 s at budget 256 and 1 s at
     8192). short_gap_s: pause between short requests. timeout_s: limit of each request (the long one's whole prefill
     included). path: /v1/completions (default: the prompt is exactly the words) or /v1/chat/completions. stream: the
-    streaming function (default vllm_client.stream_chat; a test may pass its own with the same signature)."""
+    streaming function (default vllm_client.stream_chat; a test may pass its own with the same signature). metrics_url:
+    the vLLM server's own base URL, to see the long prompt admitted before during_delay_s starts (module docstring)."""
     if int(long_tokens) < 1 or int(short_requests) < 1 or int(short_tokens) < 1:
         raise ValueError("long_tokens, short_requests and short_tokens must be >= 1 (got %r, %r, %r)"
                          % (long_tokens, short_requests, short_tokens))
@@ -145,7 +189,13 @@ def run_mixed(base_url, model, api_key=None, long_tokens=250000, short_requests=
 
     th = threading.Thread(target=long_worker, name="bench-mixed-long")
     th.daemon = True
+    baseline = _running(metrics_url, 5.0) if metrics_url else None
+    t_sent = clock()
     th.start()
+    admitted_after, admission_note = None, None
+    if metrics_url:
+        admitted_after, admission_note = _wait_admitted(metrics_url, baseline, long_clock.seen, clock, t_sent,
+                                                        min(float(timeout_s), ADMIT_WAIT_S))
     sent = []
     if not long_clock.seen.wait(float(during_delay_s)):
         for text in short_texts:
@@ -159,6 +209,7 @@ def run_mixed(base_url, model, api_key=None, long_tokens=250000, short_requests=
     long_sum = _summary(lrec)
     long_sum["requested_tokens"] = int(long_tokens)
     long_sum["max_tokens"] = int(long_max_tokens)
+    long_sum["admitted_after_s"] = admitted_after
     if long_sum["error"]:
         errors.append("long: %s" % long_sum["error"])
     t_long_first = lrec.get("t_first")
@@ -180,13 +231,14 @@ def run_mixed(base_url, model, api_key=None, long_tokens=250000, short_requests=
                      "short_requests": int(short_requests), "short_tokens": int(short_tokens),
                      "short_max_tokens": int(short_max_tokens), "long_max_tokens": int(long_max_tokens),
                      "during_delay_s": during_delay_s, "short_gap_s": short_gap_s, "timeout_s": timeout_s,
-                     "path": path, "seed": seed, "tls_ca_file": ca_file},
+                     "path": path, "seed": seed, "tls_ca_file": ca_file, "metrics_url": metrics_url},
         "long": long_sum,
         "short_alone": alone,
         "short_during": during,
         "short_sent_after_long_first_token": after,
         "medians": {"short_alone_ttft_s": _round(med_alone), "short_during_ttft_s": _round(med_during)},
         "ratios": {"short_during_over_alone": _round(ratio, 2), "long_ttft_s": long_sum["ttft_s"]},
+        "admission_note": admission_note,
         "errors": errors,
     }
 
@@ -215,6 +267,10 @@ def markdown_report(report, profile=None, threshold=None):
              "| long prompt: tokens (usage) | %s |" % lg.get("prompt_tokens"),
              "| long prompt: time to first token | %s s |" % lg.get("ttft_s"),
              "| long prompt: end to end | %s s |" % lg.get("e2e_s"),
+             "| long prompt: seen running after | %s |" % (
+                 "%s s" % lg["admitted_after_s"] if lg.get("admitted_after_s") is not None
+                 else "not seen (%s)" % (report.get("admission_note") or "no metrics_url: the short requests waited "
+                                         "during_delay_s from sending it")),
              "| short alone: median TTFT | %s s |" % med.get("short_alone_ttft_s"),
              "| short during the long prefill: median TTFT (%d sent) | %s s |" % (len(report["short_during"]),
                                                                                   med.get("short_during_ttft_s")),

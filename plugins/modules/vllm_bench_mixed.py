@@ -57,9 +57,19 @@ options:
     type: int
     default: 8
   during_delay:
-    description: Seconds between sending the long prompt and the first short one during its prefill.
+    description:
+      - Seconds between the long prompt's admission and the first short one during its prefill.
+      - The admission is seen on O(metrics_url) when given; without it the seconds count from sending the long prompt.
     type: float
     default: 1.0
+  metrics_url:
+    description:
+      - The vLLM server's own base URL (C(http://127.0.0.1:8000) on the head), whose C(/metrics) the API front does not
+        pass on. The short requests wait until C(vllm:num_requests_running) rises above its value before the long prompt
+        was sent, then O(during_delay) seconds. A long prompt is tokenized before it is scheduled; on a busy host that can
+        take longer than O(during_delay), and a short request sent before the prefill began is not starved by it.
+      - When C(/metrics) cannot be read the report's C(admission_note) says why and O(during_delay) counts from sending.
+    type: str
   short_gap:
     description: Seconds between two short requests.
     type: float
@@ -97,6 +107,7 @@ EXAMPLES = r'''
 - name: Short requests during a 100K-token prefill
   dgxspark.ds4.vllm_bench_mixed:
     url: http://127.0.0.1:8000
+    metrics_url: http://127.0.0.1:8000
     model: deepseek-v4-flash
     long_tokens: 100000
     profile: long-context-1m
@@ -106,7 +117,7 @@ EXAMPLES = r'''
 
 RETURN = r'''
 report:
-  description: bench_mixed.run_mixed's result (long, short_alone, short_during, medians, ratios, settings, errors) plus
+  description: bench_mixed.run_mixed's result (long, short_alone, short_during, medians, ratios, settings, admission_note, errors) plus
     tool C(mixed), profile and threshold.
   returned: success
   type: dict
@@ -139,6 +150,7 @@ def main():
             short_max_tokens=dict(type='int', default=8, no_log=False),
             long_max_tokens=dict(type='int', default=8, no_log=False),
             during_delay=dict(type='float', default=1.0),
+            metrics_url=dict(type='str'),
             short_gap=dict(type='float', default=0.2),
             timeout=dict(type='float', default=1800.0),
             endpoint=dict(type='str', choices=['completions', 'chat'], default='completions'),
@@ -169,7 +181,8 @@ def main():
                                    short_requests=p['short_requests'], short_max_tokens=p['short_max_tokens'],
                                    long_max_tokens=p['long_max_tokens'], timeout_s=p['timeout'], ca_file=p['ca_file'],
                                    short_tokens=p['short_tokens'], during_delay_s=p['during_delay'], short_gap_s=p['short_gap'],
-                                   path=bench_mixed.CHAT if p['endpoint'] == 'chat' else bench_mixed.COMPLETIONS)
+                                   path=bench_mixed.CHAT if p['endpoint'] == 'chat' else bench_mixed.COMPLETIONS,
+                                   metrics_url=p['metrics_url'])
     report.update(tool='mixed', profile=p['profile'], threshold=p['threshold'] or 0)
     md = bench_mixed.markdown_report(report)
     msg = bench_mixed.summary_line(report)

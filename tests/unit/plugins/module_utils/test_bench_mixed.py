@@ -41,10 +41,12 @@ class _Server(ThreadingMixIn, HTTPServer):
 
 
 class Fake(object):
-    def __init__(self, starve, ctx=None):
+    def __init__(self, starve, ctx=None, admit_s=0.0):
         self.starve = starve
+        self.admit_s = admit_s   # a long prompt is "tokenized" this long before its prefill starts
         self.lock = threading.Lock()
-        self.prefill_end = 0.0
+        self.prefill_start = self.prefill_end = 0.0
+        self.metrics_gets = 0
         self.bodies = []
         self.auth = []
         fake = self
@@ -63,11 +65,13 @@ class Fake(object):
                 now = time.monotonic()
                 if n > LONG:
                     with fake.lock:
-                        fake.prefill_end = now + PREFILL_S
-                    wait = PREFILL_S
+                        fake.prefill_start = now + fake.admit_s
+                        fake.prefill_end = fake.prefill_start + PREFILL_S
+                    wait = fake.admit_s + PREFILL_S
                 else:
                     with fake.lock:
-                        wait = max(0.0, fake.prefill_end - now) if fake.starve else 0.0
+                        prefilling = fake.prefill_start <= now < fake.prefill_end
+                        wait = fake.prefill_end - now if (fake.starve and prefilling) else 0.0
                     wait += 0.01
                 self.send_response(200)
                 self.send_header('Content-Type', 'text/event-stream')
@@ -82,6 +86,20 @@ class Fake(object):
                 self.wfile.write(b'data: [DONE]\n\n')
                 self.wfile.flush()
                 self.close_connection = True
+
+            def do_GET(self):  # noqa: N802
+                # vLLM's gauge: the long prompt counts as running from its first scheduled chunk, not while tokenized
+                now = time.monotonic()
+                with fake.lock:
+                    fake.metrics_gets += 1
+                    running = 1 if fake.prefill_start <= now < fake.prefill_end else 0
+                text = ('# TYPE vllm:num_requests_running gauge\n'
+                        'vllm:num_requests_running{engine="0",model_name="tiny"} %s\n' % float(running)).encode()
+                self.send_response(200 if self.path == '/metrics' else 404)
+                self.send_header('Content-Type', 'text/plain')
+                self.send_header('Content-Length', str(len(text)))
+                self.end_headers()
+                self.wfile.write(text)
 
             def _line(self, obj):
                 self.wfile.write(('data: %s\n\n' % json.dumps(obj)).encode())
@@ -149,6 +167,40 @@ def test_unstarved_short_requests_all_count_as_during(server):
     assert set(server.auth) == {None}
     md = bench_mixed.markdown_report(rep, profile='long-context-1m', threshold=7168)
     assert '| long prompt: tokens (usage) | 2001 |' in md and '7168' in md and md.count('| short during #') == 3
+
+
+def test_short_requests_wait_until_the_long_prompt_is_seen_running():
+    # a long prompt that takes 0.6 s to reach the scheduler (vLLM tokenizes it first; slower on a busy host): a short
+    # request sent 0.3 s after it is served before the prefill begins, and reads as "no starvation" (the CI failure of
+    # the simulator test, where a loaded machine delayed the admission past during_delay_s)
+    fake = Fake(starve=True, admit_s=0.6)
+    try:
+        url = 'http://127.0.0.1:%d' % fake.port
+        blind = _run(url, short_requests=1)
+        assert blind['long']['admitted_after_s'] is None and blind['admission_note'] is None
+        assert blind['short_during'][0]['ttft_s'] < 0.3 and blind['short_during'][0]['sent_after_long_s'] < 0.6
+        # with the server's /metrics: the short request goes during_delay_s after the long one is seen running
+        seen = _run(url, short_requests=1, metrics_url=url)
+        assert seen['admission_note'] is None and 0.55 < seen['long']['admitted_after_s'] < 0.9, seen['long']
+        first = seen['short_during'][0]
+        assert first['sent_after_long_s'] >= seen['long']['admitted_after_s'] + 0.3
+        assert 0.5 < first['ttft_s'] < PREFILL_S and fake.metrics_gets >= 3
+        assert '| long prompt: seen running after | %s s |' % seen['long']['admitted_after_s'] in bench_mixed.markdown_report(seen)
+    finally:
+        fake.close()
+
+
+def test_unreadable_metrics_fall_back_to_the_delay_and_say_why():
+    fake = Fake(starve=True)
+    try:
+        url = 'http://127.0.0.1:%d' % fake.port
+        # nothing listens on port 9: the note names the URL and the error; the bench still runs, from sending
+        rep = _run(url, short_requests=1, metrics_url='http://127.0.0.1:9')
+        assert rep['errors'] == [] and rep['long']['admitted_after_s'] is None and len(rep['short_during']) == 1
+        assert rep['admission_note'].startswith('GET http://127.0.0.1:9/metrics: ConnectionRefusedError'), rep['admission_note']
+        assert 'not seen (GET http://127.0.0.1:9/metrics' in bench_mixed.markdown_report(rep)
+    finally:
+        fake.close()
 
 
 @pytest.mark.parametrize('server', [True], indirect=True)
