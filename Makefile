@@ -67,7 +67,7 @@ bootstrap:
 # pytest exits 5 when it collects no test: that fails the step too. --durations: the slowest tests in each log
 # (.cache/check-logs/<name>.log), where CI time goes.
 unit: venv collection-link
-	$(BIN)/pytest -q -p no:cacheprovider --durations=15 tests/unit
+	$(BIN)/pytest -q -p no:cacheprovider --durations=50 tests/unit
 
 integration: venv collection-link benchy-venv
 	$(BIN)/pytest -q -p no:cacheprovider tests/integration
@@ -78,9 +78,9 @@ integration: venv collection-link benchy-venv
 INTEGRATION_SIM := $(sort $(wildcard tests/integration/test_*_sim.py) tests/integration/test_router_drain.py)
 INTEGRATION_REST := $(filter-out $(INTEGRATION_SIM),$(sort $(wildcard tests/integration/test_*.py)))
 integration-sim: venv collection-link benchy-venv
-	$(BIN)/pytest -q -p no:cacheprovider --durations=15 $(INTEGRATION_SIM)
+	$(BIN)/pytest -q -p no:cacheprovider --durations=30 $(INTEGRATION_SIM)
 integration-rest: venv collection-link
-	$(BIN)/pytest -q -p no:cacheprovider --durations=15 $(INTEGRATION_REST)
+	$(BIN)/pytest -q -p no:cacheprovider --durations=30 $(INTEGRATION_REST)
 
 # llama-benchy's own venv for tests/integration/test_benchy_sim.py (bench.yml's pip task would install it anyway,
 # ~35 s inside the test); the version is bench.yml's pin.
