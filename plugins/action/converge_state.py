@@ -20,7 +20,10 @@ whose chain holds no role of that name is refused) and ``_converge``'s own.
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type
 
+import json
 import os
+import re
+import shlex
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
@@ -38,6 +41,30 @@ _ARG_SPEC = dict(
 )
 # One code hash per role directory per controller process (files do not change during a run).
 _CODE_HASHES = {}
+# The node side of a direct probe (_probe_directly): stdin holds {src, args, check_mode}; src is converge_state.py. A
+# program a check cannot start fails the probe with its error, as the module's run_command fails the module.
+_PROBE_BOOT = ("import json, sys\n"
+               "d = json.loads(sys.stdin.read())\n"
+               "g = {'__name__': 'ds4_converge_state'}\n"
+               "exec(compile(d['src'], 'converge_state.py', 'exec'), g)\n"
+               "try:\n"
+               "    r = g['probe'](d['args'], g['run_command'], d['check_mode'])\n"
+               "except OSError as exc:\n"
+               "    r = {'failed': True, 'msg': 'converge_state %s: %s' % (d['args']['role'], exc)}\n"
+               "print(json.dumps(r))\n")
+_SOURCE = []
+# An interpreter as a shebang line names it (a path, optionally with arguments: /usr/bin/env python3), nothing a shell
+# would read otherwise.
+_INTERPRETER_RE = re.compile(r'^/[A-Za-z0-9_./+-]+( [A-Za-z0-9_./+-]+)*$')
+
+
+def _probe_source():
+    """module_utils/converge_state.py's text (read once per controller process)."""
+    if not _SOURCE:
+        path = os.path.splitext(cs.__file__)[0] + '.py'
+        with open(path) as handle:
+            _SOURCE.append(handle.read())
+    return _SOURCE[0]
 
 
 def code_hash_for(role_path, task_role_path=None):
@@ -102,9 +129,46 @@ class ActionModule(ActionBase):
         if args['state'] == 'record':
             # What the probe found before the role ran: a drifted check still exactly so was not repaired.
             module_args['found'] = found
-        result.update(self._execute_module(module_name='dgxspark.ds4.converge_state', module_args=module_args,
-                                           task_vars=task_vars))
+        # a probe goes straight to the node's Python when the connection pipelines (ansible.cfg pipelining, the
+        # become method allowing it) and that Python is known; otherwise, and for begin/record, through the module
+        direct = args['state'] == 'probe' and self._connection.is_pipelining_enabled()
+        interpreter = self._known_interpreter(task_vars) if direct else None
+        if interpreter:
+            result.update(self._probe_directly(interpreter, module_args))
+        else:
+            result.update(self._execute_module(module_name='dgxspark.ds4.converge_state', module_args=module_args,
+                                               task_vars=task_vars))
         return result
+
+    def _known_interpreter(self, task_vars):
+        """The node's Python as the module would run under it, when it is known already: ansible_python_interpreter,
+        else the interpreter Ansible discovered on this host for an earlier module (a deploy's first tasks run modules
+        on every node); None otherwise (the probe then goes through the module, which discovers it)."""
+        value = task_vars.get('ansible_python_interpreter')
+        if value:
+            value = self._templar.template(value)
+        else:
+            value = (task_vars.get('ansible_facts') or {}).get('discovered_interpreter_python')
+        return value if isinstance(value, str) and _INTERPRETER_RE.match(value) else None
+
+    def _probe_directly(self, interpreter, module_args):
+        """state=probe without a module upload: module_utils/converge_state.py's own source and the arguments, through
+        the connection (pipelined, become as the task has it) to the node's Python, which runs converge_state.probe, the
+        function the module runs. A no-op site.yml probes every role on every node: measured on the converge bench, a
+        module run's node side was ~0.3 CPU-s, ~0.25 of it importing ansible.module_utils.basic from the module's zip;
+        the probe itself reads a record, a few files and one systemctl call (docs/measurements.md)."""
+        payload = json.dumps({'src': _probe_source(), 'args': module_args, 'check_mode': bool(self._task.check_mode)})
+        res = self._low_level_execute_command('%s -c %s' % (interpreter, shlex.quote(_PROBE_BOOT)), sudoable=True,
+                                              in_data=payload.encode('utf-8'))
+        out = res.get('stdout') or ''
+        try:
+            parsed = json.loads(out)
+        except ValueError:
+            parsed = None
+        if res.get('rc') != 0 or not isinstance(parsed, dict):
+            return {'failed': True, 'msg': 'converge_state %s: the probe on the node failed (rc %s): %s' % (
+                module_args['role'], res.get('rc'), ((res.get('stderr') or '') + out).strip()[-2000:])}
+        return parsed
 
     def _without_own_results(self, role, inputs, task_vars):
         """Inputs minus the role's own results of this run (its registered values and set_fact facts share its

@@ -36,6 +36,7 @@ import json
 import os
 import re
 import stat
+import subprocess
 import tempfile
 
 RECORD_VERSION = 1
@@ -245,6 +246,38 @@ def observe(checks, run):
         rc, out, err = run(argv)
         seen['commands'][' '.join(argv)] = 'rc=%d:%s' % (rc, hashlib.sha1((out + '\0' + err).encode('utf-8')).hexdigest())
     return seen
+
+
+def run_command(argv):
+    """observe's `run` outside a module (the action plugin's direct probe): (rc, stdout, stderr) with LC_ALL=C and no
+    pager, as the module runs it. A program that cannot be started raises OSError, as the module's run_command fails."""
+    env = dict(os.environ, LC_ALL='C', SYSTEMD_PAGER='')
+    # no AnsibleModule here (its run_command is the module's `run`): the direct probe runs without one
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,  # pylint: disable=ansible-bad-function
+                            close_fds=True)
+    out, err = proc.communicate()
+    return proc.returncode, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace')
+
+
+def probe(params, run, check_mode=False):
+    """state=probe (read-only) on this node: the result the module returns, from its parameters (role, digest, inputs,
+    checks, secret_inputs, state_dir). A dict with failed and msg when the checks are malformed. The module and the
+    action plugin's direct run (no module upload: plugins/action/converge_state.py) both call it."""
+    checks, error = normalise_checks(params.get('checks'))
+    if error:
+        return {'failed': True, 'msg': 'converge_state %s: %s' % (params['role'], error)}
+    digest, per_input = params['digest'], params.get('inputs') or {}
+    if params.get('secret_inputs'):
+        # the secret inputs, hashed under this node's salt (their plain hashes would show in -v output)
+        digest, per_input = fold_secrets(digest, per_input, params['secret_inputs'],
+                                         node_salt(params['state_dir'], create=not check_mode))
+    path = record_path(params['state_dir'], params['role'])
+    seen = observe(checks, run)
+    previous = load_record(path)
+    reasons = compare(previous, params['role'], digest, per_input, seen)
+    return dict(changed=False, current=not reasons, reasons=reasons, record=path, digest=digest, inputs=per_input,
+                published=(previous or {}).get('published', {}) if not reasons else {}, seen=seen,
+                differs=differences(previous, digest, per_input, seen))
 
 
 def _walk(record, digest, per_input, seen):

@@ -181,23 +181,18 @@ def main():
     def run(argv):
         return module.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
 
+    if p['state'] == 'probe':
+        result = cs.probe(p, run, module.check_mode)
+        if result.get('failed'):
+            module.fail_json(msg=result['msg'])
+        module.exit_json(**result)
     path = cs.record_path(p['state_dir'], p['role'])
-    if p['state'] == 'probe' and p['secret_inputs']:
-        # the secret inputs, hashed under this node's salt (their plain hashes would show in -v output)
-        p['digest'], p['inputs'] = cs.fold_secrets(p['digest'], p['inputs'], p['secret_inputs'],
-                                                   cs.node_salt(p['state_dir'], create=not module.check_mode))
     if p['state'] == 'begin':
         moved = False if module.check_mode else cs.begin(path)
         module.exit_json(changed=False, current=False, reasons=[], record=path, digest=p['digest'], inputs=p['inputs'],
                          published={}, moved_aside=moved)
     seen = cs.observe(checks, run)
     previous = cs.load_record(path)
-    if p['state'] == 'probe':
-        reasons = cs.compare(previous, p['role'], p['digest'], p['inputs'], seen)
-        module.exit_json(changed=False, current=not reasons, reasons=reasons, record=path, digest=p['digest'], inputs=p['inputs'],
-                         published=(previous or {}).get('published', {}) if not reasons else {}, seen=seen,
-                         differs=cs.differences(previous, p['digest'], p['inputs'], seen))
-
     record = cs.build_record(p['role'], p['digest'], p['inputs'], seen, p['published'])
     previous = previous or cs.load_record(cs.running_path(path))
     # In check mode nothing was repaired, by design: only a real run must leave no drift behind.

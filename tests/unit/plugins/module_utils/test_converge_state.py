@@ -269,3 +269,48 @@ def test_differences_name_the_changed_inputs_and_checks_and_nothing_else(tmp_pat
     assert cs.differences(record, digest, per_input, seen2)['checks'] == sorted([str(tmp_path / 'new.py'), str(tmp_path / 'script.py')])
     # another record version is no record
     assert not cs.differences(dict(record, version=cs.RECORD_VERSION + 1), digest, per_input, seen)['recorded']
+
+
+def test_run_command_is_the_modules_run_for_a_probe_without_a_module():
+    rc, out, err = cs.run_command(['sh', '-c', 'echo "$LC_ALL"; echo oops >&2; exit 3'])
+    assert (rc, out, err) == (3, 'C\n', 'oops\n')
+    with pytest.raises(OSError):
+        cs.run_command(['/nonexistent/ds4-no-such-program'])
+
+
+def test_probe_returns_the_modules_result_and_refuses_bad_checks(tmp_path):
+    params = {'role': 'r', 'digest': 'd0', 'inputs': {'a': 'h'}, 'state_dir': str(tmp_path / 'state'),
+              'checks': {'files': [str(tmp_path / 'f')]}, 'secret_inputs': {}}
+    first = cs.probe(params, cs.run_command)
+    assert first['current'] is False and first['differs'] == {'recorded': False, 'inputs': [], 'checks': []}
+    assert first['seen']['files'] == {str(tmp_path / 'f'): 'absent'} and first['published'] == {}
+    cs.finish(first['record'], cs.build_record('r', 'd0', {'a': 'h'}, first['seen'], {'fact': 1}))
+    again = cs.probe(params, cs.run_command)
+    assert again['current'] is True and again['reasons'] == [] and again['published'] == {'fact': 1}
+    bad = cs.probe(dict(params, checks={'files': 'not a list'}), cs.run_command)
+    assert bad == {'failed': True, 'msg': "converge_state r: checks.files must be a list, got 'not a list'"}
+    # a secret input is folded under the node's salt; in check mode a missing salt is not written
+    secret = dict(params, state_dir=str(tmp_path / 'other'), secret_inputs=dict([cs.split_secrets({'api_key': 'k'})[1].popitem()]))
+    checked = cs.probe(secret, cs.run_command, check_mode=True)
+    assert 'api_key' in checked['inputs'] and not os.path.exists(str(tmp_path / 'other'))
+    cs.probe(secret, cs.run_command)
+    assert os.listdir(str(tmp_path / 'other')) == ['.salt']
+
+
+def test_the_direct_probes_bootstrap_reports_a_check_that_cannot_start(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
+    params = {'role': 'r', 'digest': 'd0', 'inputs': {}, 'state_dir': str(tmp_path / 'state'),
+              'checks': {'commands': [['/nonexistent/ds4-no-such-program', 'x']]}}
+    payload = json.dumps({'src': action._probe_source(), 'args': params, 'check_mode': False})
+    proc = subprocess.run([sys.executable, '-c', action._PROBE_BOOT], input=payload, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result['failed'] is True and result['msg'].startswith('converge_state r: [Errno 2] No such file or directory'), result
+    ok = json.loads(subprocess.run([sys.executable, '-c', action._PROBE_BOOT], stdout=subprocess.PIPE, universal_newlines=True,
+                                   input=json.dumps({'src': action._probe_source(), 'args': dict(params, checks={}),
+                                                     'check_mode': False}), check=True).stdout)
+    assert ok == cs.probe(dict(params, checks={}), cs.run_command)

@@ -7,6 +7,7 @@ fails naming the file, and the last good record is kept aside (the module-level 
 
 from __future__ import absolute_import, division, print_function
 
+import json
 import os
 import re
 import subprocess
@@ -130,3 +131,51 @@ def test_a_secret_input_reaches_no_output_not_even_as_its_plain_hash(tmp_path):
     assert salted and salted.group(1) != cs.value_hash(secret), outputs[0][-3000:]
     assert 'cvtest: as recorded' in outputs[1], outputs[1][-2000:]
     assert 'cvtest: runs' in outputs[2] and 'cvtest_api_key' in outputs[2], outputs[2][-2000:]
+
+
+def test_the_direct_probe_returns_what_the_module_returns(tmp_path):
+    """A probe goes straight to the node's Python (no module upload) when the connection pipelines and the interpreter
+    is known; with pipelining off it runs the module. Both run converge_state.probe on the node: the same result for
+    the same node, first as recorded, then with the managed file drifted; -vvv shows which way each one went."""
+    managed, dummy = _throwaway_role(tmp_path, SECRET_VARS)
+    (tmp_path / 'roles' / 'cvtest' / 'tasks' / 'probe.yml').write_text(ROLE_MAIN.split('- name: Preflight')[0])
+    rc, out = _run(tmp_path, True, '-e', 'cvtest_api_key=vrrp-pw1')
+    assert rc == 0, out[-2000:]
+    show = tmp_path / 'show.yml'
+    show.write_text(PLAY.format(state=tmp_path / 'state', managed=managed).replace(
+        '  roles:\n    - cvtest\n',
+        '    cvtest_api_key: vrrp-pw1\n'
+        '  tasks:\n'
+        '    - name: Probe\n'
+        '      ansible.builtin.include_role:\n'
+        '        name: cvtest\n'
+        '        tasks_from: probe\n'
+        '    - name: Keep the result\n'
+        '      ansible.builtin.copy:\n'
+        '        content: "{{ _converge_probe | dict2items | rejectattr(\'key\', \'in\', [\'invocation\']) | items2dict'
+        ' | to_json }}"\n'
+        '        dest: "{{ probe_out }}"\n'
+        '        mode: "0600"\n'))
+    results = {}
+    for drifted in (False, True):
+        if drifted:
+            managed.write_text(u'edited by hand\n')
+        for way, extra_env in (('direct', {}), ('module', {'ANSIBLE_PIPELINING': 'false'})):
+            argv = [PLAYBOOK, '-i', 'localhost,', '-c', 'local', '-e', 'ansible_python_interpreter=%s' % sys.executable, '-vvv',
+                    '-e', 'probe_out=%s' % (tmp_path / ('probe-%s-%s.json' % (way, drifted))), str(show)]
+            env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1',
+                       ANSIBLE_ROLES_PATH=str(tmp_path / 'roles'), **extra_env)
+            proc = subprocess.run(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,  # the probe alone
+                                  universal_newlines=True, timeout=300, check=False)
+            rc, out = proc.returncode, proc.stdout
+            assert rc == 0, out[-3000:]
+            # -vvv: the direct probe's command line (its bootstrap), or the module's upload
+            assert ('import json, sys' in out) == (way == 'direct'), (way, out[-4000:])
+            assert ('AnsiballZ_converge_state' in out) == (way == 'module'), (way, out[-4000:])
+            results[(drifted, way)] = json.loads((tmp_path / ('probe-%s-%s.json' % (way, drifted))).read_text())
+    for drifted in (False, True):
+        direct, module = results[(drifted, 'direct')], results[(drifted, 'module')]
+        assert direct == module, (drifted, direct, module)
+        assert direct['current'] is not drifted and direct['seen']['files'] and direct['inputs']['cvtest_api_key'], direct
+    assert results[(False, 'direct')]['reasons'] == [] and results[(False, 'direct')]['published'] == {}
+    assert ['file %s: recorded sha1:' % managed in r for r in results[(True, 'direct')]['reasons']] == [True]
