@@ -138,7 +138,7 @@ def test_the_direct_probe_returns_what_the_module_returns(tmp_path):
     is known; with pipelining off it runs the module. Both run converge_state.probe on the node: the same result for
     the same node, first as recorded, then with the managed file drifted; -vvv shows which way each one went."""
     managed, dummy = _throwaway_role(tmp_path, SECRET_VARS)
-    (tmp_path / 'roles' / 'cvtest' / 'tasks' / 'probe.yml').write_text(ROLE_MAIN.split('- name: Preflight')[0])
+    (tmp_path / 'roles' / 'cvtest' / 'tasks' / 'probe.yml').write_text(ROLE_MAIN.split('- name: Preflight', maxsplit=1)[0])
     rc, out = _run(tmp_path, True, '-e', 'cvtest_api_key=vrrp-pw1')
     assert rc == 0, out[-2000:]
     show = tmp_path / 'show.yml'
