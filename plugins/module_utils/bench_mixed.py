@@ -43,7 +43,7 @@ import random
 import threading
 import time
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_stats, vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils import ops_status, vllm_client
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
@@ -94,7 +94,7 @@ def _running(metrics_url, timeout):
         return "GET %s/metrics: %s: %s" % (metrics_url, type(exc).__name__, exc)
     if status != 200:
         return "GET %s/metrics answered HTTP %s" % (metrics_url, status)
-    value = bench_stats.metric_sum(bench_stats.parse_prometheus(text), "vllm:num_requests_running")
+    value = ops_status.metrics_summary(text)["requests_running"]
     if value is None:
         return "%s/metrics has no vllm:num_requests_running" % metrics_url
     return int(value)

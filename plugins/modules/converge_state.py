@@ -174,18 +174,19 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    checks, error = cs.normalise_checks(p['checks'])
-    if error:
-        module.fail_json(msg='converge_state %s: %s' % (p['role'], error))
 
     def run(argv):
         return module.run_command(argv, environ_update={'LC_ALL': 'C', 'SYSTEMD_PAGER': ''})
 
     if p['state'] == 'probe':
+        # cs.probe checks the checks itself (the action plugin's direct probe runs it without this module)
         result = cs.probe(p, run, module.check_mode)
         if result.get('failed'):
             module.fail_json(msg=result['msg'])
         module.exit_json(**result)
+    checks, error = cs.normalise_checks(p['checks'])
+    if error:
+        module.fail_json(msg='converge_state %s: %s' % (p['role'], error))
     path = cs.record_path(p['state_dir'], p['role'])
     if p['state'] == 'begin':
         moved = False if module.check_mode else cs.begin(path)
