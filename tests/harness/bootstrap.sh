@@ -9,7 +9,10 @@
 #      starts, so nothing listens on port 80 afterwards, and disabled where systemd runs)
 #   2. a running dockerd (started in the background when `docker info` fails: no systemd as
 #      PID 1 on the CI VM), waited for
-#   3. the controller venv (.venv, Python 3.12) and the .collections symlink (make venv collection-link)
+#   3. the controller's Python: Debian 13's python3.13 unpacked under .cache/distro-python
+#      (tests/harness/distro-python.sh: optimized, unlike pyenv's builds on this machine; needs patchelf), else the
+#      first working Python >= 3.12 (tests/harness/find-python.sh)
+#   4. the controller venv (.venv) and the .collections symlink (make venv collection-link)
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -25,7 +28,7 @@ need_root() {
 # 1. apt packages (binary -> package)
 declare -A want=([dockerd]=docker.io [debootstrap]=debootstrap [zstd]=zstd [shellcheck]=shellcheck
                  [git]=git [make]=make [promtool]=prometheus [prometheus-node-exporter]=prometheus-node-exporter
-                 [nft]=nftables [rsync]=rsync [unshare]=util-linux [nginx]=nginx)
+                 [nft]=nftables [rsync]=rsync [unshare]=util-linux [nginx]=nginx [patchelf]=patchelf)
 missing=()
 for bin in "${!want[@]}"; do
   command -v "$bin" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin" command -v "$bin" >/dev/null 2>&1 || missing+=("${want[$bin]}")
@@ -71,7 +74,10 @@ if ! docker info >/dev/null 2>&1; then
 fi
 log "dockerd answers"
 
-# 3. controller venv (Python 3.12) and collection link
+# 3. the controller's Python (a fetch that fails leaves the other candidates, said here)
+bash "$REPO_ROOT/tests/harness/distro-python.sh" >/dev/null \
+  || log "Debian's python3.13 could not be set up (above); the controller venv uses the first other Python >= 3.12"
+# 4. controller venv and collection link
 py=$(bash "$REPO_ROOT/tests/harness/find-python.sh") || exit 1
 log "controller Python: $py ($("$py" -V 2>&1))"
 make --no-print-directory venv PY="$py"
