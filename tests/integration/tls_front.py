@@ -20,14 +20,22 @@ def _openssl(*args):
 
 
 def make_pki(d):
-    """ca.crt/ca.key, front.crt/front.key (SAN IP:127.0.0.1, signed by ca), other.crt (another CA, same name)."""
+    """ca.crt/ca.key, front.crt/front.key (SAN IP:127.0.0.1, signed by ca), other.crt (another CA, same name).
+
+    The extensions are the collection's own (roles/api_proxy/tasks/tls.yml and tls_front.yml): the CA's basic
+    constraints and key usage critical, the front's key identifiers, server auth and no CA. Python 3.13's default
+    TLS context verifies strictly (ssl.VERIFY_X509_STRICT): a CA without key usage or a leaf without an authority key
+    identifier is refused ("CA cert does not include key usage extension"), as the OpenAI SDK and llama-benchy
+    (aiohttp) do on it."""
     ec = ('-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes')
-    _openssl('req', '-x509', *ec, '-days', '2', '-subj', '/CN=test fronts CA', '-keyout', str(d / 'ca.key'),
+    ca_ext = ('-addext', 'basicConstraints=critical,CA:TRUE,pathlen:0', '-addext', 'keyUsage=critical,keyCertSign,cRLSign')
+    _openssl('req', '-x509', *ec, *ca_ext, '-days', '2', '-subj', '/CN=test fronts CA', '-keyout', str(d / 'ca.key'),
              '-out', str(d / 'ca.crt'))
-    _openssl('req', '-x509', *ec, '-days', '2', '-subj', '/CN=test fronts CA', '-keyout', str(d / 'other.key'),
+    _openssl('req', '-x509', *ec, *ca_ext, '-days', '2', '-subj', '/CN=test fronts CA', '-keyout', str(d / 'other.key'),
              '-out', str(d / 'other.crt'))
     _openssl('req', *ec, '-subj', '/CN=127.0.0.1', '-keyout', str(d / 'front.key'), '-out', str(d / 'front.csr'))
-    (d / 'ext').write_text('subjectAltName=IP:127.0.0.1\n')
+    (d / 'ext').write_text('subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n'
+                           'extendedKeyUsage=serverAuth\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n')
     _openssl('x509', '-req', '-in', str(d / 'front.csr'), '-CA', str(d / 'ca.crt'), '-CAkey', str(d / 'ca.key'),
              '-CAcreateserial', '-days', '1', '-extfile', str(d / 'ext'), '-out', str(d / 'front.crt'))
     return d
