@@ -219,7 +219,8 @@ def run_mixed(base_url, model, api_key=None, long_tokens=250000, short_requests=
         if t_long_first is not None and rec.get("t_start") is not None and rec["t_start"] >= t_long_first:
             after += 1
             continue
-        s["sent_after_long_s"] = _round(rec["t_start"] - lrec["t_start"]) if lrec.get("t_start") is not None else None
+        # from t_sent, as admitted_after_s: the long record's own t_start comes later, when its thread runs
+        s["sent_after_long_s"] = _round(rec["t_start"] - t_sent) if rec.get("t_start") is not None else None
         during.append(s)
         if s["error"]:
             errors.append("short during #%d: %s" % (i + 1, s["error"]))
