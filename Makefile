@@ -16,12 +16,12 @@ export ANSIBLE_FORCE_COLOR := false
 # then, in the same lanes, the checks: unit, integration (in two halves), lint and sanity (see `suite` below).
 # `make checks` runs the checks alone, CHECK_JOBS at once (default 2: each is mostly one process, this CI machine has
 # two cores); `make molecule` the scenarios alone.
-TEST_STEPS := bootstrap changelog-lint build node-image suite
+TEST_STEPS := bootstrap changelog-lint build suite
 CHECK_STEPS := unit integration-sim integration-rest lint sanity
 CHECK_JOBS ?= 2
 SCENARIOS ?=
 
-.PHONY: venv collection-link install test converge-bench molecule-destroy demo demo-down integration checks molecule $(TEST_STEPS) $(CHECK_STEPS)
+.PHONY: venv collection-link install test node-image converge-bench molecule-destroy demo demo-down integration checks molecule $(TEST_STEPS) $(CHECK_STEPS)
 
 venv: $(BIN)/ansible-playbook
 $(BIN)/ansible-playbook: requirements.txt
@@ -137,9 +137,11 @@ molecule: venv collection-link node-image
 # --then). Run one after the other, the checks kept this 2-core machine's cores 40-70 % busy for six minutes and the
 # last scenario alone 40-60 % for ten; here the checks fill the lanes the shorter scenarios leave while the longest
 # finish, at the scenarios' priority: a check takes a lane as a scenario would (docs/testing.md).
-suite: venv collection-link node-image benchy-venv
+# The images (node-image) are built in the suite's first lane while lint and sanity, which need none, run in the others.
+suite: venv collection-link benchy-venv
 	@mkdir -p .cache/images/inner
-	$(BIN)/python tests/harness/molecule_parallel.py --jobs $(MOLECULE_JOBS) $(SCENARIOS) --then $(CHECK_STEPS)
+	$(BIN)/python tests/harness/molecule_parallel.py --jobs $(MOLECULE_JOBS) $(SCENARIOS) --then $(CHECK_STEPS) \
+	  --first node-image --free lint sanity
 
 # Two SIMULATED Sparks on this machine (containers with systemd and Docker, the vLLM simulator), deployed by the
 # real site.yml with molecule/demo/inventory; ends with the endpoint, the API key, a chat completion and the

@@ -74,7 +74,10 @@ class Lanes(object):
     starts. `stream` also copies the output to stdout as it comes (for one lane). `log_dir` and `label` (the TIMING
     lines' prefix) are a string or a function of the job's name (jobs of two kinds in one set of lanes)."""
 
-    def __init__(self, names, jobs, command, log_dir, env=None, describe=None, stream=False, label=''):
+    def __init__(self, names, jobs, command, log_dir, env=None, describe=None, stream=False, label='', first=None,
+                 free=()):
+        """`first`: a job that starts before any other and that every job not in `free` waits for (a failed `first`
+        fails them unrun); the jobs in `free` take the other lanes meanwhile."""
         self.queue = list(names)
         self.jobs = max(1, jobs)
         self.command = command
@@ -86,6 +89,13 @@ class Lanes(object):
         self.lock = threading.Lock()
         self.results = {}
         self.cpu = {}
+        self.first, self.free = first, set(free)
+        self.first_done = threading.Event()
+        if first is not None:
+            self.queue = [first] + [n for n in self.queue if n in self.free] + [
+                n for n in self.queue if n not in self.free and n != first]
+        else:
+            self.first_done.set()
 
     def _next(self):
         with self.lock:
@@ -132,7 +142,19 @@ class Lanes(object):
             name = self._next()
             if name is None:
                 return
-            self._run_one(name)
+            if name != self.first and name not in self.free:
+                self.first_done.wait()
+                if self.results.get(self.first, (0, 0))[0] != 0:
+                    with self.lock:
+                        self.results[name] = (1, 0.0)
+                        print('TIMING %-15s %7.1f s  FAILED (not run: %s failed)' % (
+                            self._label(name) + name, 0.0, self.first), flush=True)
+                    continue
+            try:
+                self._run_one(name)
+            finally:
+                if name == self.first:
+                    self.first_done.set()
 
     def run(self):
         t0, busy0 = time.monotonic(), machine_cpu()

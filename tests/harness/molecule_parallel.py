@@ -11,6 +11,10 @@ recorded run, .cache/molecule-timings.json, else WEIGHTS). Each scenario's outpu
 A lock per scenario (/tmp/ds4-molecule-<scenario>.lock) keeps two checkouts from running the same scenario at
 once. The lanes themselves are tests/harness/lanes.py. Exit status: 0 when every scenario passed.
 
+`--first node-image --free lint sanity` (`make suite`): the images are built in one lane while lint and sanity, which
+need none, take the others; every scenario and every other check waits for them (debootstrap waits on the network
+and dpkg for most of its ~100 s: the CPUs had room).
+
 `--then unit integration-sim ...` (`make suite`, the last step of `make test`) runs those make targets in the same
 lanes once every scenario has started: the checks fill the lanes the shorter scenarios leave, while the longest
 ones finish (alone, a scenario keeps this 2-core machine's cores only 40-60 % busy: restarts, readiness waits).
@@ -62,11 +66,13 @@ def plan(names, weights):
     return lanes_mod.longest_first(names, weights)
 
 
-def runner(names, jobs, molecule, action, stream=False, then=()):
+def runner(names, jobs, molecule, action, stream=False, then=(), first=None, free=()):
     """The lanes that run `molecule <action> -s <name>` for each scenario, each under its scenario lock, then
-    `make <target>` for each of `then`."""
+    `make <target>` for each of `then`; `first` (a make target) before them all, `free` (checks in `then`) beside it."""
     scenarios = all_scenarios()
     make = os.environ.get('MAKE', 'make')
+
+    then = list(then) + ([first] if first else [])
 
     def command(name):
         if name in then:
@@ -85,7 +91,8 @@ def runner(names, jobs, molecule, action, stream=False, then=()):
                            lambda name: CHECK_LOG_DIR if name in then else LOG_DIR,
                            env=lambda name: dict(os.environ) if name in then else scenario_env(name, scenarios),
                            describe=describe, stream=stream,
-                           label=lambda name: '' if name in then else ('suite:' if then and not name else 'molecule:'))
+                           label=lambda name: '' if name in then else ('suite:' if then and not name else 'molecule:'),
+                           first=first, free=free)
 
 
 def main(argv=None):
@@ -98,6 +105,10 @@ def main(argv=None):
     ap.add_argument('--stream', action='store_true', help='also print the output as it comes (one scenario at a time)')
     ap.add_argument('--then', nargs='+', default=[], metavar='TARGET',
                     help='make targets (checks) to run in the same lanes once every scenario has started')
+    ap.add_argument('--first', metavar='TARGET',
+                    help='a make target (the images) run before every scenario and check, except the --free ones')
+    ap.add_argument('--free', nargs='+', default=[], metavar='TARGET',
+                    help='checks of --then that need nothing --first makes: they run beside it')
     args = ap.parse_args(argv)
     known = all_scenarios()
     names = args.scenarios or known
@@ -108,20 +119,22 @@ def main(argv=None):
         ap.error('--jobs / MOLECULE_JOBS must be 1 or more, got %d' % args.jobs)
     if args.stream and args.jobs != 1:
         ap.error('--stream runs one scenario at a time: give --jobs 1')
+    if not set(args.free) <= set(args.then) or (args.free and not args.first):
+        ap.error('--free names checks of --then, beside a --first target')
     if args.then and args.action != 'test':
         ap.error('--then runs checks after `molecule test` only, not after %s' % args.action)
     then = lanes_mod.longest_first(args.then, lanes_mod.load_weights(lanes_mod.TIMINGS, lanes_mod.WEIGHTS))
     lanes = runner(plan(names, lanes_mod.load_weights(TIMINGS, WEIGHTS)), args.jobs, args.molecule, args.action,
-                   args.stream, then)
+                   args.stream, then, args.first, args.free)
     lanes.run()
     if lanes.failed():
         return 1
     if args.action == 'test':
-        results = dict((n, r) for n, r in lanes.results.items() if n not in then)
+        results = dict((n, r) for n, r in lanes.results.items() if n not in then and n != args.first)
         lanes_mod.save_weights(TIMINGS, WEIGHTS, results)
         if then:
             lanes_mod.save_weights(lanes_mod.TIMINGS, lanes_mod.WEIGHTS,
-                                   dict((n, r) for n, r in lanes.results.items() if n in then))
+                                   dict((n, r) for n, r in lanes.results.items() if n in then and n != args.first))
     return 0
 
 

@@ -461,7 +461,8 @@ def test_upgrade_to_an_equal_image_recipe_and_port_promoted_pair_by_pair_then_ro
     things at once: the `next` image (the same simulator under another ID), the throughput recipe and API port 8888
     (as the dspark recipes use). Under steady load: promoted pair by pair, both sets of numbers in the output and the
     JSON record, 0 failed requests. The drain takes the URL the router lists (:8000), the restore puts back :8888; a
-    slow request in flight on pair1 (80 s, under the router's 90 s request timeout) is waited for; afterwards the
+    slow request in flight on pair1 (45 s, well past any drain's own duration, under the router's 90 s request
+    timeout) is waited for; afterwards the
     router's configuration lists only the :8888 URLs and a router restart serves at once. Then rollback.yml, back to
     the old image, recipe and port, under load: 0 failed requests."""
     assert served_max_model_len() == 131072
@@ -471,7 +472,9 @@ def test_upgrade_to_an_equal_image_recipe_and_port_promoted_pair_by_pair_then_ro
     before = dict((p, started(p)) for p in (P1, P2))
     # the slow request lands on pair1, the first pair the upgrade drains: pair2 held out while it is sent
     _hold_out(P2)
-    slow = SlowRequest(80).start()
+    # 45 s: pair1's drain starts ~8 s into the upgrade (CI21: it waited 71.6 s for an 80 s request), so the request is
+    # still in flight there on a machine several times slower; each second of it is a second of the steady load
+    slow = SlowRequest(45).start()
     d.wait_until('the slow request running on pair1', lambda: load.running_count(P1) >= 1, 20, interval=0.2)
     _put_back(P2)
     with load.HealthWindows(ports=(8000, ALT_PORT)) as health, load.SteadyLoad(threads=6, max_seconds=1800, max_tokens=load.DRAIN_LOAD_TOKENS) as steady:

@@ -72,6 +72,11 @@ def test_checks_follow_the_scenarios_in_the_same_lanes(tmp_path, monkeypatch):
     assert run.log_dir('unit') == molecule_parallel.CHECK_LOG_DIR and run.log_dir('model') == molecule_parallel.LOG_DIR
     assert run.env('model')['DS4_MOLECULE_PREFIX'] == 'ds4-model-' and run.env('unit') == dict(os.environ)
     assert (run.label('unit'), run.label('model'), run.label('')) == ('', 'molecule:', 'suite:')
+    suite = molecule_parallel.runner(['drills', 'model'], 3, '/venv/bin/molecule', 'test', then=['unit', 'lint'],
+                                     first='node-image', free=['lint'])
+    assert suite.queue == ['node-image', 'lint', 'drills', 'model', 'unit']
+    assert suite.command('node-image') == ['make', '--no-print-directory', 'node-image']
+    assert suite.log_dir('node-image') == molecule_parallel.CHECK_LOG_DIR
     alone = molecule_parallel.runner(['model'], 1, '/venv/bin/molecule', 'test')
     assert alone.queue == ['model'] and alone.label('') == 'molecule:'
 
@@ -98,3 +103,28 @@ def test_each_job_reports_the_cpu_of_its_whole_process_tree(tmp_path, capsys):
     out = capsys.readouterr().out
     assert '(CPU ' in [ln for ln in out.splitlines() if ln.startswith('TIMING busy')][0]
     assert re.search(r"TIMING all .* the machine's \d+ CPUs \d+ % busy", out), out
+
+
+def test_the_first_job_runs_beside_the_free_ones_and_the_rest_wait_for_it(tmp_path, capsys):
+    # `make suite --first node-image --free lint sanity`: the images build while lint runs; the scenario starts only
+    # once they are there. `first` waits (up to 10 s) for lint's mark: were lint queued after it, it would fail.
+    # The scenario checks that first's mark exists when it starts.
+    scripts = {'img': 'i=0; while [ ! -e %s/lint.up ]; do i=$((i+1)); [ $i -gt 200 ] && exit 9; sleep 0.05; done; '
+                      'sleep 0.3; touch %s/img.done' % (tmp_path, tmp_path),
+               'lint': 'touch %s/lint.up' % tmp_path,
+               'scen': 'test -e %s/img.done' % tmp_path}
+    run = lanes.Lanes(['scen', 'lint'], 3, command=lambda name: ['sh', '-c', scripts[name]], log_dir=str(tmp_path),
+                      first='img', free=['lint'])
+    assert run.queue == ['img', 'lint', 'scen']
+    run.run()
+    assert run.failed() == [], capsys.readouterr().out
+
+
+def test_a_failed_first_job_fails_the_waiting_ones_unrun(tmp_path, capsys):
+    scripts = {'img': 'exit 4', 'lint': 'true', 'scen': 'touch %s/ran' % tmp_path}
+    run = lanes.Lanes(['scen', 'lint'], 2, command=lambda name: ['sh', '-c', scripts[name]], log_dir=str(tmp_path),
+                      first='img', free=['lint'])
+    run.run()
+    out = capsys.readouterr().out
+    assert run.failed() == ['img', 'scen'] and not (tmp_path / 'ran').exists(), out
+    assert 'TIMING scen ' in out and 'not run: img failed' in out
