@@ -303,7 +303,8 @@ def setting_problems(effective, values, options, recipes):
     """Rules among the vllm_service settings of one host (each unset one at its spec default), once in the config play
     instead of the role's preflight on every node: the HF token kept out of the serving container, the container's log
     driver, the memory guard and the quality canary (the checks their node code runs at start), the boot's after-crash
-    action and forensics source, the pair guard's polls and ssh sharing, the hang watchdog's windows, evidence pruning.
+    action and forensics source, the pair guard's polls and ssh sharing, the hang watchdog's windows, evidence pruning,
+    the container's ulimits (vllm_service_ulimits, else the recipe's).
 
     effective: ds4_effective of the host; values: the role variables the inventory sets for it (as for problems());
     recipes: the recipe names (roles/config/files/recipes) a fallback may name. Values still templated are the role's."""
@@ -356,6 +357,7 @@ def setting_problems(effective, values, options, recipes):
     if not fraction_ok:
         out.append('vllm_service_memory_fraction (or serve_args gpu-memory-utilization) = %s: must be a fraction of MemTotal '
                    'between 0 (gate off) and 1. Fix: set it to e.g. 0.9 or 0.' % (fraction,))
+    out.extend(_ulimit_problems(effective, v.get('vllm_service_ulimits')))
     keep, age = v.get('vllm_service_evidence_keep'), v.get('vllm_service_evidence_max_age_days')
     if not (_whole(keep) and _whole(age)):
         out.append('Evidence pruning: vllm_service_evidence_keep=%s (directories kept per kind) and '
@@ -364,6 +366,31 @@ def setting_problems(effective, values, options, recipes):
     if head and _on(v.get('vllm_service_pair_guard')):
         out.extend(_pair_guard_problems(v))
     return out
+
+
+ULIMIT_NAME_RE = re.compile(r'^[a-z]+$')
+ULIMIT_VALUE_RE = re.compile(r'^-?[0-9]+(:-?[0-9]+)?$')
+DEFAULT_ULIMITS = {'memlock': -1, 'stack': 67108864}  # roles/vllm_service/vars/main.yml, when neither is set
+
+
+def _ulimit_problems(effective, ulimits):
+    """The ulimits the unit's docker run gets (`--ulimit name=value`): vllm_service_ulimits, else the recipe's
+    container.ulimits, else DEFAULT_ULIMITS; each a name (letters) -> an integer or "soft:hard"."""
+    source = 'vllm_service_ulimits'
+    if ulimits is None:
+        source = 'ds4_effective.container.ulimits (the recipe\'s container.ulimits)'
+        ulimits = ((effective or {}).get('container') or {}).get('ulimits') or DEFAULT_ULIMITS
+    if isinstance(ulimits, dict) and all(
+            isinstance(name, str) and ULIMIT_NAME_RE.match(name) and not isinstance(value, bool)
+            and isinstance(value, (int, str)) and ULIMIT_VALUE_RE.match(str(value)) for name, value in ulimits.items()):
+        return []
+    try:
+        shown = json.dumps(ulimits)
+    except (TypeError, ValueError):
+        shown = repr(ulimits)
+    shown = shown.encode('unicode_escape').decode('ascii') if CONTROL_RE.search(shown) else shown
+    return ['%s = %s: must map a ulimit name (letters) to an integer or "soft:hard" (docker run --ulimit name=value). '
+            'Fix: write e.g. {memlock: -1, stack: 67108864}.' % (source, shown[:200])]
 
 
 def _pair_guard_problems(v):

@@ -69,10 +69,17 @@ def test_every_scenario_value_passes():
     ({'vllm_service_container_log_driver': 'json-file', 'vllm_service_container_log_max_size': 'lots'},
      "vllm_service_container_log_max_size='lots'"),
     ({'vllm_service_memory_fraction': 1.5}, 'vllm_service_memory_fraction (or serve_args gpu-memory-utilization) = 1.5'),
+    # the unit's docker run gets `--ulimit name=value` from these: a word that is no number, or a name carrying a
+    # newline (a second line in the unit file), is refused here, shown escaped
+    ({'vllm_service_ulimits': {'memlock': 'unlimited'}}, 'vllm_service_ulimits = {"memlock": "unlimited"}: must map'),
+    ({'vllm_service_ulimits': {'nofile\nExecStartPre=/bin/sh': 1}}, 'vllm_service_ulimits = {"nofile\\nExecStartPre'),
+    ({'vllm_service_ulimits': {'stack': True}}, 'vllm_service_ulimits = {"stack": true}'),
+    ({'vllm_service_ulimits': ['memlock=-1']}, 'vllm_service_ulimits = ["memlock=-1"]'),
 ])
 def test_bad_input_is_refused_naming_the_variable_and_the_fix(overrides, expected):
     problems = _problems(**overrides)
     assert len(problems) == 1 and expected in problems[0] and 'Fix' in problems[0], problems
+    assert '\n' not in problems[0]
 
 
 def test_the_head_only_settings_are_the_heads():
@@ -88,6 +95,16 @@ def test_the_hf_token_is_refused_without_showing_it():
     problems = _problems(vllm_service_hf_token='hf_ds4UnitFakeHubToken0123456789')
     assert len(problems) == 1 and 'model_cache_hf_token' in problems[0] and 'vllm_service_hf_token' in problems[0]
     assert 'hf_ds4UnitFakeHubToken' not in problems[0]
+
+
+def test_ulimits_from_the_variable_else_the_recipe_else_the_default():
+    assert _problems(vllm_service_ulimits={'memlock': -1, 'stack': '67108864:67108864', 'nofile': '1024:-1'}) == []
+    assert _problems(dict(HEAD, container={'ulimits': {'memlock': -1}})) == []
+    # the recipe's container.ulimits (site overrides included) when the variable is unset, named as such
+    problems = _problems(dict(HEAD, container={'ulimits': {'stack': '1:2:3'}}))
+    assert len(problems) == 1 and problems[0].startswith('ds4_effective.container.ulimits (the recipe'), problems
+    # the variable wins over the recipe: a bad recipe value is not what the unit gets
+    assert _problems(dict(HEAD, container={'ulimits': {'stack': '1:2:3'}}), vllm_service_ulimits={'stack': 8}) == []
 
 
 def test_a_recipe_gpu_memory_utilization_outside_0_1_is_refused_when_no_fraction_is_set():
