@@ -69,8 +69,8 @@ def test_every_scenario_value_passes():
     ({'vllm_service_container_log_driver': 'json-file', 'vllm_service_container_log_max_size': 'lots'},
      "vllm_service_container_log_max_size='lots'"),
     ({'vllm_service_memory_fraction': 1.5}, 'vllm_service_memory_fraction (or serve_args gpu-memory-utilization) = 1.5'),
-    # the unit's docker run gets `--ulimit name=value` from these: a word that is no number, or a name carrying a
-    # newline (a second line in the unit file), is refused here, shown escaped
+    # the unit's docker run gets `--ulimit name=value` from these: a word that is no number, or a name that is not
+    # letters (here with a newline, which the control-character rule of problems() refuses too), is refused, escaped
     ({'vllm_service_ulimits': {'memlock': 'unlimited'}}, 'vllm_service_ulimits = {"memlock": "unlimited"}: must map'),
     ({'vllm_service_ulimits': {'nofile\nExecStartPre=/bin/sh': 1}}, 'vllm_service_ulimits = {"nofile\\nExecStartPre'),
     ({'vllm_service_ulimits': {'stack': True}}, 'vllm_service_ulimits = {"stack": true}'),
