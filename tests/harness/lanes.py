@@ -154,6 +154,8 @@ class Lanes(object):
                 self._run_one(name)
             finally:
                 if name == self.first:
+                    with self.lock:
+                        self.results.setdefault(name, (1, 0.0))  # it raised: nothing waiting may run
                     self.first_done.set()
 
     def run(self):
