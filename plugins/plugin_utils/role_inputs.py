@@ -370,16 +370,15 @@ def setting_problems(effective, values, options, recipes):
 
 ULIMIT_NAME_RE = re.compile(r'^[a-z]+$')
 ULIMIT_VALUE_RE = re.compile(r'^-?[0-9]+(:-?[0-9]+)?$')
-DEFAULT_ULIMITS = {'memlock': -1, 'stack': 67108864}  # roles/vllm_service/vars/main.yml, when neither is set
 
 
 def _ulimit_problems(effective, ulimits):
     """The ulimits the unit's docker run gets (`--ulimit name=value`): vllm_service_ulimits, else the recipe's
-    container.ulimits, else DEFAULT_ULIMITS; each a name (letters) -> an integer or "soft:hard"."""
+    container.ulimits (the base layer sets memlock and stack); each a name (letters) -> an integer or "soft:hard"."""
     source = 'vllm_service_ulimits'
     if ulimits is None:
         source = 'ds4_effective.container.ulimits (the recipe\'s container.ulimits)'
-        ulimits = ((effective or {}).get('container') or {}).get('ulimits') or DEFAULT_ULIMITS
+        ulimits = ((effective or {}).get('container') or {}).get('ulimits') or {}
     if isinstance(ulimits, dict) and all(
             isinstance(name, str) and ULIMIT_NAME_RE.match(name) and not isinstance(value, bool)
             and isinstance(value, (int, str)) and ULIMIT_VALUE_RE.match(str(value)) for name, value in ulimits.items()):

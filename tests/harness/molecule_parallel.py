@@ -12,8 +12,8 @@ A lock per scenario (/tmp/ds4-molecule-<scenario>.lock) keeps two checkouts from
 once. The lanes themselves are tests/harness/lanes.py. Exit status: 0 when every scenario passed.
 
 `--first node-image --free lint sanity` (`make suite`): the images are built in one lane while lint and sanity, which
-need none, take the others; every scenario and every other check waits for them (debootstrap waits on the network
-and dpkg for most of its ~100 s: the CPUs had room).
+need none, take the others; every scenario and every other check waits for them (CI22: 173.7 s for the images, 99.9
+CPU-s of it, beside lint and sanity; docs/measurements.md).
 
 `--then unit integration-sim ...` (`make suite`, the last step of `make test`) runs those make targets in the same
 lanes once every scenario has started: the checks fill the lanes the shorter scenarios leave, while the longest
