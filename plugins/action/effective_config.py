@@ -315,5 +315,7 @@ class ActionModule(ActionBase):
                 self._display.warning('dgxspark.ds4: %s' % w)
         result['changed'] = False
         result['ansible_facts'] = {'ds4_effective': eff}
-        result['msg'] = '%s: profile %s, %s (rank %d), %s' % (host, eff['profile'], eff['role'], eff['node_rank'], eff['script_name'])
+        # shown with -v: the node's effective launch command with it
+        result['msg'] = '%s: profile %s, %s (rank %d), %s: %s' % (host, eff['profile'], eff['role'], eff['node_rank'],
+                                                                eff['script_name'], ' '.join(eff['argv']))
         return result
