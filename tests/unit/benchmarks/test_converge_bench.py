@@ -82,3 +82,13 @@ def test_roles_that_ran_from_the_converge_lines():
            "ok: [spark1] =>\n    msg: 'nccl_fabric: as recorded on every node, skipped'\n"
            "ok: [spark1] => {\"msg\": \"api_proxy: runs (forced: ds4_converge_full)\"}\n")
     assert sorted(set(cb.RAN.findall(out))) == ["api_proxy", "vllm_service"]
+
+
+@pytest.mark.parametrize("name,smoke", [
+    ("Deterministic answer, tool call, reasoning, garble under concurrency", True),
+    ("Ready | Wait until the pair serves (phases, a real completion; fails fast with the cause)", False),
+    ("Say which check changed and why (the tool call is checked with tool_choice \"required\", not \"auto\")", False),
+])
+def test_the_smoke_checks_requests_are_shown_apart_and_not_counted_as_waiting(name, smoke):
+    assert bool(cb.SMOKE_TASK.search(name)) is smoke
+    assert not (smoke and cb.WAITING_TASK.search(name))
