@@ -104,6 +104,11 @@ GET_PIP_CACHE = $(HOME)/.ansible/test/cache/get_pip_$(subst .,_,$(GET_PIP_VERSIO
 sanity: venv
 	@test -n "$(GET_PIP_VERSION)" || { echo "sanity: cannot read ansible-test's pip version"; exit 1; }
 	@test -s "$(GET_PIP_CACHE)" || install -D -m 0644 tests/harness/get_pip_shim.py "$(GET_PIP_CACHE)"
+	@# ansible-test keeps its venvs in ~/.ansible/test/venv, each linked to the Python that made it: one made from a
+	@# clone since removed (its .cache/distro-python gone) fails every later run ("Required program ... not found")
+	@for py in $(HOME)/.ansible/test/venv/*/*/*/bin/python; do \
+	  if [ -L "$$py" ] && [ ! -e "$$py" ]; then echo "sanity: removing $${py%/bin/python} (its Python is gone)"; rm -rf "$${py%/bin/python}"; fi; \
+	done
 	@set -euo pipefail; tmp=$$(mktemp -d /tmp/ds4-sanity.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
 	dest="$$tmp/ansible_collections/dgxspark/ds4"; mkdir -p "$$dest"; \
 	git ls-files -co --exclude-standard -z | while IFS= read -r -d '' f; do \

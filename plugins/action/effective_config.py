@@ -316,6 +316,6 @@ class ActionModule(ActionBase):
         result['changed'] = False
         result['ansible_facts'] = {'ds4_effective': eff}
         # shown with -v: the node's effective launch command with it
-        result['msg'] = '%s: profile %s, %s (rank %d), %s: %s' % (host, eff['profile'], eff['role'], eff['node_rank'],
-                                                                eff['script_name'], ' '.join(eff['argv']))
+        result['msg'] = '%s: profile %s, %s (rank %d), %s: %s' % (
+            host, eff['profile'], eff['role'], eff['node_rank'], eff['script_name'], ' '.join(eff['argv']))
         return result
