@@ -26,7 +26,10 @@ Each figure also gives "smoke s": the smoke checks' own requests (validate.yml's
 the simulator at its token rate: time spent waiting for the model, not on the controller), and the orchestration
 without them. "orch s" keeps counting them, as the issue that set the targets (47) did.
 
-Usage: python3 benchmarks/converge_bench.py [--scenario replicas] [--json FILE] [--only noop,status,...]
+The read-only figures (floor, no-op, status) run --repeat times (default 3): the run of median CPU is reported, with
+the range of all of them.
+
+Usage: python3 benchmarks/converge_bench.py [--scenario replicas] [--json FILE] [--only noop,status,...] [--repeat N]
 """
 
 from __future__ import (absolute_import, division, print_function)
@@ -196,20 +199,32 @@ def with_ratio(res, floor):
 FIGURES = ('noop', 'one_flag', 'recipe', 'image', 'status', 'rolling')
 
 
-def measure(bench, only):
+def median_run(runs):
+    """The run of median controller CPU among repeats of one read-only figure, with the spread of all of them (this
+    machine's run-to-run noise on a 12-17 CPU-s no-op was +-2-3 CPU-s: one run cannot show a 10 % change)."""
+    ordered = sorted(runs, key=lambda r: r['cpu_s'])
+    mid = dict(ordered[len(ordered) // 2])
+    mid.update(runs=len(runs), cpu_range=[ordered[0]['cpu_s'], ordered[-1]['cpu_s']],
+               wall_range=[min(r['wall_s'] for r in runs), max(r['wall_s'] for r in runs)])
+    return mid
+
+
+def measure(bench, only, repeat=3):
     result = {}
-    floor = bench.inline(FLOOR_PLAYBOOK)
+    floor = median_run([bench.inline(FLOOR_PLAYBOOK) for dummy in range(repeat)])
     result['floor'] = floor
     bench.shipped('site.yml')  # settle: whatever the last run left, the next one is the no-op
     if 'noop' in only:
         before = bench.started_at()
-        noop = bench.shipped('site.yml')
+        noops = [bench.shipped('site.yml') for dummy in range(repeat)]
         after = bench.started_at()
-        if any(noop['changed'].values()):
-            raise SystemExit('converge_bench: the no-op run changed something: %s' % noop['changed'])
+        for noop in noops:
+            if any(noop['changed'].values()):
+                raise SystemExit('converge_bench: the no-op run changed something: %s' % noop['changed'])
         moved = restarted(before, after)
         if moved:
             raise SystemExit('converge_bench: the no-op run restarted %s' % ', '.join('%s on %s' % (c, h) for h, c in moved))
+        noop = median_run(noops)
         noop['restarted'] = 'none (%d rank containers, StartedAt before = after)' % len(before)
         result['noop'] = with_ratio(noop, floor)
     if 'one_flag' in only:
@@ -223,7 +238,7 @@ def measure(bench, only):
         result['image'] = with_ratio(bench.shipped('site.yml', {'ds4_site_overrides': other}), floor)
         result['image_back'] = with_ratio(bench.shipped('site.yml'), floor)
     if 'status' in only:
-        result['status'] = with_ratio(bench.shipped('status.yml'), floor)
+        result['status'] = with_ratio(median_run([bench.shipped('status.yml') for dummy in range(repeat)]), floor)
     if 'rolling' in only:
         result['rolling'] = with_ratio(bench.shipped('restart.yml'), floor)
     return result
@@ -231,7 +246,8 @@ def measure(bench, only):
 
 def report(result):
     floor = result['floor']
-    print('floor: one ping per host (%d hosts): %.2f s wall, %.2f CPU-s' % (floor['tasks'], floor['wall_s'], floor['cpu_s']))
+    print('floor: one ping per host (%d hosts): %.2f s wall, %.2f CPU-s (median of %d runs)' % (
+        floor['tasks'], floor['wall_s'], floor['cpu_s'], floor.get('runs', 1)))
     print('%-14s %8s %8s %8s %8s %8s %8s %8s %8s %7s  %s' % ('figure', 'wall s', 'x floor', 'CPU s', 'x floor', 'orch s',
                                                              'x floor', 'smoke s', 'orch-smk', 'tasks', 'roles that ran'))
     for key in ('noop', 'one_flag', 'one_flag_back', 'recipe', 'recipe_back', 'image', 'image_back', 'status', 'rolling'):
@@ -241,6 +257,11 @@ def report(result):
         print('%-14s %8.1f %8.2f %8.1f %8.2f %8.1f %8.2f %8.1f %8.1f %7d  %s' % (
             key, r['wall_s'], r['ratio_wall'], r['cpu_s'], r['ratio_cpu'], r['orchestration_s'], r['ratio_orchestration'],
             r['smoke_s'], r['orchestration_less_smoke_s'], r['tasks'], ' '.join(r['roles_ran']) or '-'))
+    for key in ('floor', 'noop', 'status'):
+        if result.get(key, {}).get('runs', 1) > 1:
+            r = result[key]
+            print('%s: the run of median CPU of %d; all of them %.1f-%.1f CPU-s, %.1f-%.1f s' % (
+                key, r['runs'], r['cpu_range'][0], r['cpu_range'][1], r['wall_range'][0], r['wall_range'][1]))
     if 'noop' in result:
         print('no-op site.yml: restarted: %s' % result['noop']['restarted'])
         print('15 slowest tasks of the no-op run:')
@@ -253,12 +274,16 @@ def main():
     parser.add_argument('--scenario', default='replicas')
     parser.add_argument('--json', metavar='FILE', help='also write the figures as JSON here')
     parser.add_argument('--only', default=','.join(FIGURES), help='comma-separated subset of %s' % ', '.join(FIGURES))
+    parser.add_argument('--repeat', type=int, default=3,
+                        help='runs of each read-only figure (floor, noop, status); the one of median CPU is reported')
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error('--repeat must be 1 or more, got %d' % args.repeat)
     only = [x for x in args.only.split(',') if x]
     unknown = [x for x in only if x not in FIGURES]
     if unknown:
         parser.error('--only: unknown figure(s) %s; known: %s' % (', '.join(unknown), ', '.join(FIGURES)))
-    result = measure(Bench(args.scenario), only)
+    result = measure(Bench(args.scenario), only, args.repeat)
     if args.json:
         with open(args.json, 'w') as handle:
             json.dump(result, handle, indent=1)

@@ -92,3 +92,12 @@ def test_roles_that_ran_from_the_converge_lines():
 def test_the_smoke_checks_requests_are_shown_apart_and_not_counted_as_waiting(name, smoke):
     assert bool(cb.SMOKE_TASK.search(name)) is smoke
     assert not (smoke and cb.WAITING_TASK.search(name))
+
+
+def test_a_read_only_figure_is_the_run_of_median_cpu_with_the_range_of_all():
+    runs = [dict(wall_s=w, cpu_s=c, tasks=203) for w, c in ((12.0, 16.5), (11.0, 12.8), (14.0, 15.2))]
+    mid = cb.median_run(runs)
+    assert (mid['cpu_s'], mid['wall_s'], mid['runs']) == (15.2, 14.0, 3)
+    assert mid['cpu_range'] == [12.8, 16.5] and mid['wall_range'] == [11.0, 14.0]
+    one = cb.median_run(runs[:1])
+    assert one['cpu_s'] == 16.5 and one['cpu_range'] == [16.5, 16.5]
