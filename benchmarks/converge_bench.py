@@ -32,7 +32,6 @@ the range of all of them.
 Usage: python3 benchmarks/converge_bench.py [--scenario replicas] [--json FILE] [--only noop,status,...] [--repeat N]
 """
 
-from __future__ import (absolute_import, division, print_function)
 
 import argparse
 import json

@@ -24,7 +24,6 @@ one node and writes on the other.
 Usage: python3 benchmarks/manifest_bench.py [--size-gib 2] [--shards 4] [--dir /var/tmp] [--json]
 """
 
-from __future__ import (absolute_import, division, print_function)
 
 import argparse
 import hashlib

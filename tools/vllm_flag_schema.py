@@ -9,7 +9,7 @@ code (`make_arg_parser(FlexibleArgumentParser())`, the call `vllm serve` makes i
 type, choices, nargs, whether it takes JSON (and, where vLLM validates the JSON with a config
 class, that class's keys and their types) and deprecation, plus the `VLLM_*` environment
 variables `vllm.envs` knows. The collection's config validation
-(`plugins/module_utils/ds4_config.py`) loads the result on the controller.
+(`plugins/plugin_utils/ds4_config.py`) loads the result on the controller.
 
 No GPU is needed. Per vLLM version, in a separate virtual environment (not the controller venv):
 
@@ -20,13 +20,12 @@ No GPU is needed. Per vLLM version, in a separate virtual environment (not the c
         prometheus_client pillow prometheus-fastapi-instrumentator pyzmq msgspec pyyaml cloudpickle \
         cbor2 pybase64 partial-json-parser einops uvloop setproctitle python-json-logger ijson \
         jsonschema typing_extensions filelock uvicorn openai-harmony xgrammar llguidance gguf
-    /tmp/vllm-X/bin/python tools/vllm_flag_schema.py            # writes plugins/module_utils/vllm_schemas/vllm-X.json
+    /tmp/vllm-X/bin/python tools/vllm_flag_schema.py            # writes plugins/plugin_utils/vllm_schemas/vllm-X.json
     /tmp/vllm-X/bin/python tools/vllm_flag_schema.py --check    # exit 1 if the committed file differs
 
 The platform is pinned to vLLM's CPU platform object only so that config defaults can be
 computed without a GPU; no flag, type or choice below depends on it.
 """
-from __future__ import (absolute_import, division, print_function)
 
 import argparse
 import dataclasses
@@ -39,7 +38,7 @@ import typing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..'))
-SCHEMA_DIR = os.path.join(REPO, 'plugins', 'module_utils', 'vllm_schemas')
+SCHEMA_DIR = os.path.join(REPO, 'plugins', 'plugin_utils', 'vllm_schemas')
 FORMAT = 1
 NONE_TYPE = type(None)
 

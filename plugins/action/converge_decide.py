@@ -10,8 +10,6 @@ set_fact sets them (ephemeral host facts, the same precedence); the line is prin
 its msg.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 from ansible.plugins.action import ActionBase
 

@@ -17,8 +17,6 @@ the digest covers that calling role's directory (found among the roles that incl
 whose chain holds no role of that name is refused) and ``_converge``'s own.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

@@ -5,12 +5,10 @@
 
 Never contacts a host: it only reads task_vars (groups, hostvars) on the controller. Besides the
 configuration itself it refuses unknown variables with the collection's prefixes (ds4_*,
-<role>_*; plugins/module_utils/known_vars.py) and publishes the service layout of each node
-(paths, unit and container names; plugins/module_utils/service_layout.py) in ds4_effective.
+<role>_*; plugins/plugin_utils/known_vars.py) and publishes the service layout of each node
+(paths, unit and container names; plugins/plugin_utils/service_layout.py) in ds4_effective.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 
@@ -18,27 +16,28 @@ import yaml
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.ds4_config import (
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.ds4_config import (
     Ds4ConfigError,
     compute_effective,
 )
-from ansible_collections.dgxspark.ds4.plugins.module_utils.known_vars import (
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.known_vars import (
     describe_origin,
     find_unknown,
     format_unknown,
     prefixes,
     scan_collection,
 )
-from ansible_collections.dgxspark.ds4.plugins.module_utils.placeholders import placeholder_errors
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.placeholders import placeholder_errors
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs
-from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue, tls_plan
-from ansible_collections.dgxspark.ds4.plugins.module_utils.pairs import (
+from ansible_collections.dgxspark.ds4.plugins.module_utils import tls_plan
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.pairs import (
     pair_groups,
     pair_of,
     router_plan,
     validate_pairs,
 )
-from ansible_collections.dgxspark.ds4.plugins.module_utils.service_layout import (
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.service_layout import (
     LAYOUT_VARS,
     service_layout,
 )
@@ -166,7 +165,7 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def _placeholder_errors(all_hostvars, spark):
-        """plugins/module_utils/placeholders.py over the raw values (with the file each was read from)."""
+        """plugins/plugin_utils/placeholders.py over the raw values (with the file each was read from)."""
         raws = dict((h, all_hostvars.raw_get(h) if hasattr(all_hostvars, 'raw_get') else all_hostvars[h]) for h in spark)
         values = {}
         first_router_address = raws[spark[0]].get('ds4_router_address')
@@ -252,7 +251,7 @@ class ActionModule(ActionBase):
             'ds4_interactive_long_prompts': task_vars.get('ds4_interactive_long_prompts'),
             'require_model_revision': args['require_model_revision'],
         }
-        # One or more TP=2 pairs (plugins/module_utils/pairs.py): each host is configured within its own pair.
+        # One or more TP=2 pairs (plugins/plugin_utils/pairs.py): each host is configured within its own pair.
         pairs, pair_errors = validate_pairs(dict(groups, spark=spark), hostvars)
         single = not pair_groups(groups)
         if not single or len(spark) > 2:

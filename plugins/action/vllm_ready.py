@@ -3,11 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action for dgxspark.ds4.vllm_ready: poll this host's rank with the module every interval, print the
 phases on the controller, coordinate with the other rank's instance through a controller-side directory.
-Logic: plugins/module_utils/readiness_pair.py (ReadyInstance), one poll: plugins/module_utils/node_probe.py
+Logic: plugins/plugin_utils/readiness_pair.py (ReadyInstance), one poll: plugins/module_utils/node_probe.py
 (poll_command, parse_poll)."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import time
 
@@ -17,9 +15,9 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible_collections.dgxspark.ds4.plugins.module_utils.node_probe import parse_poll, poll_command
 from ansible_collections.dgxspark.ds4.plugins.module_utils.vllm_ready_spec import ACTION_ARGUMENT_SPEC
-from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness_pair import (
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.readiness_pair import (
     PEER_RECHECK, SETTLE_INTERVAL, WIDEN_INTERVAL, ReadyInstance, state_dir)
-from ansible_collections.dgxspark.ds4.plugins.module_utils.service_layout import (
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.service_layout import (
     CONTAINER_NAME, DEFAULTS, UNIT_NAME)
 
 display = Display()
@@ -33,7 +31,7 @@ ARGUMENT_SPEC = ACTION_ARGUMENT_SPEC
 
 def rank_names(eff, role):
     """unit, container and docker CLI of this rank: what the config role published in
-    ds4_effective['service'] (plugins/module_utils/service_layout.py), else the vllm_service defaults."""
+    ds4_effective['service'] (plugins/plugin_utils/service_layout.py), else the vllm_service defaults."""
     service = eff.get("service") or {}
     return {
         "unit": service.get("unit_name") or eff.get("unit_name") or UNIT_NAME % role,

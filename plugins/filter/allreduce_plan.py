@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -13,7 +11,7 @@ short_description: Decide whether the nccl_fabric all-reduce preflight runs besi
 version_added: 0.1.0
 description:
   - Skips the preflight while the vLLM unit of either rank is live (unless O(force)), and sizes its largest buffer to
-    the node with the least C(MemFree) (logic in C(plugins/module_utils/allreduce_guard.py)).
+    the node with the least C(MemFree) (logic in C(plugins/plugin_utils/allreduce_guard.py)).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 options:
@@ -56,7 +54,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.allreduce_guard import plan
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.allreduce_guard import plan
 
 
 def allreduce_plan(nodes, force=False, max_bytes=1 << 30, fraction=0.5, overhead_bytes=4 << 30, min_fit_bytes=256 << 20):

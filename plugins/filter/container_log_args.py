@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -48,7 +46,7 @@ _value:
 '''
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.dgxspark.ds4.plugins.module_utils.container_logs import docker_log_args
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.container_logs import docker_log_args
 
 
 def container_log_args(driver, max_size='100m', max_file=3):

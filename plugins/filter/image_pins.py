@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -13,14 +11,14 @@ short_description: Decide which images and DeepGEMM commit dgxspark.ds4.containe
 version_added: 0.2.0
 description:
   - The decisions of the image role over its record on the head (C(container_image_pins_path)); the logic is
-    in C(plugins/module_utils/image_pins.py).
+    in C(plugins/plugin_utils/image_pins.py).
   - V(plan) says what to obtain (V(obtain) first time, V(keep) the recorded image, V(pull-digest), V(reobtain),
     V(refresh) on C(container_image_update)).
   - V(settle) returns the pinned image ID after obtaining, the new record and the messages (moved, tag drift).
   - V(deepgemm) chooses the DeepGEMM commit (pinned, recorded, or resolve); V(deepgemm_settle) records a
     resolved commit.
   - V(prune) lists derived images of this collection (by its label) that are not kept.
-  - V(cache_plan) and V(cache_record) are the derived-image cache (C(plugins/module_utils/image_cache.py)), to keep,
+  - V(cache_plan) and V(cache_record) are the derived-image cache (C(plugins/plugin_utils/image_cache.py)), to keep,
     tag again, restore (C(docker load)), build or refuse; then the cache index, the tarball to save and the ones to drop.
 author:
   - dgxspark.ds4 contributors (@dgxspark)
@@ -124,8 +122,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import image_cache
-from ansible_collections.dgxspark.ds4.plugins.module_utils import image_pins as logic
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import image_cache
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import image_pins as logic
 
 
 def image_pins(data, step, ref=None, update=False, source='pull', recorded_present=False, tag_image=None,

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -15,7 +13,7 @@ description:
   - V(go) when no vLLM rank of the pair is live, or every node has at least O(min_available_gib) of C(MemAvailable);
     beside a live rank with a node short of it, V(stop_pair) in a rolling operation (the pair is out of rotation and
     restarts on the change) and V(refuse) otherwise, with the numbers (logic in
-    C(plugins/module_utils/image_work_guard.py)).
+    C(plugins/plugin_utils/image_work_guard.py)).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 options:
@@ -63,7 +61,7 @@ import base64
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.image_work_guard import GIB, plan
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.image_work_guard import GIB, plan
 
 
 def image_work_plan(units, meminfo, work, min_available_gib, rolling=False):

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -13,7 +11,7 @@ short_description: keepalived's VRRP configuration of one router host (the clien
 version_added: 0.1.0
 description:
   - Renders the keepalived configuration that holds C(ds4_router_vip) on one of the router hosts (logic in
-    C(plugins/module_utils/keepalived_render.py)) - every host C(state BACKUP) with C(nopreempt), unicast adverts
+    C(plugins/plugin_utils/keepalived_render.py)) - every host C(state BACKUP) with C(nopreempt), unicast adverts
     between the router hosts, a track script on the local router front.
   - An empty C(interface) is discovered as the interface carrying C(unicast_src_ip) in O(addr_json).
   - Returns C(errors) (one sentence each, naming the role variable and the fix; empty when valid), C(interface) and
@@ -46,7 +44,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.keepalived_render import host_config
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.keepalived_render import host_config
 
 
 def keepalived_conf(spec, addr_json=None):

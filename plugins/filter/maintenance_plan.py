@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -18,7 +16,7 @@ description:
   - C(errors) refuses, before anything changes, a package of C(ds4_maintenance_packages) that is not installed or is
     held by a hold the collection did not place (this run would not release it, so apt would not upgrade it).
   - With O(before) (the C(versions) of an earlier plan), C(changed) lists what changed since.
-  - The logic is in C(plugins/module_utils/maintenance.py).
+  - The logic is in C(plugins/plugin_utils/maintenance.py).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 extends_documentation_fragment:
@@ -74,7 +72,7 @@ _value:
       elements: dict
 '''
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.maintenance import node_plan
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.maintenance import node_plan
 
 
 def maintenance_plan(dpkg_query, defaults=None, hold=None, unhold=None, packages=None, host='this node', before=None):

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -19,7 +17,7 @@ description:
     C(ds4_maintenance_reboot_timeout) (60 to 7200 seconds).
   - With O(pairs) and O(router), a run that would reboot the only router (a router host among a pair's nodes and no
     VIP) is refused unless C(ds4_maintenance_allow_front_outage).
-  - The logic is in C(plugins/module_utils/maintenance.py).
+  - The logic is in C(plugins/plugin_utils/maintenance.py).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 options:
@@ -53,7 +51,7 @@ _value:
   elements: str
 '''
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.maintenance import input_errors
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.maintenance import input_errors
 
 
 def maintenance_problems(settings, pairs=None, router=None):

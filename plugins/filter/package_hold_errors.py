@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -53,7 +51,7 @@ _value:
   elements: str
 '''
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.package_holds import hold_errors
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.package_holds import hold_errors
 
 
 def package_hold_errors(hold, unhold=None, installed=None, defaults=None):

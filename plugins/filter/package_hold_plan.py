@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -16,7 +14,7 @@ description:
     C(host_hardening_hold_default_packages) (names or patterns) plus C(host_hardening_hold_packages), less
     C(host_hardening_unhold_packages), are held; with O(release) the whole set is released instead.
   - Packages that are not installed are never given to dpkg (it cannot hold them; the selection would never settle).
-  - The logic is in C(plugins/module_utils/package_holds.py).
+  - The logic is in C(plugins/plugin_utils/package_holds.py).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 extends_documentation_fragment:
@@ -63,7 +61,7 @@ _value:
       elements: str
 '''
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.package_holds import hold_plan, installed_packages
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.package_holds import hold_plan, installed_packages
 
 
 def package_hold_plan(dpkg_query, defaults=None, hold=None, unhold=None, release=False):

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -16,7 +14,7 @@ description:
     MemAvailable, the margin) and the fix; an empty list when it is safe.
   - Refused when swap in use exceeds MemAvailable minus the margin, or when swap is in use while a vLLM rank or another
     GPU process runs (on GB10 unified memory an out-of-memory is a freeze). Logic in
-    C(plugins/module_utils/swap_guard.py).
+    C(plugins/plugin_utils/swap_guard.py).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 options:
@@ -65,7 +63,7 @@ _value:
   elements: str
 '''
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.swap_guard import swapoff_refusals as _refusals
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.swap_guard import swapoff_refusals as _refusals
 
 
 def swapoff_refusals(meminfo, margin_mib, gpu_processes=None, vllm_units=None, vllm_processes=None, host='this node'):

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -14,7 +12,7 @@ version_added: 0.2.0
 description:
   - One line per unpinned input of C(ds4_effective) - the model revision (null) and a pulled image named by a tag, not
     a digest - each naming the variable and the command that pins it. site.yml prints them once per run.
-  - The logic is in C(plugins/module_utils/unpinned.py).
+  - The logic is in C(plugins/plugin_utils/unpinned.py).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 options:
@@ -45,7 +43,7 @@ _value:
   elements: str
 '''
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.unpinned import unpinned
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.unpinned import unpinned
 
 
 def unpinned_inputs(effective, model_source='hub', image_source='pull'):

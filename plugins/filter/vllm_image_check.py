@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -16,8 +14,8 @@ description:
     C(image.vllm_version) of another major.minor is refused naming both versions, the variable and the fix;
     otherwise serve_args and env are checked against the flag schema of the image's own version (the nearest
     published schema of the same minor, as the config role does for the declared version).
-  - The logic is C(check_image_vllm) in C(plugins/module_utils/ds4_config.py); the schemas are
-    C(plugins/module_utils/vllm_schemas/).
+  - The logic is C(check_image_vllm) in C(plugins/plugin_utils/ds4_config.py); the schemas are
+    C(plugins/plugin_utils/vllm_schemas/).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 options:
@@ -48,7 +46,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import ds4_config
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config
 
 
 def vllm_image_check(effective, version, image=None):

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -13,7 +11,7 @@ short_description: vllm-router's worker URLs and command line for several TP=2 p
 version_added: 0.1.0
 description:
   - Checks the pair list and the router settings and renders the vllm-router command line and the unit's
-    C(ExecStart=) (logic in C(plugins/module_utils/router_config.py)).
+    C(ExecStart=) (logic in C(plugins/plugin_utils/router_config.py)).
   - Returns C(errors) (one sentence each, naming the role variable and the fix; empty when valid), C(worker_urls),
     C(argv), C(exec_start), C(eviction_bound_s) (worst case for a dead or frozen pair to leave rotation),
     C(drain_timeout_s) (how long a rolling operation waits for a drained pair's requests).
@@ -52,7 +50,7 @@ _value:
   type: dict
 '''
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.router_config import plan
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.router_config import plan
 
 
 def vllm_router_plan(pairs, settings=None, binary='vllm-router', drain_timeout=None):

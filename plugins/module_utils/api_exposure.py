@@ -21,8 +21,6 @@ Entry points:
   render_proxy_keys(keys, upstream_key) -> text of the 0600 keys include
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import ipaddress
 import re

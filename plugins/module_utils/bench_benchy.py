@@ -28,8 +28,6 @@ What llama-benchy 0.4.0 measures (read from its source, llama_benchy/client.py a
   markdown_report(report) -> str
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 BENCHY_VERSION = '0.4.0'   # PyPI; the version seed 001's era and the field note name
 

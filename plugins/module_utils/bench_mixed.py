@@ -36,8 +36,6 @@ Pure Python standard library plus the collection's one HTTP client (vllm_client:
 Ansible imports.  bench.yml runs it through the vllm_bench_mixed module (-e ds4_bench_mode=mixed).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import random
 import threading

@@ -9,9 +9,6 @@ imported only when a plot is drawn, so the module_utils import everywhere.
   render_plot(report, path, dpi=120) -> path
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
-
 
 def plot_series(report):
     levels = [lv for lv in report.get("levels", []) if lv.get("aggregate_tps") is not None]

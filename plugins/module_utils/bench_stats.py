@@ -46,8 +46,6 @@ API:
   spec_decode_stats(before, after) -> dict
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import math
 import re

@@ -13,8 +13,6 @@ the HTTP client is vllm_client's.
   markdown_report(report) -> str   (header with the method, then one row per level)
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import time
 

@@ -21,8 +21,6 @@ it without a cache volume (ds4_config.check_merged); this module looks into that
 :data:`SMALL_NODE_GIB` GiB, the warning in seed 002's words.
 """
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type  # pylint: disable=invalid-name
 
 import json
 import os

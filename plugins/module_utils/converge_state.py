@@ -25,9 +25,6 @@ Pure Python (no Ansible imports): the controller side (digests) and the node sid
 compare, record) are tested without Ansible.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import base64
 import hashlib

@@ -8,8 +8,6 @@ Pure logic, no Ansible imports: the module ``dgxspark.ds4.drop_caches`` is a thi
 wrapper and the unit tests drive these functions against a fake proc root.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import errno
 import os

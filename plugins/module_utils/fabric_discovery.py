@@ -24,8 +24,6 @@ API:
   gid_to_ipv4(gid) -> str|None
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 

@@ -46,8 +46,6 @@ API:
   entry(entry_id) -> dict;  CATALOGUE: tuple of entries
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import re
 

@@ -28,8 +28,6 @@ API:
   script_ratio(text) -> (unexpected_letters, letters)
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import re
 

@@ -16,8 +16,6 @@
 huggingface_hub is imported lazily (only the head needs it). No Ansible imports.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import importlib
 import os

@@ -23,8 +23,6 @@ Each try is one ``tried <python> (<how found>): <result>`` line; the winner adds
 ``vllm=`` lines. :func:`parse` turns that into a result with an error naming the image, what was tried and the fix.
 """
 
-from __future__ import absolute_import, division, print_function
-__metaclass__ = type  # pylint: disable=invalid-name
 
 # Known locations, tried after the vllm command's interpreter and PATH (b12x: /opt/env, the common venv /opt/venv).
 KNOWN_PYTHONS = ('/opt/env/bin/python3', '/opt/venv/bin/python3', '/usr/local/bin/python3', '/usr/bin/python3')

@@ -44,8 +44,6 @@ Sources are paths (meminfo_path, psi_path, zoneinfo_path, min_free_kbytes_path; 
 Molecule point them at fixture files built from the kernel's formula (docs/testing.md).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 GIB = float(1 << 30)
 LEVELS = ('ok', 'gate', 'stop')

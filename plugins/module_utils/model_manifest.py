@@ -20,8 +20,6 @@
 Pure logic, no Ansible imports.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import fnmatch
 import hashlib

@@ -30,8 +30,6 @@ Layout, for the profile's ``model.host_dir`` ``/srv/dgxspark-ds4/models/DeepSeek
 Pure logic, no Ansible imports.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import hashlib
 import os

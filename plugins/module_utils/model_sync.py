@@ -27,8 +27,6 @@ or is a local directory when the prefix is empty.
 Pure logic, no Ansible imports.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import fnmatch
 import os

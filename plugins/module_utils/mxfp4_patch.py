@@ -20,8 +20,6 @@ per site.  Anything it does not recognise is refused, never guessed at.
 Pure logic, no Ansible imports.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import re

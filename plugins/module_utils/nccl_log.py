@@ -23,8 +23,6 @@ API:
   summarize(log_lines, row_lines=None, threshold_gbps=18.0, expected_hcas=2) -> dict
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import re
 

@@ -21,8 +21,6 @@ API:
   fabric_facts(params, dev_infiniband_present) -> (result, warnings)   (the fabric_facts module body)
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import fabric_discovery, nccl_log
 

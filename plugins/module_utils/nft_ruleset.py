@@ -54,8 +54,6 @@ new connections only (`ct state new`): the inter-node range is also where every 
 server's replies to a client on this node's fabric address go there.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import difflib
 import hashlib

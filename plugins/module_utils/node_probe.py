@@ -24,8 +24,6 @@ Used by ``plugins/modules/ds4_doctor.py``, ``plugins/modules/vllm_ready.py`` and
 ``plugins/module_utils/drop_caches.py`` (meminfo).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import calendar
 import json

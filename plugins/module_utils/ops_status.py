@@ -21,8 +21,6 @@ Pure Python (no Ansible imports).  The unit and container are read by the node p
   format_table(rows) -> [line, ...] (table, then the "previous boot", "pair guard" and "quality canary" lines of each row)
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import calendar
 import json

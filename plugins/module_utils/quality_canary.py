@@ -47,8 +47,6 @@ the same engine). An answer that did arrive is judged as always, busy or not (ga
 failures); only its timings are not (`busy`: the pair guard judges timings on a canary that saw the pair idle only).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import threading
 

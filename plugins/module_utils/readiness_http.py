@@ -8,8 +8,6 @@ Pure Python (no Ansible imports); every request goes through ``vllm_client`` (th
 Used by the module ``dgxspark.ds4.vllm_ready`` (run on the head node itself).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import time

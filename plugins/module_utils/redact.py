@@ -6,8 +6,6 @@
 Pure Python standard library (no Ansible imports).  Used by ``dgxspark.ds4.ds4_doctor``.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import re
 

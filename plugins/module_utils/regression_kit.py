@@ -30,8 +30,6 @@ below the reference by more than the thresholds (percent); `pass` otherwise. A n
 compared, and the verdict says which.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import binascii
 import copy

@@ -65,8 +65,6 @@ drain and restore first wait for it to listen (bounded by listen_timeout, the wa
 message), so a deploy or an operation that meets a router still starting waits instead of failing.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

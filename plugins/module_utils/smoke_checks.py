@@ -15,8 +15,6 @@ A failure is {'request': name, 'check': name, 'excerpt': str, 'detail': str}.
   run_validate(base_url, model, ...) -> {'ok', 'failures', 'requests', 'summary'}
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import re

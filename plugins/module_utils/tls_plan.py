@@ -31,8 +31,6 @@ Entry points:
   site_ca_problem(ca_dir, host, ca_path, observed, new_ca) -> '' or the refusal: one CA per site
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import base64
 import datetime

@@ -21,8 +21,6 @@ A stream record is what bench_stats.summarize_level expects (vllm-ops.md section
   (None or a short text), plus content, reasoning, tool_calls, finish_reason, text_chunks, status.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import socket

@@ -7,8 +7,6 @@ The module validates them with these defaults. The action validates the same nam
 (``ACTION_ARGUMENT_SPEC``): an option left unset is filled from ds4_effective there, the rest by the module.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 ARGUMENT_SPEC = dict(
     role=dict(type="str", choices=["head", "worker"]),

@@ -3,8 +3,6 @@
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
@@ -22,18 +20,18 @@ description:
   - Refuses every variable of a host in the group (inventory or extra vars) whose name starts with C(ds4_) or with a
     role's prefix (C(vllm_service_), C(host_hardening_), ...) and that the collection does not know, naming the
     variable, the file and line where it was set and the closest known name. The known names are read from the
-    collection's roles (argument specs, defaults, vars) and playbooks (C(plugins/module_utils/known_vars.py)); list a
+    collection's roles (argument specs, defaults, vars) and playbooks (C(plugins/plugin_utils/known_vars.py)); list a
     prefixed name that belongs to something else in C(ds4_extra_known_vars).
   - Publishes the paths, unit and container name of each rank (from C(vllm_service_config_dir),
     C(vllm_service_state_dir), C(vllm_service_unit_dir), C(vllm_service_libexec_dir), C(vllm_service_docker_bin),
     C(vllm_service_unit_name), C(vllm_service_container_name)) as C(ds4_effective.service), read by the operations
-    playbooks and C(dgxspark.ds4.vllm_ready) (C(plugins/module_utils/service_layout.py)).
+    playbooks and C(dgxspark.ds4.vllm_ready) (C(plugins/plugin_utils/service_layout.py)).
   - Checks C(serve_args) and C(env) against the C(vllm serve) flag schema of the vLLM the image carries
-    (C(image.vllm_version); data in C(plugins/module_utils/vllm_schemas/), logic in C(plugins/module_utils/vllm_schema.py)),
+    (C(image.vllm_version); data in C(plugins/plugin_utils/vllm_schemas/), logic in C(plugins/plugin_utils/vllm_schema.py)),
     refusing unknown flags, wrong types, values outside vLLM's choices, unknown or mistyped JSON keys and counts below 1;
     removed or unknown C(VLLM_*) env vars, deprecated flags and a version without a schema are warnings.
   - Sets the host fact C(ds4_effective), which every later role reads; nothing recomputes it.
-  - Logic lives in C(plugins/module_utils/ds4_config.py) and C(plugins/module_utils/launch_render.py).
+  - Logic lives in C(plugins/plugin_utils/ds4_config.py) and C(plugins/plugin_utils/launch_render.py).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 options:

@@ -16,7 +16,7 @@ role's ``meta/argument_specs.yml``. One source of truth per rule:
 - **shape by what the value is**, from the option's name and type (:func:`kind`): a path is absolute, normal and of
   ``[A-Za-z0-9._@+/-]`` only (no space, quote or ``$``: it is written into command lines); a directory the collection
   creates, chmods or empties (:data:`OWNED_DIR_SUFFIXES`) is never a system directory or one another package owns
-  (module_utils/system_paths.py), nor an ancestor of one; a file it writes is never a system file (its directory is the
+  (plugin_utils/system_paths.py), nor an ancestor of one; a file it writes is never a system file (its directory is the
   collection's own, or its name carries ``dgxspark``/``ds4``); a unit directory is one systemd reads; ports are
   1-65535, intervals and polls at least 1, every other number at least 0 (:data:`RANGES` for the few others);
   unit names, users, package names, addresses and networks by their own syntax; loopback-only listeners
@@ -28,8 +28,6 @@ Each problem is one line: the variable, the value (or ``(secret, not shown)``), 
 Pure Python (ansible-core's argument spec validator only).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import ipaddress
 import json
@@ -41,8 +39,8 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state, memory_guard, quality_canary
-from ansible_collections.dgxspark.ds4.plugins.module_utils.container_logs import docker_log_args
-from ansible_collections.dgxspark.ds4.plugins.module_utils.system_paths import is_system as _system
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.container_logs import docker_log_args
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.system_paths import is_system as _system
 
 CONTROL_RE = re.compile('[\x00-\x1f\x7f\x85\u2028\u2029]')
 PATH_RE = re.compile(r'^/[A-Za-z0-9._@+/-]*$')
@@ -109,7 +107,7 @@ def kind(name, option):
     typ = option.get('type', 'str')
     elements = option.get('elements')
     if name.startswith('ds4_') or name in FREE_TEXT or typ in ('dict', 'raw'):
-        return 'free'  # ds4_*: the config compile checks them (plugins/module_utils/ds4_config.py)
+        return 'free'  # ds4_*: the config compile checks them (plugins/plugin_utils/ds4_config.py)
     if name in LOOPBACK_ONLY:
         return 'loopback'
     if name.endswith('_unit_dir'):
@@ -452,7 +450,7 @@ def options_by_name(specs):
 def problems(values, options):
     """One line per bad value. values: {name: value} (templated, as the roles would read them); options: options_by_name().
 
-    Names without an option (unknown names are the typo check's, plugins/module_utils/known_vars.py) are skipped."""
+    Names without an option (unknown names are the typo check's, plugins/plugin_utils/known_vars.py) are skipped."""
     out = []
     for name in sorted(values):
         option = options.get(name)

@@ -13,7 +13,6 @@ ansible-playbook writes the same files.
 Also the shared loader the unit tests use: it reads the inventories' YAML with PyYAML
 the way Ansible layers them (group_vars/spark/*.yml, then host_vars/<host>.yml).
 """
-from __future__ import (absolute_import, division, print_function)
 
 import glob
 import os
@@ -31,7 +30,8 @@ if not os.path.exists(LINK):
     os.makedirs(os.path.dirname(LINK), exist_ok=True)
     os.symlink(REPO, LINK)
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue, ds4_config  # noqa: E402
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config  # noqa: E402
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs  # noqa: E402
 
 HOSTS = ('spark1', 'spark2')

@@ -3,7 +3,7 @@
 # SIMULATOR (tests/vllm_sim, a stand-in for vLLM; test code, never deployed to real nodes) at
 # /opt/vllm_sim, with /usr/local/bin/vllm and /usr/local/bin/dsv4-vllm-entrypoint pointing at it.
 # The simulator parses `vllm serve` argv with vLLM's own flag schema: the collection's
-# plugins/module_utils/vllm_schema.py and vllm_schemas/*.json are copied to /opt/vllm_sim/vllm_schema/
+# plugins/plugin_utils/vllm_schema.py and vllm_schemas/*.json are copied to /opt/vllm_sim/vllm_schema/
 # (plain Python, no Ansible). The image carries the vLLM version it stands in for where a real vLLM image
 # has it: a `vllm` package with __version__ and its vllm-<version>.dist-info in python3's site-packages
 # (tests/vllm_sim/install_dist.py; DS4_SIM_VLLM_VERSION, default 0.27.1; also the label
@@ -22,7 +22,7 @@
 #
 # Env: DS4_SIM_IMAGE (default ds4-vllm-sim:test), DS4_NODE_IMAGE (default ds4-node:bookworm),
 #      DS4_SIM_VLLM_VERSION (default 0.27.1), DS4_SIM_VLLM_VARIANTS (space-separated versions; default every
-#      plugins/module_utils/vllm_schemas/vllm-<version>.json), DS4_CACHE_DIR (default <repo>/.cache), DS4_FORCE_BUILD=1.
+#      plugins/plugin_utils/vllm_schemas/vllm-<version>.json), DS4_CACHE_DIR (default <repo>/.cache), DS4_FORCE_BUILD=1.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -31,7 +31,7 @@ BASE="${DS4_NODE_IMAGE:-ds4-node:bookworm}"
 OUT_DIR="${DS4_CACHE_DIR:-${REPO_ROOT}/.cache}/images/inner"
 TAR="${OUT_DIR}/ds4-vllm-sim.tar"
 SRC="${REPO_ROOT}/tests/vllm_sim"
-SCHEMA_SRC="${REPO_ROOT}/plugins/module_utils"
+SCHEMA_SRC="${REPO_ROOT}/plugins/plugin_utils"
 SIM_VLLM_VERSION="${DS4_SIM_VLLM_VERSION:-0.27.1}"
 SIM_VLLM_VARIANTS="${DS4_SIM_VLLM_VARIANTS-$(find "$SCHEMA_SRC/vllm_schemas" -maxdepth 1 -name 'vllm-*.json' -printf '%f\n' \
   | sed 's/^vllm-//; s/[.]json$//' | LC_ALL=C sort -V | tr '\n' ' ')}"

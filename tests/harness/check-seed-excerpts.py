@@ -11,7 +11,6 @@ check; a maintainer who holds them runs it whenever docs/sources.md changes:
 Exit 0: every excerpt line found; 1: a line not found or a seed file missing (each named); 2: usage.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import os
 import re

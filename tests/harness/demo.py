@@ -14,7 +14,6 @@ only (`check` runs before the venv exists). molecule/default/tests/test_demo.py 
 as printed.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

@@ -9,8 +9,6 @@ when none is cached. Like get-pip it installs pip plus the arguments it is given
 (e.g. pip==25.2 setuptools wheel) into the running interpreter: it uses the pip bundled
 with Python (ensurepip) to fetch them from PyPI.
 """
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import subprocess
 import sys

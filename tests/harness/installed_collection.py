@@ -4,7 +4,6 @@
 `ansible-galaxy collection install` of that tarball into a directory of its own. Used by
 tests/integration/test_installed_collection.py and the Molecule helper ds4_drill.installed_collection."""
 
-from __future__ import absolute_import, division, print_function
 
 import glob
 import os

@@ -11,7 +11,6 @@ for each name, the longest first (seconds from the last green run in .cache/chec
 Exit status: 0 when every job passed.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import argparse
 import json

@@ -24,7 +24,6 @@ nice 10 a 0.74 s rate window came out 5 % low). The checks' logs and timings are
 .cache/check-timings.json).
 """
 
-from __future__ import absolute_import, division, print_function
 
 import argparse
 import os

@@ -14,8 +14,6 @@ still above it 0.5 s later is a stale round. With --remove, the first stale work
   .venv/bin/python tests/harness/router_gauge_race.py --seconds 120 [--workers 8] [--n 64] [--tokio 64] [--remove]
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import argparse
 import asyncio

@@ -8,8 +8,6 @@ under CI=true they fail (requirements.txt installs it).
 rig: make(**settings) -> ([Sim, Sim], Router) with router_config's argv (settings override its defaults,
 extra_args=[...] appends flags); everything it started is stopped after the test."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import pytest
 

@@ -5,8 +5,6 @@
 values) and a playbook runner over it: the operations playbooks' integration tests (test_ops_sim.py,
 test_benchy_sim.py) point them at a simulator with ds4_endpoint_url."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

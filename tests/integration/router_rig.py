@@ -7,8 +7,6 @@ pool keeper (roles/router/files/routerpool.py) adding the pairs to it (Router),
 a steady client load through it (Load), and where the router binary comes from (find_router). The pytest
 fixtures router_bin and rig are in conftest.py."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os
@@ -26,7 +24,7 @@ _LINK_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."
 if os.path.isdir(_LINK_ROOT) and _LINK_ROOT not in sys.path:
     sys.path.insert(0, _LINK_ROOT)
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import router_config  # noqa: E402
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import router_config  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VLLM = os.path.join(REPO, "tests", "vllm_sim", "bin", "vllm")

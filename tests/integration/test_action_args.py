@@ -4,8 +4,6 @@
 """The action plugins validate their options with validate_argument_spec, and vllm_ready takes the unit,
 container and docker CLI that the config role published (ds4_effective.service). Real ansible-playbook on
 localhost; vllm_ready runs in check mode, where it polls nothing and says what it would check."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

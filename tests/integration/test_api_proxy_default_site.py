@@ -6,8 +6,6 @@ installs or uses nginx, and keeps a way back: the sites-enabled symlink is remov
 stays; a regular file is moved aside, never deleted. Real ansible-playbook on localhost running the role's
 tasks/default_site.yml against a temporary /etc/nginx tree (its paths passed as extra vars), with a fake
 systemctl on PATH (nginx.service reported inactive: nothing to reload)."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import subprocess

@@ -21,8 +21,6 @@ with the threshold, with ds4_interactive_long_prompts on so the configured thres
 simulator runs; and bench.yml's refusal of a bad mode. Run with -s to see the figures.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os
@@ -44,7 +42,8 @@ from vllm_sim import standin  # noqa: E402  pylint: disable=import-error,wrong-i
 _LINK_ROOT = os.path.join(REPO, ".collections")
 if os.path.isdir(_LINK_ROOT) and _LINK_ROOT not in sys.path:
     sys.path.insert(0, _LINK_ROOT)
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_mixed, ds4_config  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_mixed  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config  # noqa: E402  pylint: disable=wrong-import-position
 
 tokenizers = pytest.importorskip("tokenizers")
 

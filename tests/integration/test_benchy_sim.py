@@ -14,8 +14,6 @@ The llama-benchy venv: .cache/llama-benchy-<version> of this checkout (`make ben
 installs it when missing, ~35 s more).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import collections
 import glob

@@ -4,8 +4,6 @@
 """Module dgxspark.ds4.compile_cache run by ansible-playbook on localhost: check says cold (seed 002's warning on a
 96 GiB node), present writes the marker with the running container's image (a stand-in docker CLI answers
 `docker inspect`), a second present is no change, check mode writes nothing, and check then says warm."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

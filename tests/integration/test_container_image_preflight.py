@@ -4,8 +4,6 @@
 """container_image's preflight refuses the new inputs' bad values (mxfp4 path / Python, DeepGEMM resolve argv,
 prune keep files) naming the variable, the value and the fix; the defaults pass those checks (real
 ansible-playbook on localhost, only tasks/preflight.yml, nothing changes)."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

@@ -16,8 +16,6 @@ Shown, under a steady load through the router: pair A taken out of rotation (hel
 request (200, every token, at least 10 s before the drain ended) and then had nothing for 10 s; read again, the
 router's count still read 1; the drain ended, said why, and A stays out of rotation; no client request failed."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import http.client
 import json

@@ -11,8 +11,6 @@
 
 Syntax check and --list-hosts only: no host is contacted. One build + install per module (< 30 s).
 """
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import glob
 import os
@@ -74,7 +72,7 @@ def test_tarball_ships_the_playbooks_and_what_they_read(installed):
         names = set(tar.getnames())
     for path in ("playbooks/site.yml", "playbooks/render.yml", "playbooks/config_play.yml", "playbooks/vars/ops.yml",
                  "roles/config/meta/argument_specs.yml", "roles/vllm_service/defaults/main.yml",
-                 "plugins/action/effective_config.py", "plugins/module_utils/known_vars.py"):
+                 "plugins/action/effective_config.py", "plugins/plugin_utils/known_vars.py"):
         assert path in names, "%s is not in the built collection" % path
 
 

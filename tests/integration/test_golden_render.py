@@ -10,8 +10,6 @@ inventory as Ansible layers it, the config role, the dgxspark.ds4.effective_conf
 copy tasks) writes byte-identical files, and nothing else is in the golden tree. One ansible-playbook run per
 profile (~5 s each); no host is contacted (render.yml delegates every write to localhost).
 """
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os
@@ -21,7 +19,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import ds4_config
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GOLDEN = os.path.join(REPO, "tests", "golden")

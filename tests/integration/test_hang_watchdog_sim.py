@@ -9,8 +9,6 @@ hang_after_s) is not; the same prefill wedged half-way is. systemd, docker, ssh 
 journalctl are a fake runner (the Molecule drills exercise the real ones). Times are scaled down
 (hang_after_s 3 s, poll 0.5 s); the detection delay is printed (pytest -s)."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import importlib.machinery
 import importlib.util

@@ -11,8 +11,6 @@ chosen with -e ds4_profile=<recipe>:
   (here containers that do not exist: the first contact fails, which proves the recipe resolved from the tarball).
 Run from a directory outside the checkout with no ansible.cfg: nothing can come from the repository.
 """
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import subprocess

@@ -10,8 +10,6 @@ host and variable) and without any connection error; the control case (a valid i
 get past validation and then hit exactly that connection error, which proves the fixture would
 have revealed a touched host.
 """
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

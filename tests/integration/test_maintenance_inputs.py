@@ -7,8 +7,6 @@ serves nothing yet (the local two-node inventory of local_pair: nothing is deplo
 refusal and the hold plan are unit-tested on recorded dpkg-query output (test_maintenance.py): this machine's holds are
 not the test's to change."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import local_pair  # pylint: disable=import-error
 

@@ -13,8 +13,6 @@ a head + headless worker pair on 127.0.0.1.
 Run with -s to see the measured figures.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

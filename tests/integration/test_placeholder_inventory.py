@@ -9,8 +9,6 @@ and fails like an unreachable host. The refusal must name the file to fill in (i
 its line) and the stand-in must never have been called; the control case (same inventory, real-looking addresses)
 gets past the config check and calls the stand-in, so the fixture would have seen an attempt.
 """
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import shutil

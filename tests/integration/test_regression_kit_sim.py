@@ -6,8 +6,6 @@ a pair whose image serves at half the rates (the simulator's image settings file
 it) is judged regressed against an old pair, an equal one passes; the kit finds the pair's address and served name in
 a launch script as rendered for a rank. Run with -s to see the numbers."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

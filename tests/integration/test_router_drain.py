@@ -14,8 +14,6 @@ evicted by the health checker stays in /list_workers (unhealthy in /workers); th
 header reaches the worker as it is, --api-key is neither asked of clients nor sent to workers, and the admin
 endpoints take no key. Timings are printed (pytest -s)."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import threading

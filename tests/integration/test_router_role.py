@@ -7,8 +7,6 @@ a bad input is refused by the preflight before anything is written; a real run i
 vllm-router into the venv and writes the unit whose ExecStart is router_config's command line; the unit
 passes systemd-analyze verify (where it exists); the second run changes nothing. The pip install needs the
 package index: without it the install test skips, except under CI=true."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os
@@ -24,7 +22,7 @@ _LINK_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."
 if os.path.isdir(_LINK_ROOT) and _LINK_ROOT not in sys.path:
     sys.path.insert(0, _LINK_ROOT)
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import router_config  # noqa: E402
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import router_config  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.path.dirname(sys.executable)

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The real vllm-router (PyPI vllm-router, the release roles/router pins) in front of two vLLM simulator
 instances on 127.0.0.1 standing in for two pair heads, started with the command line that
-plugins/module_utils/router_config.py renders for the role (its defaults; only the ports and the start-up
+plugins/plugin_utils/router_config.py renders for the role (its defaults; only the ports and the start-up
 check interval differ). Shown: requests through the router reach both instances (each one's
 vllm:request_success_total); an instance killed (SIGKILL) or frozen (SIGSTOP: /health stops answering)
 leaves rotation within 5 s (router_max_eviction_s) while requests keep succeeding through the other; the
@@ -16,8 +16,6 @@ Without a vllm-router binary (DS4_VLLM_ROUTER, the venv's bin/, PATH, else a pip
 .cache/router-venv) the tests skip, saying why; under CI=true they fail (requirements.txt installs it).
 The rig (simulators, router, load) is router_rig.py, its fixtures conftest.py."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import signal
 import time

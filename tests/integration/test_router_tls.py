@@ -9,8 +9,6 @@ and its pool keeper run with router_config's plan for router_worker_ca_file: htt
 their environment, exactly what the role's units get. With the CA that signed the fronts: both pairs are added and
 requests come back through the router. With another CA: no pair is ever added and the pool keeper says why."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import urllib.error
 import urllib.request

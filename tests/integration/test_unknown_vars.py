@@ -8,8 +8,6 @@ The case behind it (a misspelt variable silently ignored): ``ds4_node_memory_gb:
 ignored and the node got the 128 GiB cap (gpu-memory-utilization 0.90 passes); the control run shows that the
 real name does reach the check (0.90 is refused above the 0.78 cap of a 96 GiB node).
 """
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import shutil

@@ -6,8 +6,6 @@ or not numbers, a kit file without a usable kit, a recipe that does not exist, a
 local two-node inventory of local_pair: nothing is deployed on this machine). With one pair it says first what a
 regression costs."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import pytest
 

@@ -11,8 +11,6 @@ The per-node snapshot is built here from the process state (exit = unit failed) 
 in place of the module's systemctl/docker/journalctl poll.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import signal
@@ -28,7 +26,9 @@ _LINK_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."
 if os.path.isdir(_LINK_ROOT) and _LINK_ROOT not in sys.path:
     sys.path.insert(0, _LINK_ROOT)
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import readiness as r
+from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe
+from ansible_collections.dgxspark.ds4.plugins.module_utils import readiness_http
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import readiness_pair
 
 TESTS_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 VLLM = os.path.join(TESTS_DIR, "vllm_sim", "bin", "vllm")
@@ -97,7 +97,7 @@ class Node(object):
 
 
 def poller(role, node, sdir, out, port=None, timeout=60.0, served="ds4", max_len=8192, thinking=True, chat_timeout=10):
-    inst = r.ReadyInstance(role, "sim-" + role, sdir, timeout)
+    inst = readiness_pair.ReadyInstance(role, "sim-" + role, sdir, timeout)
     pos = 0
     events = []
     decision = "continue"
@@ -109,19 +109,19 @@ def poller(role, node, sdir, out, port=None, timeout=60.0, served="ds4", max_len
         else:
             snap, pos = node.snapshot(pos)
         if role == "head":  # as the module does with checks=true: probe the port, run the checks once it listens
-            if r.tcp_state("127.0.0.1", port) == "open":
-                snap["http"] = r.http_checks("127.0.0.1", port, served_name=served, max_model_len=max_len, thinking=thinking,
-                                             timeout=chat_timeout)
+            if node_probe.tcp_state("127.0.0.1", port) == "open":
+                snap["http"] = readiness_http.http_checks("127.0.0.1", port, served_name=served, max_model_len=max_len,
+                                                          thinking=thinking, timeout=chat_timeout)
         ev, decision, msg = inst.step(snap)
         while decision == "wait_peer":
-            time.sleep(r.PEER_RECHECK)
+            time.sleep(readiness_pair.PEER_RECHECK)
             more, decision, msg = inst.recheck()
             ev.extend(more)
         events.extend(ev)
         if decision not in ("continue", "settle", "widen"):
             out[role] = {"decision": decision, "msg": msg, "at": time.monotonic(), "result": inst.result(), "events": events}
             return
-        pause = {"settle": r.SETTLE_INTERVAL, "widen": r.WIDEN_INTERVAL}.get(decision, INTERVAL)
+        pause = {"settle": readiness_pair.SETTLE_INTERVAL, "widen": readiness_pair.WIDEN_INTERVAL}.get(decision, INTERVAL)
         time.sleep(max(0.0, pause - (time.monotonic() - t0)))
 
 
@@ -136,7 +136,7 @@ def _pair(worker_env=None):
 
 
 def _run_pollers(tmp_path, head, worker, api, timeout=60.0):
-    sdir = r.state_dir("it", str(tmp_path))
+    sdir = readiness_pair.state_dir("it", str(tmp_path))
     out = {}
     threads = [threading.Thread(target=poller, args=("head", head, sdir, out, api, timeout)),
                threading.Thread(target=poller, args=("worker", worker, sdir, out, None, timeout))]
@@ -229,10 +229,10 @@ def test_one_line_kv_form(tmp_path, version):
     head = Node(["--port", str(api), "--host", "127.0.0.1", "--served-model-name", "ds4", "--max-model-len", "8192"],
                 env={"VLLM_SIM_VERSION": version})
     try:
-        sdir = r.state_dir("one", str(tmp_path))
+        sdir = readiness_pair.state_dir("one", str(tmp_path))
         out = {}
         # single node: publish a worker that is "done" so the head does not wait for a peer
-        r.publish(sdir, "worker", {"state": "starting", "node": "none"})
+        readiness_pair.publish(sdir, "worker", {"state": "starting", "node": "none"})
         poller("head", head, sdir, out, api, 30.0, thinking=False)
         assert out["head"]["decision"] == "ready", out["head"]
         assert out["head"]["result"]["kv_cache_tokens"] > 0 and out["head"]["result"]["max_concurrency"] > 0
@@ -246,8 +246,8 @@ def test_hang_is_caught_by_the_real_completion(tmp_path):
     head = Node(["--port", str(api), "--host", "127.0.0.1", "--served-model-name", "ds4", "--max-model-len", "8192"],
                 env={"VLLM_SIM_FAIL": "hang"})
     try:
-        sdir = r.state_dir("hang", str(tmp_path))
-        r.publish(sdir, "worker", {"state": "starting", "node": "none"})
+        sdir = readiness_pair.state_dir("hang", str(tmp_path))
+        readiness_pair.publish(sdir, "worker", {"state": "starting", "node": "none"})
         out = {}
         poller("head", head, sdir, out, api, 30.0, thinking=False, chat_timeout=2)
         assert out["head"]["decision"] == "fail"

@@ -6,8 +6,6 @@ a CA and a certificate naming 127.0.0.1 made with the openssl CLI (make_pki), an
 and passes the bytes to a simulator's port (TlsFront). Used by test_router_tls.py (router -> head) and
 test_benchy_sim.py (llama-benchy from the controller)."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import socket
 import ssl

@@ -11,8 +11,6 @@ stream. run_llama_benchy runs the pinned llama-benchy (PyPI, carried to the GPU 
 server with a local corpus (the machine has no network).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import hashlib
 import json

@@ -39,8 +39,6 @@ judged it, the guard's state and gate, its lines, every /metrics reading with it
 (the engine trace: log lines, /metrics every 0.5 s, marks; driver.py's trace format), summary.json.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import argparse
 import io

@@ -14,8 +14,6 @@ started at the same time on the same GPUs. `t` is seconds since that cluster's w
 Standard library only (plus the collection's module_utils), so the same file runs on the GPU machine.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import argparse
 import datetime

@@ -11,8 +11,6 @@ Vocabulary: <unk> <s> </s> <pad> system user assistant w7 ... w<vocab-1>, split 
 Needs torch, transformers and tokenizers (the GPU machine's image has them); nothing is downloaded.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import sys
 

@@ -25,8 +25,6 @@ are compared, never seconds:
 * stream progress, between marks that carry `chunks`: whether the open stream received chunks.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import gzip
 import json

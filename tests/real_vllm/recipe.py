@@ -12,8 +12,6 @@ apply to it). launch_render.build_argv renders the result, so the flag order and
 collection's.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import copy
 import importlib.util
@@ -41,7 +39,7 @@ def _regen():
 def production_effective(profile=PROFILE):
     """{host: ds4_effective} of both spark hosts of inventories/<profile>."""
     regen = _regen()
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import ds4_config  # pylint: disable=import-error
+    from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config  # pylint: disable=import-error
     inputs = regen.inputs_for(profile)
     return dict((h, ds4_config.compute_effective(inputs, h)) for h in inputs['spark_hosts'])
 
@@ -53,7 +51,7 @@ def render_cluster(entrypoint, model, engine_args, port, master_port, profile=PR
     engine_args: the test recipe's own serve_args (flag -> value, launch_render conventions).
     """
     effs = production_effective(profile)
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import launch_render  # pylint: disable=import-error
+    from ansible_collections.dgxspark.ds4.plugins.plugin_utils import launch_render  # pylint: disable=import-error
     out = {}
     for eff in effs.values():
         eff = copy.deepcopy(eff)

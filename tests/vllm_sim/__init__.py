@@ -10,8 +10,6 @@ the OpenAI-compatible endpoints, Prometheus metrics, the two-node TCP rendezvous
 vLLM's failure messages. Pure Python 3.9+ standard library. See README.md.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 STAND_IN_NOTICE = ('vllm-sim: this is a STAND-IN for vLLM (dgxspark.ds4 tests/vllm_sim), test code only; '
                    'it runs no model and is never deployed to real nodes.')

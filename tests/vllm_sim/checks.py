@@ -23,8 +23,6 @@ VLLM_SIM_ROOT (a directory used as the container's `/` for every path checked he
 VLLM_SIM_RO_MOUNTS (colon-separated container paths mounted read-only, like `-v host:path:ro`).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import errno
 import glob

@@ -15,8 +15,6 @@ FlexibleArgumentParser behaviour the collection depends on: `--flag_name` == `--
 abbreviations (allow_abbrev=False).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import argparse
 import json

@@ -10,8 +10,6 @@ head `EXEC` per request -> worker `OK` (the execute_model RPC); head `PING n` pe
 all waiting steps) -> worker `PONG n`: a stopped worker holds every step.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import errno
 import math

@@ -19,8 +19,6 @@ absolute per-stream deadlines (1/VLLM_SIM_TOKENS_PER_S apart, and the next free 
 1/agg apart when VLLM_SIM_AGG_TOKENS_PER_S > 0).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import collections
 import hashlib

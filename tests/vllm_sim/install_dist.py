@@ -11,8 +11,6 @@ dgxspark.ds4.container_image reads from an image), `import vllm; vllm.__version_
 The package holds nothing else: it is not vLLM.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import glob
 import os

@@ -3,9 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """vLLM's own `vllm serve` flag schema, as the simulator's parser (a STAND-IN for vLLM, test code only).
 
-The schema files are the collection's (`plugins/module_utils/vllm_schemas/vllm-<version>.json`,
+The schema files are the collection's (`plugins/plugin_utils/vllm_schemas/vllm-<version>.json`,
 written by tools/vllm_flag_schema.py from the real vLLM wheel's argparse parser) and so is the
-lookup logic (`plugins/module_utils/vllm_schema.py`: `schema_for`, `flag_index`). Neither imports
+lookup logic (`plugins/plugin_utils/vllm_schema.py`: `schema_for`, `flag_index`). Neither imports
 Ansible; the simulator loads that one file by path, never through the collection package.
 
 Where they are found, first hit wins:
@@ -14,8 +14,6 @@ Where they are found, first hit wins:
   3. <repo>/plugins/module_utils/ (a checkout: this package is <repo>/tests/vllm_sim).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import importlib.util
 import os
@@ -28,7 +26,7 @@ def schema_home():
     """The directory holding vllm_schema.py and vllm_schemas/, or None."""
     candidates = [os.environ.get('VLLM_SIM_SCHEMA_DIR', ''),
                   os.path.join(PKG_DIR, 'vllm_schema'),
-                  os.path.join(os.path.dirname(os.path.dirname(PKG_DIR)), 'plugins', 'module_utils')]
+                  os.path.join(os.path.dirname(os.path.dirname(PKG_DIR)), 'plugins', 'plugin_utils')]
     for home in candidates:
         if home and os.path.isfile(os.path.join(home, 'vllm_schema.py')) and os.path.isdir(os.path.join(home, 'vllm_schemas')):
             return home

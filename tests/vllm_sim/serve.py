@@ -7,8 +7,6 @@ A STAND-IN for vLLM (test code only, never deployed to real nodes). Environment 
 listed in README.md; every one is read here through `_env_*`.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

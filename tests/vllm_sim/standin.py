@@ -9,8 +9,6 @@ VLLM_SIM_ROOT at a directory made here, so `/models/ds4` and `~/.cache/vllm` res
 nothing is written to the real / or $HOME.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import atexit
 import json

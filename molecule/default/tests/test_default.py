@@ -7,8 +7,6 @@ systemd is PID 1, the inner Docker engine answers, and the two nodes reach each 
 ds4-fabric with 9000-byte frames, on the addresses the test inventory declares.
 Role-specific checks live beside this file as test_<role>.py.
 """
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 

@@ -6,7 +6,6 @@ completion through the endpoint with the printed key; the printed commands name 
 printed from the repository root against molecule/demo/inventory (not Molecule's own inventory), shows both ranks
 running. The printed switch and rollback are run as printed by test_zz_ops.py (the scenario's switch test)."""
 
-from __future__ import absolute_import, division, print_function
 
 import os
 import sys

@@ -7,7 +7,6 @@ with the balanced profile's rendered launch scripts; vLLM listens on 127.0.0.1 a
 role's nginx serves the head's fabric address to the controller (allowed network, API key).
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

@@ -10,8 +10,6 @@ copy of each node's fixture with both twins at MTU 1500 (NVIDIA's connect-two-Sp
 one warning and a 1500-byte ping; 9000 set, it is refused naming mtu_low. Only preflight.yml and discover.yml run
 (they change nothing and record nothing), so the converged pair and its converge record stay as they are."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

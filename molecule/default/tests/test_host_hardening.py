@@ -8,8 +8,6 @@ inert zramswap.service, so the swap handling had something real to change. The n
 test machine's kernel: the inventory sets host_hardening_apply_kernel false, so only files are
 checked here, never /proc/sys values. Idempotence is Molecule's own idempotence step.
 """
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import re

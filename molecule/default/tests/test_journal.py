@@ -5,7 +5,6 @@ container's output under the unit; the container's own log driver (none) adds no
 CONTAINER_NAME. A unique marker is written to the running container's stdout (the pipe vLLM writes to: PID 1's fd 1,
 inherited by vLLM) and counted in the WHOLE journal of the node (every unit, every field), not only `-u`."""
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

@@ -7,7 +7,6 @@ Enabled once the default scenario runs the role. Reads what the role deployed fr
 it references, the running container's options, and that the worker started before the head.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

@@ -12,7 +12,6 @@ Each test runs playbooks/site.yml again from the controller against the Molecule
 Neither changes the pair.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import os
 import sys

@@ -6,7 +6,6 @@ disabled and a limits file removed are each named and repaired by the next plain
 restarting the pair (a node script edited by hand too: its role writes its node files again on that node
 only); check mode reports the repair (diff mode shows the file it would write back) and does not make it."""
 
-from __future__ import absolute_import, division, print_function
 
 import os
 import re

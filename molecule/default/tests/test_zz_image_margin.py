@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Image work beside a serving pair (issue 45 item 5; roles/container_image/tasks/work_gate.yml,
-module_utils/image_work_guard.py): on GB10 a pull, build, docker save or stream beside a serving rank can run the node
+plugin_utils/image_work_guard.py): on GB10 a pull, build, docker save or stream beside a serving rank can run the node
 out of unified memory and freeze it (seed 002). The nodes' MemAvailable is this machine's, so the tests set
 container_image_work_min_available_gib above it (every node short):
 
@@ -14,7 +14,6 @@ container_image_work_min_available_gib above it (every node short):
    through readiness; the worker has the head's image ID again.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import os
 import sys

@@ -7,7 +7,6 @@ plot), then a profile switch balanced -> throughput and a rollback, both through
 pair ends on the scenario's own (balanced) configuration.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import glob
 import json

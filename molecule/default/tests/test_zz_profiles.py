@@ -9,7 +9,6 @@ served name and context length. Each switch changes the launch, so each one also
 ranks restarted, the worker started before the head. Runs last; balanced and throughput are deployed by the scenario's converge
 and by test_zz_ops.py."""
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os
@@ -32,7 +31,7 @@ pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule ve
 # and container settings; each recipe switch costs ~2 minutes of this scenario, the CI's longest lane). Its launch is
 # rendered (tests/golden/latency) and parsed by the simulator's parser of its vLLM minor
 # (tests/unit/vllm_sim/test_vllm_sim_cli.py), and each of its values checked against vLLM's flag schema, a wrong one
-# refused (tests/unit/plugins/module_utils/test_vllm_schema.py): what its deploy proved beyond balanced's.
+# refused (tests/unit/plugins/plugin_utils/test_vllm_schema.py): what its deploy proved beyond balanced's.
 # dspark-c16 is not deployed for the same reason: it is dspark-nvfp4-1m with two other numbers (max-model-len 200000,
 # max-num-seqs 16; the same image, vLLM minor, model, port, env and container settings), rendered
 # (tests/golden/dspark-c16), parsed and schema-checked the same way. Seven of the nine recipes are deployed in CI:

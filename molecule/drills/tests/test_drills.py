@@ -12,7 +12,6 @@
 Durations are printed (pytest -s / -v shows them) for docs/measurements.md.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

@@ -21,7 +21,6 @@ test.yml points the sources at /var/lib/ds4-test/*; absent, both stay idle):
 Durations are printed (pytest -s) for docs/measurements.md.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

@@ -17,7 +17,6 @@ The hang drills redeploy with a short watchdog (hang_after_s 15 s, poll 1 s) and
 Durations are printed (pytest -s) for docs/measurements.md.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

@@ -22,7 +22,6 @@ derives from the recipe is that floor) by a site.yml run that restarts no rank (
    passes; Prometheus saw the failures (dgxspark_ds4_canary_consecutive_failures).
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

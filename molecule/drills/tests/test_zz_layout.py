@@ -6,7 +6,6 @@ after the drills (which also run a config that fails every start, the doctor and
 rank was written to the default places; status, restart, switch and rollback (each through readiness, both readiness
 timeouts given) read the published layout. Runs in file order; the pair ends serving its own config."""
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

@@ -5,8 +5,6 @@
 kept when the tag moves, update), DeepGEMM default branch resolved and recorded, mxfp4.py in a venv, pruning; the
 vLLM version read from each image (dist-info, or the package's __version__ in the venv image), and the simulator image
 (vLLM 0.27.1) refused for a site declaring 0.33.0."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

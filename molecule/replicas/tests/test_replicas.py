@@ -29,7 +29,6 @@ test_zy_maintenance.py (maintenance.yml) and test_zz_vip.py (the VIP) run after 
 Measured figures are printed as `FIGURE ...` lines (pytest -s) for docs/measurements.md.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

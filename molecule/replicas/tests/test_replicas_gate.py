@@ -8,7 +8,6 @@ requests there. The pair guard's health gate (roles/vllm_service/files/pairguard
 health-check bound. A frozen pair (docker pause: /health stops answering) is seen by the router itself.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import os
 import sys

@@ -8,7 +8,6 @@ refused; both routers reach the heads over https (their pool keepers added https
 certificate). On spark1 (a router host and pair 1's head), an unprivileged local user is refused by vllm-router's admin
 and metrics ports and by vLLM's loopback port; root and the proxy's user reach them. Runs before test_zz_vip.py."""
 
-from __future__ import absolute_import, division, print_function
 
 import os
 import re

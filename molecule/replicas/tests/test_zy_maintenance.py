@@ -23,7 +23,6 @@ In CI (it was opt-in for CI time until the thirteenth session; figures in docs/t
 keeps its images on disk; nothing of the collection runs in between).
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

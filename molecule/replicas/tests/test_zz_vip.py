@@ -16,7 +16,6 @@ simulator image, died with it): nothing below depends on it.
 Figures: `FIGURE replicas-vip:` lines (the verifier runs pytest -s) and .cache/molecule-logs/replicas-vip.json.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

@@ -6,7 +6,6 @@ They run from the controller (the CI machine): ansible-playbook against the Mole
 `docker exec` into the node containers, HTTP to the head's fabric address.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

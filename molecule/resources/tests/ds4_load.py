@@ -10,7 +10,6 @@ router nor the simulator names the replica in a response. Router state (health v
 vllm-router's admin API on 127.0.0.1:30000 of the router host.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import subprocess

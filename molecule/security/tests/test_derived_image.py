@@ -14,7 +14,6 @@ Runs before test_security.py (file order): its `-v` run of site.yml then asserts
 state this test leaves behind is converged.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

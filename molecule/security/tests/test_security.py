@@ -9,7 +9,6 @@ container). Every check can fail: each asserts an observed status, a
 connection outcome, a file's mode or the absence of a test secret in real output.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

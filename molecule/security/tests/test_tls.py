@@ -7,7 +7,6 @@ plain HTTP on the port is refused; a client trusting another CA, or only the sys
 0600; the expiry reaches the node exporter textfile and status.yml; a certificate inside the renewal window is
 renewed by a plain site.yml and served at once. Runs after test_security.py (file order)."""
 
-from __future__ import absolute_import, division, print_function
 
 import datetime
 import os

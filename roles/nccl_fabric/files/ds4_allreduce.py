@@ -15,7 +15,6 @@ Each row's result is checked (sum of rank+1 over ranks); a wrong sum exits 3.
 Two ranks on one host with two GPUs: pass --local-rank (default: rank modulo GPU count).
 """
 
-from __future__ import (absolute_import, division, print_function)
 
 import argparse
 import os

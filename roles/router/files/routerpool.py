@@ -16,7 +16,6 @@ It never removes a worker. Every change and every new reason to wait is printed 
 Python 3 standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

@@ -44,7 +44,6 @@ State: hold_file (the incident, held or started, read by status.yml), state_file
 [ids]}), phase_file (the marker above); metrics: textfile (node-exporter textfile collector).
 """
 
-from __future__ import absolute_import, division, print_function
 
 import calendar
 import hashlib

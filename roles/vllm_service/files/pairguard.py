@@ -74,7 +74,6 @@ guard runs `systemctl show/start/restart/reset-failed/stop <worker unit>` and, o
 evidence (journalctl, docker top/exec, /proc/meminfo, nvidia-smi).
 """
 
-from __future__ import absolute_import, division, print_function
 
 import calendar
 import json

@@ -28,7 +28,6 @@ Steps, in order (seed 000 "required cleanup sequence before any cold restart"):
      `prestart.py --stopped CONFIG.json` (the head unit's ExecStopPost) marks it 'stopped'.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import errno
 import fnmatch

@@ -27,7 +27,6 @@ ExecStart systemd has loaded is named in the message.
 Python 3 standard library only.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import glob
 import os

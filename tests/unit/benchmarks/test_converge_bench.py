@@ -2,8 +2,6 @@
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """benchmarks/converge_bench.py: the no-op run's restart check, what counts as waiting, the floor's playbook."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import importlib.util
 import os

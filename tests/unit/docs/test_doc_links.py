@@ -5,8 +5,6 @@
 exists, and a `#fragment` names a heading of the target as GitHub writes its anchor. The README sends readers to
 docs/ for everything it no longer says itself; a link that breaks silently loses that text."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import glob
 import os

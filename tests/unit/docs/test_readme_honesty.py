@@ -4,8 +4,6 @@
 """README.md's first screen says what has been run on GB10 hardware (nothing yet) and what is proven
 here: the simulator, two-node systemd/Docker, the real vLLM CLI parser, the NCCL program on two GPUs."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 
@@ -38,4 +36,4 @@ def test_first_screen_names_what_is_proven_here_and_the_evidence_exists():
     assert log.count('NVIDIA H200') >= 2  # two GPUs, as the README says
     for version in ('0.21.0', '0.22.0', '0.27.1', '0.33.0'):
         assert version in text
-        assert os.path.exists(os.path.join(REPO, 'plugins', 'module_utils', 'vllm_schemas', 'vllm-%s.json' % version)), version
+        assert os.path.exists(os.path.join(REPO, 'plugins', 'plugin_utils', 'vllm_schemas', 'vllm-%s.json' % version)), version

@@ -2,7 +2,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """tests/harness/lanes.py: the lanes `make checks` and `make molecule` run on."""
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

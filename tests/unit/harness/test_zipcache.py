@@ -4,9 +4,6 @@
 from the cache, a changed source is compiled anew (never a stale module), packages and __file__ are what zipimport
 gives, and a cache that cannot be written changes nothing but speed."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import os
 import subprocess

@@ -9,8 +9,6 @@ own pair's item, so the pair whose host answered first went first: CI saw switch
 before spark_pair1. So every looped include of the per-pair task files carries no host condition (every host gets
 every pair's item, in pair order), and the per-pair file itself acts on the pair's hosts only."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import glob
 import os

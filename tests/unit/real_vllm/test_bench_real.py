@@ -10,8 +10,6 @@ streams are folded again through vllm_client.fold_stream and bench_stats.summari
 the recorded ones, to the last bit.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import sys

@@ -17,8 +17,6 @@ reading, no answer + busy = inconclusive, an answer judged), then pairguard.Watc
 canary_probe while it runs, canary_done's judgement) fed the guard's own recorded readings. A change to the rule that
 would misjudge these real signals (a wait behind a prefill failed, or a decayed answer excused by load) fails here."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import importlib.machinery
 import importlib.util

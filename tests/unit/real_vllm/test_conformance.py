@@ -11,8 +11,6 @@ HTTP status per endpoint per phase, the order of key log lines per rank, exit st
 difference is listed in the failure message (real vLLM's observation first).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import glob
 import os

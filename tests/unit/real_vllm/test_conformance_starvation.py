@@ -15,8 +15,6 @@ The former simulator (every request prefilled in its own thread: VLLM_SIM_SCHEDU
 the budget-256 threshold-0 config and must NOT conform: that is what this suite exists to catch.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import sys

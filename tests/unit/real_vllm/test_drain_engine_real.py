@@ -16,8 +16,6 @@ over the /metrics text of each recorded poll, on a fake clock), from tests/fixtu
   s): the request stays counted, so the check never reads such a pair as idle (the drain then fails at its timeout).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import sys

@@ -7,8 +7,6 @@ Each test edits a copy of a real trace the way the simulator got it wrong and ch
 observation is reported (so the conformance test can fail for that reason, whatever the simulator does today).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import copy
 import os

@@ -8,8 +8,6 @@ another machine start, 2026-11-25 23:14 UTC; gzip'd, used only here). observe.co
 find nothing: every observation the conformance test holds the simulator to came out the same twice.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import sys

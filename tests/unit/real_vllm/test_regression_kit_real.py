@@ -12,8 +12,6 @@ asks for it, and its first text chunk comes before the last, so both figures exi
 per-stream figure and TTFT for the same stream.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import sys

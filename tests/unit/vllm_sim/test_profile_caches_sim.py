@@ -9,8 +9,6 @@ every entry must sit on a ``container.cache_volumes`` mount from /var/cache/dgxs
 read-only model mount.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import importlib.util
 import os
@@ -19,7 +17,7 @@ import pytest
 
 from vllm_sim import checks  # pylint: disable=import-error
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import ds4_config as c
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config as c
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..'))
 _spec = importlib.util.spec_from_file_location('ds4_golden_regen_sim', os.path.join(REPO, 'tests', 'golden', 'regen.py'))

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """HTTP API of the vLLM simulator: closed port while starting, endpoints, auth, streaming, tools, metrics."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import http.client
 import json

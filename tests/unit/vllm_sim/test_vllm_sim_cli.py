@@ -4,8 +4,6 @@
 """Command line of the vLLM simulator: vLLM's own flag schema for the image's version; the profiles' flags
 parse, unknown flags and bad values are refused the way vLLM's argparse refuses them."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import shlex

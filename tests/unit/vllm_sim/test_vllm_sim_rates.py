@@ -7,8 +7,6 @@ Every window is at least 2 s: the checks share this 2-core machine with Molecule
 0.74 s window (60 tokens at 80 tok/s) once came out 5 % low there; a fixed delay of a few tens of ms stays under
 2 % of 2 s."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import threading
 

@@ -14,8 +14,6 @@ vllm:prompt_tokens_total stood still during L's prefill; threshold 224: S got it
 its own thread: VLLM_SIM_SCHEDULER=per_request) fails the same shape check: S is served at once, nothing waits.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import threading

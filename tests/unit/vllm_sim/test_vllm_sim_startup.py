@@ -9,8 +9,6 @@ side: the Molecule test deployment (balanced argv and env, the stand-in model of
 model volume read-only) starts.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import shlex
@@ -23,7 +21,7 @@ import pytest
 
 from conftest import DEFAULT_MODEL, FAST_ENV, VLLM, Sim, free_port  # pylint: disable=import-error
 from vllm_sim import standin  # pylint: disable=import-error
-from ansible_collections.dgxspark.ds4.plugins.module_utils import ds4_config  # noqa: E402  pylint: disable=wrong-import-order
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config  # noqa: E402  pylint: disable=wrong-import-order
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'golden')
 COMMIT = '0123456789abcdef0123456789abcdef01234567'

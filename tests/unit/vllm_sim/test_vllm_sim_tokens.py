@@ -4,8 +4,6 @@
 """Prompt token counting: with the model directory's tokenizer.json the simulator counts like it (the `tokenizers`
 library, or without it the WordLevel + Whitespace rule, which must give the same counts); else ceil(chars/4)."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import sys

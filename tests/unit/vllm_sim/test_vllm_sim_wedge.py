@@ -5,8 +5,6 @@
 engine is stuck mid-serve, and while a long prompt is prefilled without a generated token (as real vLLM 0.26.0
 showed it: real-vllm-on-device notes, Part 1 §2)."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import socket

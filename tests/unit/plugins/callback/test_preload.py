@@ -5,7 +5,6 @@
 Each case runs in its own Python process (ansible's plugin loaders are process-wide state): the loaders set up as
 ansible-playbook sets them up (init_plugin_loader with the working tree's collection link), then preload()."""
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

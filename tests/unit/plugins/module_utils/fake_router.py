@@ -12,8 +12,6 @@ the router's Prometheus text at GET /metrics. Used by test_router_admin.py and t
       fake.requests                      # [(method, path, headers)], admin and worker requests alike
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import threading

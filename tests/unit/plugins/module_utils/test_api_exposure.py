@@ -2,8 +2,6 @@
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """API exposure plan, key checks and the proxy's nginx configuration."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import re

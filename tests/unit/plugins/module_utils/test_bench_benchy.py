@@ -4,8 +4,6 @@
 """bench_benchy: seed 001's llama-benchy cells (verbatim in docs/sources.md), one llama-benchy run per depth, the
 command line, the reading of llama-benchy 0.4.0's JSON, ratios per cell, the markdown and the plot series."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 

@@ -13,8 +13,6 @@ into alone/during, the medians and the ratio, TLS with ca_file. The scheduler it
 (tests/integration/test_bench_mixed_sim.py) and on real vLLM (GPU run, docs/profiles.md).
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Unit tests for bench_stats with synthetic timelines whose answers are known exactly."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import math
 

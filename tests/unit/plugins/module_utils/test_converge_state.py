@@ -1,9 +1,6 @@
 # -*- coding: utf-8 -*-
 """The converge shortcut's logic: digests, observations, comparison, the record's life cycle."""
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 import os
 

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """drop_caches logic against a fake proc root (never the real /proc/sys)."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import errno
 import json

@@ -2,8 +2,6 @@
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """End to end through Ansible: playbooks/render.yml with the action plugin (controller only)."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

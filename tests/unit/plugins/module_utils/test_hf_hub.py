@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """hf_hub: revision pinning, backend choice, metadata, space and the download flow with a fake hub."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 

@@ -5,8 +5,6 @@
 run here by a local Python over a site directory), the comparison with the declared image.vllm_version
 (ds4_config.check_image_vllm, filter dgxspark.ds4.vllm_image_check), and the simulator carrying its version the
 way real vLLM images do (tests/vllm_sim/install_dist.py)."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import copy
 import importlib.util
@@ -18,8 +16,8 @@ import pytest
 import yaml
 
 from ansible_collections.dgxspark.ds4.plugins.filter import vllm_image_check as flt
-from ansible_collections.dgxspark.ds4.plugins.module_utils import ds4_config as c
-from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_schema as vs
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config as c
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import vllm_schema as vs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))

@@ -8,8 +8,6 @@ Off (the default, absent, false, "false") renders every recipe unchanged (the go
 the bytes; here: no flag, no deviation); on renders the flag, publishes the plan and lists the deviation. Every refusal
 names the variable, the value and the fix.
 """
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import copy
 import importlib.util
@@ -18,8 +16,8 @@ import os
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import ds4_config as c
-from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_schema
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config as c
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import vllm_schema
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))

@@ -6,8 +6,6 @@ settings: 128 GB Spark, vm.min_free_kbytes 1572864; see make_fixtures.py): the w
 (worked by hand here), MemFree anywhere in the reclaim band with PSI 0 is no action, PSI some gates, MemFree below min
 or PSI full stops (after the gate), recovery clears; the parsers, the fallback, and the settings check."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import sys

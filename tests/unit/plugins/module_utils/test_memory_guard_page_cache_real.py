@@ -19,8 +19,6 @@ Proven here, replayed through the guard as it is now (not the judgement recorded
     gate, then stop: the replay can fail.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

@@ -17,8 +17,6 @@ On this host the zones manage 11.2 GiB of MemTotal 125.8 GiB (Normal: present 32
 before page_size_of's second rule (present pages) the reader refused this zoneinfo and fell back to the one-zone
 formula (min equal, low/high 2x-3x the kernel's)."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """model_manifest logic on small synthetic model directories."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import hashlib
 import json

@@ -6,8 +6,6 @@ render.yml writes) is what the nccl_fabric role deploys on a node with that inve
 node's file only adding its one "Discovered:" comment line. The nodes are the sysfs fixtures whose fabric the
 shipped inventories name (tests/fixtures/sysfs/make_fixtures.py: node_a 192.168.100.10, node_b 192.168.100.11)."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import glob
 import importlib.util
@@ -15,7 +13,8 @@ import os
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import ds4_config, nccl_preflight
+from ansible_collections.dgxspark.ds4.plugins.module_utils import nccl_preflight
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 

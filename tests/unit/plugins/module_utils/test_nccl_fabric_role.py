@@ -4,8 +4,6 @@
 """The nccl_fabric role's glue (nccl_preflight): per-node env from fixture sysfs trees, every
 failure message, the jumbo ping verdict and the all-reduce verdict on real-format NCCL lines."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import importlib.util
 import os

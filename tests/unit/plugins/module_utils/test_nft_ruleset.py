@@ -2,8 +2,6 @@
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The collection's nftables table, rendered from structured input (API exposure: who reaches which port)."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import re
 

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Issue 27 items 2 and 3 in the collection's nftables table: Prometheus and Grafana open only to the monitoring
 networks (not the API clients), and the loopback ports owned (chain output, by socket owner)."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import shutil

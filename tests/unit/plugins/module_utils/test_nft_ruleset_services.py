@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """service_ports of the collection's nftables table (monitoring: Prometheus to the allowed networks, loopback
 only when none; the node exporter to the fabric addresses only)."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import re

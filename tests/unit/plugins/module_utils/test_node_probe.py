@@ -4,8 +4,6 @@
 """plugins/module_utils/node_probe.py with a fake run(argv) callable: the argv each probe runs, and what it
 makes of systemctl / docker / journalctl output and /proc/meminfo."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import socket

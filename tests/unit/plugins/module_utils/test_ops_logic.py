@@ -4,8 +4,6 @@
 """Unit tests for the operations logic (status, validate, bench, switch/rollback): vllm_client stream folding, bench_sweep report and seed
 references, bench_plot, smoke_checks, ops_status, config_set."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import importlib.util
 import json

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """plugins/module_utils/quality_canary.py: the canary's checks on stream records, the timing judgement against the
 pair's own baseline, the saturation skip and the settings' refusals."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import threading

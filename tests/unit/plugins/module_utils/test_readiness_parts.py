@@ -1,12 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""readiness.py split into readiness_phases (phase tracking), readiness_pair (pair coordination), readiness_http
-(the head's checks) and redact (redaction): the old names still resolve to the same objects, each part works on
-its own, and the readiness HTTP checks go through vllm_client, the collection's one HTTP client."""
+"""Readiness in parts: readiness_phases (phase tracking), readiness_pair (pair coordination), readiness_http (the
+head's checks) and redact (redaction), each imported from its own file (the re-exporting readiness.py is gone):
+each part works on its own, and the readiness HTTP checks go through vllm_client, the collection's one HTTP
+client."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import threading
@@ -14,22 +13,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import (
-    node_probe, readiness, readiness_http, readiness_pair, readiness_phases, redact, vllm_client)
+from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe, readiness_http, redact, vllm_client
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import readiness_pair, readiness_phases
 
 PARTS = (readiness_phases, readiness_pair, readiness_http, redact, node_probe)
-
-
-def test_old_names_are_the_parts():
-    assert readiness.PhaseTracker is readiness_phases.PhaseTracker and readiness.PHASES is readiness_phases.PHASES
-    for name in ("ReadyInstance", "NodeWatch", "unit_down", "decide", "state_dir", "publish", "read_peer", "peer_role",
-                 "SETTLE_INTERVAL", "PEER_RECHECK"):
-        assert getattr(readiness, name) is getattr(readiness_pair, name), name
-    for name in ("http_checks", "check_models", "check_chat"):
-        assert getattr(readiness, name) is getattr(readiness_http, name), name
-    for name in ("poll_command", "parse_poll", "tcp_state", "probe_host"):
-        assert getattr(readiness, name) is getattr(node_probe, name), name
-    assert readiness.redact is redact.redact
 
 
 @pytest.mark.parametrize("part", PARTS, ids=lambda m: m.__name__.rsplit(".", 1)[-1])

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """plugins/module_utils/regression_kit.py: the kit per recipe (the shipped data file), its run on fake endpoints, the
 verdict in both directions and at its thresholds, and the refusals of bad thresholds."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import glob
 import json

@@ -5,8 +5,6 @@
 their idempotence, check mode, the refusals and the two in-flight sources. Time is a fake clock; the real
 router is in tests/integration/test_router_drain.py."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import socket
 
@@ -121,7 +119,7 @@ def test_drain_waits_for_a_request_longer_than_600_s(fake, clock):
     """Seed 001: 16.6 minutes to the first token at 980K tokens. The drain's wait is derived from the router's
     request timeout (router_config.drain_timeout_s: 1800 s + the margin), not the former fixed 600 s, so a pair
     with such a request in flight is not restarted under it; the old bound would have given up on it."""
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import router_config as rc
+    from ansible_collections.dgxspark.ds4.plugins.plugin_utils import router_config as rc
     a = fake.worker('a')
     ends_at = clock.now + 996.0
 

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """tls_plan.generated_current: when the deploy may skip the controller's community.crypto tasks (the material is as
 they made it), and every way it is not (each then runs the tasks, which make or repair it)."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import datetime
 import ipaddress

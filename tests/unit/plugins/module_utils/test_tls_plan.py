@@ -4,8 +4,6 @@
 """TLS on the fronts: the checks of the user's certificate, key and CA (before any host changes), the names a host's
 fronts need, expiry, and the TLS lines of the proxy's nginx configuration. Real certificates, made here with
 cryptography (the controller's package)."""
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import datetime
 import hashlib

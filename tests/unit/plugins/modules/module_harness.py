@@ -3,8 +3,6 @@
 """Shared harness for running a module's real main() in unit tests (community.general style):
 exit_json / fail_json raise instead of exiting, carrying the result."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 from ansible.module_utils import basic
 

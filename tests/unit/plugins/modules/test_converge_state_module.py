@@ -3,8 +3,6 @@
 """converge_state main(): a drifted check the role left as found is refused at record time, nothing is recorded
 and the last good record stays aside, so the next run refuses again; a repaired one is recorded."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 

@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """ds4_doctor main() with mocked commands: catalogue findings per node, and secrets redacted everywhere."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 

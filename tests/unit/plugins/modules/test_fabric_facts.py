@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Run the real fabric_facts and nccl_allreduce main() with mocked exit_json/fail_json/run_command."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import importlib.util
 import os

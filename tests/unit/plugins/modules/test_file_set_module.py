@@ -5,8 +5,6 @@ order; a validate command refuses a file (and the ones after it) before it repla
 nothing and runs no validate; diff mode shows each changed file, a secret one without its content; bad input refused
 before anything is written."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 import stat

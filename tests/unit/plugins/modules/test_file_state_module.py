@@ -3,8 +3,6 @@
 """file_state main(): every path observed in one run as the converge shortcut observes it (a file by SHA-1, mode and
 owner, a directory, absent - also below a missing directory - without a warning); a relative path refused."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import hashlib
 import os

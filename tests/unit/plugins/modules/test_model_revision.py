@@ -4,8 +4,6 @@
 """model_revision module: the role's preflight runs state=prepare in check mode; a host_dir it would refuse fails
 there, with the plan's message, before anything changes."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import os
 

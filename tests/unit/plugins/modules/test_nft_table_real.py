@@ -4,7 +4,6 @@
 touched): loaded once, then nothing; `nft flush chain` and `nft delete rule` (which keep the digest comment) are
 found and reloaded; the run after is a no-op again. Skips where nft, unshare or the privilege are missing."""
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

@@ -4,8 +4,6 @@
 """Run the real router_pool main() with mocked exit_json/fail_json against the fake vllm-router of
 tests/unit/plugins/module_utils/fake_router.py: changed told truthfully, check mode, diff, the refusals."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import pytest
 

@@ -4,8 +4,6 @@
 """nft_table and api_proxy_config main() with a fake nft / nginx: truthful changed, load only on drift,
 check mode writes nothing, keys file 0600 and never in the result (API exposure)."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import os

@@ -4,8 +4,6 @@
 """Run the real vllm_idle main() against the fake pair head of fake_router.py (GET /w/<name>/metrics): quiet,
 busy past the timeout, the key sent, changed always false, check mode the same, bad numbers refused."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import threading
 

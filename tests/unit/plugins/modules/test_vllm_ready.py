@@ -3,8 +3,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The vllm_ready module (one poll; HTTP checks) with mocked systemctl/docker/journalctl."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import socket
 

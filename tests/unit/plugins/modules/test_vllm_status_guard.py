@@ -5,8 +5,6 @@
 guard's state file into a row field and table lines; vllm_status main() reads the file (no systemctl/docker:
 the module reports them missing, the guard part still comes through)."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 import time

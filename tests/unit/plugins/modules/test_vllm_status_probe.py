@@ -4,8 +4,6 @@
 """vllm_status main() reads the unit and the container through the node probe (mocked systemctl / docker):
 the argv it runs and the row it builds, and a missing container reads as absent."""
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import json
 

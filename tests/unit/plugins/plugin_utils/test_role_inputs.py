@@ -9,8 +9,6 @@ secret; the shipped defaults, inventories and every Molecule scenario's values p
 first play refuses them before any host is contacted) is in tests/integration/test_role_inputs_play.py.
 """
 
-from __future__ import (absolute_import, division, print_function)
-__metaclass__ = type
 
 import collections
 import glob

@@ -6,7 +6,6 @@ imported inside the rest of the role (import_role) brings its own, and the host 
 So every deploy role ends with `end_role` when not needed and includes (never imports) the _converge steps in
 converge.yml. Checked on the files, and shown through Ansible on a throwaway role both ways."""
 
-from __future__ import absolute_import, division, print_function
 
 import os
 import subprocess

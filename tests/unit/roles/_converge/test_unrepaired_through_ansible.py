@@ -5,7 +5,6 @@ roles do (probe -> begin -> change -> record, with the converge_state action plu
 to the record). A managed file edited by hand, then a run of the role that does not restore it: the record step
 fails naming the file, and the last good record is kept aside (the module-level tests cover the repair)."""
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

@@ -5,7 +5,6 @@ roles/host_hardening/tasks/preflight.yml as it is, run by ansible-playbook on th
 preflight gathers (a /proc/meminfo, /proc/swaps' active areas, GPU and vLLM processes). The Molecule nodes share
 the CI machine's kernel, so swapoff never runs there: this is where the wiring is proved."""
 
-from __future__ import absolute_import, division, print_function
 
 import base64
 import os

@@ -5,7 +5,6 @@ roles/model_cache/tasks/fetch.yml that hash the files changed since the last ver
 head's, and remove it for the re-fetch (or stop when there is no other source), taken from the file as they are and
 run by ansible-playbook on a real directory with the real model_manifest module."""
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

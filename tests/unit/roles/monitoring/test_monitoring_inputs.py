@@ -4,7 +4,6 @@
 ansible-playbook on the controller: every bad value of the monitoring access variables is refused naming the
 variable, the value (never a password) and the fix; good values pass."""
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

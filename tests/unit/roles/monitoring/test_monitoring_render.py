@@ -5,7 +5,6 @@ changed): the Prometheus config passes `promtool check config`, scrapes vLLM ove
 exporters over the fabric, marks the fabric netdev and both RoCE twins fabric="true"; the unit drop-ins
 pass only flags the installed binaries know; Prometheus listens on loopback unless networks are allowed."""
 
-from __future__ import absolute_import, division, print_function
 
 import hashlib
 import json

@@ -11,7 +11,6 @@
   guard's textfile export; every dashboard expression is valid PromQL (checked by promtool).
 """
 
-from __future__ import absolute_import, division, print_function
 
 import importlib.machinery
 import importlib.util

@@ -3,7 +3,6 @@
 """Load a standalone script shipped in roles/vllm_service/files/ as a module (they are not importable
 by package: the role installs them on the nodes as plain python3 scripts)."""
 
-from __future__ import absolute_import, division, print_function
 
 import importlib.machinery
 import importlib.util

@@ -8,7 +8,6 @@ prefix that the fake runner strips. The phase marker is a real file written by t
 id comes from a file the test writes (a "reboot" is a new boot id).
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

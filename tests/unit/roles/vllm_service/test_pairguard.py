@@ -6,7 +6,6 @@ A fake systemd (local head unit, the worker unit behind an ssh prefix) records e
 so the tests show which rank is restarted, in which order, and when the guard gives up.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 

@@ -6,7 +6,6 @@ at once with its evidence kept, a pair restart after canary_failures_to_restart 
 head's prestart; within the storm limit), skipped while saturated, a new head starting over. The child itself
 (CanaryJob: fork, deadline, result file) runs for real."""
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

@@ -6,7 +6,6 @@ pair guard's evidence_path (hang-<UTC>[-n]/, canary-<UTC>[-n]/) and forensics.wr
 Real directories in a temporary evidence_dir, named by the real writers where a test needs a new one; the older ones
 are made with the names those writers give (the same strftime pattern), their times set in the name."""
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

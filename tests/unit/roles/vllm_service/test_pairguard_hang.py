@@ -7,7 +7,6 @@ docker + ssh runner: the tests show when a hang is declared, what the evidence d
 which rank is restarted, and that the guard's storm limit also bounds hang restarts.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import http.server
 import json

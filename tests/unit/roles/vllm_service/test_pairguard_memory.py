@@ -8,7 +8,6 @@ reclaim band with PSI 0: nothing, for many polls. Stalls: out of rotation (healt
 a clean stop, worker first, one line each, and no restart afterwards; the metrics stay current while the pair is down.
 Recovery: back in rotation."""
 
-from __future__ import absolute_import, division, print_function
 
 import os
 

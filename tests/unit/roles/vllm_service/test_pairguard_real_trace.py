@@ -9,7 +9,6 @@ watchdog must see no hang for the whole prefill, and must catch the same trace f
 running, nothing moving, KV usage flat) within the window plus one poll.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import json
 import os

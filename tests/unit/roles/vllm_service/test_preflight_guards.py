@@ -6,7 +6,6 @@ the log driver, the HF token) are refused on the controller, in the config play,
 refusal names the variable and the fix; the shipped defaults, the scenarios' values and a shipped fallback recipe pass.
 The wiring through ansible-playbook (the config play refuses, nothing after it runs) is the last test here."""
 
-from __future__ import absolute_import, division, print_function
 
 import glob
 import os
@@ -16,7 +15,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import catalogue
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs as ri
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..'))

@@ -6,7 +6,6 @@ Both are standalone python3 scripts installed on the nodes; they are loaded here
 role's files/ directory and run against a fake /proc, a fake /dev/shm and a fake docker CLI.
 """
 
-from __future__ import absolute_import, division, print_function
 
 import os
 import socket

@@ -3,7 +3,6 @@
 """The serving container's secrets env file (templates/secrets.env.j2) never carries the HF token:
 the container serves offline; the token goes to the download task only (model_cache_hf_token)."""
 
-from __future__ import absolute_import, division, print_function
 
 import os
 
