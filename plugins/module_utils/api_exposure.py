@@ -103,7 +103,8 @@ def plan_exposure(api, allowed_networks, upstream_port, master_port):
     upstream_port: ds4_api_upstream_port (None = port + 1); master_port: the TCPStore port.
     Returns (plan, errors, warnings); plan is the effective `api` mapping:
       host/port: what vLLM binds; public_port: what clients use; exposure: loopback|networks;
-      allowed_networks; proxied.
+      allowed_networks; proxied; engine_url: vLLM itself as a process on the head reaches it (its loopback bind and
+      port; the one place that address is made: drains, the canary, metrics and the deployed record read it).
     """
     errors = []
     warnings = []
@@ -138,6 +139,7 @@ def plan_exposure(api, allowed_networks, upstream_port, master_port):
         plan['port'] = up
     elif upstream_port is not None and not _port_ok(upstream_port):
         errors.append('ds4_api_upstream_port = %r: must be an integer 1-65535 or null.' % (upstream_port,))
+    plan['engine_url'] = 'http://%s:%s' % (plan['host'], plan['port'])
     return plan, errors, warnings
 
 

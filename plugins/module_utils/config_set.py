@@ -183,10 +183,56 @@ def swap(store, label=None):
             "stored": new_manifest}
 
 
+# The launch facts of a config set (ds4_effective.launch, copied into the set's deployed record).
+LAUNCH_KEYS = ('served_model_name', 'max_model_len', 'max_num_seqs', 'thinking', 'vllm_port', 'vllm_host', 'public_port',
+               'engine_url', 'headless')
+
+
+def read_text(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+def launch_from_record(record, read_script=read_text):
+    """The launch facts of a config set, from its deployed record (deployed-<role>.json, part of the set): the slice
+    the config compile published as ds4_effective.launch, copied there when the set was deployed.
+
+    A record written before the slice existed carries the clients' port (api_port), the served name and the engine
+    URL; for that one transition the rest is read from the launch script it names (read_script(path) -> text;
+    launch_facts). Returns {} for no record."""
+    if not isinstance(record, dict):
+        return {}
+    if isinstance(record.get('launch'), dict):
+        return dict((key, record['launch'].get(key)) for key in LAUNCH_KEYS)
+    parsed = {}
+    if record.get('launch_script') and read_script is not None:
+        try:
+            parsed = launch_facts(read_script(record['launch_script']))
+        except (IOError, OSError):
+            parsed = {}
+    facts = dict((key, parsed.get(key)) for key in ('served_model_name', 'max_model_len', 'max_num_seqs', 'thinking', 'headless'))
+    facts.update(vllm_port=parsed.get('api_port'), vllm_host=parsed.get('api_host'), public_port=record.get('api_port'))
+    facts['served_model_name'] = facts['served_model_name'] or record.get('served_model')
+    facts['engine_url'] = record.get('engine_url') or (
+        'http://%s:%s' % (facts['vllm_host'] or '127.0.0.1', facts['vllm_port']) if facts['vllm_port'] else None)
+    return facts
+
+
+def read_record(path):
+    """A deployed record as a dict, or None (absent or not JSON)."""
+    try:
+        with open(path) as handle:
+            record = json.load(handle)
+    except (IOError, OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def launch_facts(script_text):
-    """What readiness needs from a launch script rendered by launch_render (the restored set's own values,
-    not the inventory's): served_model_name, max_model_len, thinking, api_port, api_host, max_num_seqs.  Reads the
-    `exec <entrypoint> ...` command (backslash continuations joined, shell words split)."""
+    """A launch script's serve arguments, read back from its `exec <entrypoint> ...` command (backslash continuations
+    joined, shell words split): served_model_name, max_model_len, thinking, api_port (vLLM's --port), api_host,
+    max_num_seqs, headless. Only for a deployed record written before ds4_effective.launch existed
+    (launch_from_record); tests/unit/plugins/plugin_utils/test_launch_facts.py shows it equals the published slice."""
     import shlex  # pylint: disable=import-outside-toplevel
     text = (script_text or "").replace("\\\n", " ")
     cmd = None

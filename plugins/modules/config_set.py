@@ -44,8 +44,12 @@ options:
   label:
     description: Free text kept in the manifest (the profile the set belongs to).
     type: str
-  launch_script:
-    description: Live launch script whose serve arguments are returned as RV(launch) (after a swap, the restored one).
+  record:
+    description:
+      - This rank's live deployment record (C(deployed-<role>.json), part of the set); its launch facts are returned
+        as RV(launch) after the run (after a swap, the restored set's).
+      - A record written before the record carried them gives its clients' port, served name and engine URL, and the
+        rest is read from the launch script it names.
     type: path
 '''
 
@@ -73,11 +77,14 @@ restored:
   returned: when state is swapped
   type: dict
 launch:
-  description: What readiness needs, read from the live launch script after the run (served_model_name, max_model_len,
-    thinking, api_port, max_num_seqs, headless); rollback.yml passes it to M(dgxspark.ds4.vllm_ready).
+  description: The live set's launch facts after the run, from its deployment record (served_model_name, max_model_len,
+    max_num_seqs, thinking, vllm_port, vllm_host, public_port, engine_url, headless; the config compile's
+    C(ds4_effective.launch) when that set was deployed); rollback.yml passes them to M(dgxspark.ds4.vllm_ready). Empty
+    without O(record).
   returned: always
   type: dict
-  sample: {"served_model_name": "deepseek-v4-flash", "max_model_len": 131072, "thinking": true, "api_port": 8000}
+  sample: {"served_model_name": "deepseek-v4-flash", "max_model_len": 131072, "thinking": true, "vllm_port": 8000,
+           "public_port": 8000, "engine_url": "http://127.0.0.1:8000"}
 diff_lines:
   description: One line per file that changed (or would change).
   returned: always
@@ -96,7 +103,7 @@ def main():
             store=dict(type='path', default='/etc/dgxspark-ds4/previous'),
             files=dict(type='list', elements='dict'),
             label=dict(type='str'),
-            launch_script=dict(type='path'),
+            record=dict(type='path'),
         ),
         required_if=[('state', 'saved', ('files',))],
         supports_check_mode=True,
@@ -121,13 +128,7 @@ def main():
                 result['restored'] = out['restored']
     except (cs.ConfigSetError, IOError, OSError, ValueError) as exc:
         module.fail_json(msg='config_set %s: %s' % (p['state'], exc))
-    result['launch'] = {}
-    if p['launch_script']:
-        try:
-            with open(p['launch_script']) as f:
-                result['launch'] = cs.launch_facts(f.read())
-        except (IOError, OSError):
-            result['launch'] = {}
+    result['launch'] = cs.launch_from_record(cs.read_record(p['record'])) if p['record'] else {}
     if module._diff:
         result['diff'] = {'before': '', 'after': '\n'.join(result['diff_lines']) + ('\n' if result['diff_lines'] else '')}
     result['msg'] = '%s: %s' % (p['state'], '; '.join(result['diff_lines']) if result['diff_lines'] else 'nothing to change')

@@ -34,15 +34,16 @@ options:
   url:
     description:
       - Base URL of the endpoint, for example V(http://127.0.0.1:8000).
-      - Default, with O(launch_script), vLLM's own address in that script (C(--host), loopback for a wildcard, C(--port)),
-        so the kit reaches what the pair really serves, whatever the inventory says now (a pair still on the old version
-        may serve on another port).
+      - Default, with O(record), vLLM's own address as that record gives it (its C(engine_url)), so the kit reaches
+        what the pair really serves, whatever the inventory says now (a pair still on the old version may serve on
+        another port).
     type: str
-  launch_script:
-    description: A rank's live launch script; O(url) and O(model) default to what it serves.
+  record:
+    description: The head's live deployment record (C(deployed-head.json)); O(url) and O(model) default to what it
+      serves (the launch facts the config compile published when that set was deployed).
     type: path
   model:
-    description: Served model name; default, with O(launch_script), its C(--served-model-name).
+    description: Served model name; default, with O(record), the record's.
     type: str
   api_key:
     description: Bearer key for C(/v1) requests (C(Authorization) header). Never logged.
@@ -127,26 +128,19 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.ds4.plugins.module_utils import config_set
 from ansible_collections.dgxspark.ds4.plugins.module_utils import regression_kit
 
-WILDCARD = ('', '0.0.0.0', '::', 'localhost')
-
 
 def endpoint(params):
-    """(url, model, problem): the given ones, else what the launch script serves."""
+    """(url, model, problem): the given ones, else what the deployment record says the pair serves."""
     url, model = params['url'], params['model']
-    if params['launch_script'] and (not url or not model):
-        try:
-            with open(params['launch_script']) as fh:
-                facts = config_set.launch_facts(fh.read())
-        except (IOError, OSError) as exc:
-            return None, None, 'cannot read the launch script %s: %s' % (params['launch_script'], exc)
-        if not url:
-            if not facts['api_port']:
-                return None, None, 'the launch script %s names no --port' % params['launch_script']
-            host = facts['api_host'] or '127.0.0.1'
-            url = 'http://%s:%s' % ('127.0.0.1' if host in WILDCARD else host, facts['api_port'])
+    if params['record'] and (not url or not model):
+        record = config_set.read_record(params['record'])
+        if record is None:
+            return None, None, 'cannot read the deployment record %s (absent or not JSON)' % params['record']
+        facts = config_set.launch_from_record(record)
+        url = url or facts['engine_url']
         model = model or facts['served_model_name']
     if not url or not model:
-        return None, None, 'give url and model, or a launch_script that names --port and --served-model-name'
+        return None, None, 'give url and model, or the record of a deployed head (its engine_url and served model)'
     return url, model, None
 
 
@@ -154,7 +148,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             url=dict(type='str'),
-            launch_script=dict(type='path'),
+            record=dict(type='path'),
             model=dict(type='str'),
             api_key=dict(type='str', no_log=True),
             kit=dict(type='dict', required=True),

@@ -415,6 +415,41 @@ def tool_calls(merged):
     return out
 
 
+def _int_or_none(value):
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def launch_facts(eff):
+    """What the readiness gate, a rollback, the drains and the regression kit need of this rank's launch, published
+    as ds4_effective.launch and copied into the rank's deployed record (deployed-<role>.json, part of the config set a
+    rollback restores): the values the launch script is rendered from, never read back from it.
+
+    served_model_name, max_model_len, max_num_seqs: the serve args; thinking: the default chat template kwargs ask
+    for it; vllm_port / vllm_host: vLLM's own --port / --host (loopback); public_port: what clients use (the proxy's
+    port when the API is exposed); engine_url: vLLM as a process on the head reaches it; headless: the worker."""
+    args = eff['serve_args']
+    kwargs = args.get('default-chat-template-kwargs')
+    if isinstance(kwargs, str):
+        try:
+            kwargs = json.loads(kwargs)
+        except ValueError:
+            kwargs = {}
+    return {
+        'served_model_name': args.get('served-model-name'),
+        'max_model_len': _int_or_none(args.get('max-model-len')),
+        'max_num_seqs': _int_or_none(args.get('max-num-seqs')),
+        'thinking': bool(isinstance(kwargs, dict) and (kwargs.get('thinking') or kwargs.get('enable_thinking'))),
+        'vllm_port': eff['api']['port'],
+        'vllm_host': eff['api']['host'],
+        'public_port': eff['api']['public_port'],
+        'engine_url': eff['api']['engine_url'],
+        'headless': eff['node_rank'] != 0,
+    }
+
+
 def compile_cache_plan(merged):
     """Where vLLM's torch.compile cache lands: ``{'container_dir', 'host_dir', 'custom_ops_all', 'launch_digest'}``.
 
@@ -1042,6 +1077,7 @@ def compute_effective(inputs, host):
     eff['host_dirs'] = [merged['model']['host_dir']] + [h for h, _c in cache]
     eff['argv'] = build_argv(eff)
     eff['launch_script'] = render_launch_script(eff)
+    eff['launch'] = launch_facts(eff)
     # nccl.env as nccl_fabric renders it on the node, from the inventory and the role's values (the config play and
     # the goldens pass them: nccl_fabric_env, nccl_fabric_gid_index, nccl_fabric_exact_match, the role's defaults
     # where the inventory sets none); discovery on the node adds only what the inventory leaves out.

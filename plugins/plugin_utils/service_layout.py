@@ -103,6 +103,9 @@ def paths(layout, role):
         'prestart_config_path': '%s/prestart-%s.json' % (cdir, role),
         'unit_path': '%s/%s' % (layout['unit_dir'].rstrip('/'), layout['unit_name']),
         'deployed_record': '%s/deployed-%s.json' % (sdir, role),
+        # the restart request vllm_service reads (its handler, model_cache's revision switch and nccl_fabric's new
+        # nccl.env write it): a change that reaches the running process only through a restart
+        'restart_pending_path': '%s/restart-pending-%s' % (sdir, role),
         'rollback_store': '%s/previous' % cdir,
         # the pair guard's health gate (head): present while the pair must not take requests; the API proxy answers
         # /health 503 then (a router takes the pair out of rotation). /run: gone at reboot, readable by nginx.

@@ -40,11 +40,22 @@ def kit_module(args, tmp_path):
     return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 
-def launch_script(tmp_path, pair):
-    """A head's launch script as launch_render writes one (the kit reads --host, --port, --served-model-name)."""
-    path = tmp_path / ("launch-head-%d.sh" % pair.port)
-    path.write_text("#!/bin/bash\nset -euo pipefail\nexec vllm serve /models/ds4 \\\n  --served-model-name '%s' \\\n"
-                    "  --host '0.0.0.0' \\\n  --port '%d' \\\n  --max-num-seqs '8'\n" % (MODEL, pair.port))
+def head_record(tmp_path, pair, legacy=False):
+    """A head's deployment record as vllm_service writes one (its launch facts: ds4_effective.launch). legacy: one
+    written before the record carried them (served name and clients' port, no engine URL), whose launch script, as
+    launch_render writes one, gives the rest."""
+    path = tmp_path / ("deployed-head-%d.json" % pair.port)
+    if legacy:
+        script = tmp_path / ("launch-head-%d.sh" % pair.port)
+        script.write_text("#!/bin/bash\nset -euo pipefail\nexec vllm serve /models/ds4 \\\n  --served-model-name '%s' \\\n"
+                          "  --host '127.0.0.1' \\\n  --port '%d' \\\n  --max-num-seqs '8'\n" % (MODEL, pair.port))
+        record = {"role": "head", "api_port": pair.port, "served_model": MODEL, "launch_script": str(script)}
+    else:
+        record = {"role": "head", "api_port": pair.port, "served_model": MODEL, "engine_url": pair.url,
+                  "launch": {"served_model_name": MODEL, "max_model_len": 131072, "max_num_seqs": 8, "thinking": True,
+                             "vllm_port": pair.port, "vllm_host": "127.0.0.1", "public_port": pair.port,
+                             "engine_url": pair.url, "headless": False}}
+    path.write_text(json.dumps(record))
     return str(path)
 
 
@@ -56,7 +67,8 @@ def test_a_slower_image_is_regressed_an_equal_one_passes(pair_factory, tmp_path)
     slower = pair_factory(head_env=dict(RATES, VLLM_SIM_IMAGE_SETTINGS=str(settings)))
     runs = {}
     for name, pair in (("old", old), ("equal", equal), ("slower", slower)):
-        runs[name] = kit_module({"launch_script": launch_script(tmp_path, pair), "kit": KIT, "recipe": "balanced",
+        # the old image's pair was deployed by a collection version whose record did not carry the launch facts yet
+        runs[name] = kit_module({"record": head_record(tmp_path, pair, legacy=name == "old"), "kit": KIT, "recipe": "balanced",
                                  "timeout": 60}, tmp_path)
         assert runs[name]["url"] == pair.url and runs[name]["model"] == MODEL
         assert runs[name]["ok"] and runs[name]["failures"] == [], runs[name]

@@ -27,7 +27,7 @@ def test_plan_loopback_by_default():
     plan, errors, warnings = x.plan_exposure({'host': '127.0.0.1', 'port': 8000}, None, None, 29501)
     assert errors == [] and warnings == []
     assert plan == {'host': '127.0.0.1', 'port': 8000, 'public_port': 8000, 'exposure': 'loopback',
-                    'allowed_networks': [], 'proxied': False}
+                    'allowed_networks': [], 'proxied': False, 'engine_url': 'http://127.0.0.1:8000'}
 
 
 def test_plan_networks_normalized_and_upstream_port():
@@ -36,6 +36,8 @@ def test_plan_networks_normalized_and_upstream_port():
     assert errors == []
     assert plan['allowed_networks'] == ['10.1.0.0/16', '2001:db8::/64']
     assert plan['port'] == 8001 and plan['public_port'] == 8000 and plan['proxied']
+    # vLLM itself, behind the proxy: its own (upstream) port, made once here
+    assert plan['engine_url'] == 'http://127.0.0.1:8001'
 
 
 @pytest.mark.parametrize('host', ['0.0.0.0', '192.168.1.10', '::'])

@@ -351,3 +351,34 @@ def test_launch_facts_from_golden_scripts(profile, role, expected):
     for k, v in expected.items():
         assert facts[k] == v, (k, facts)
     assert config_set.launch_facts("#!/bin/sh\necho hi\n")["served_model_name"] is None
+
+
+def test_launch_from_record_reads_the_published_slice_and_never_the_script():
+    launch = {"served_model_name": "m", "max_model_len": 65536, "max_num_seqs": 8, "thinking": False, "vllm_port": 8001,
+              "vllm_host": "127.0.0.1", "public_port": 8000, "engine_url": "http://127.0.0.1:8001", "headless": False}
+
+    def never(path):
+        raise AssertionError("the script was read: %s" % path)
+
+    assert config_set.launch_from_record({"launch": launch, "launch_script": "/x.sh"}, never) == launch
+    assert config_set.launch_from_record(None, never) == {}
+
+
+def test_launch_from_record_of_a_record_older_than_the_slice(tmp_path):
+    """A set deployed by an older collection version (its record has the clients' port and the served name): the
+    rest from the launch script it names, under the new names (vllm_port, not the ambiguous api_port)."""
+    text = open(os.path.join(REPO, "tests", "golden", "balanced", "spark1", "launch-head.sh")).read()
+    script = tmp_path / "launch-head.sh"
+    script.write_text(text)
+    record = {"api_port": 8000, "served_model": "deepseek-v4-flash", "launch_script": str(script)}
+    facts = config_set.launch_from_record(record, lambda p: open(p).read())
+    assert facts["vllm_port"] == 8000 and facts["public_port"] == 8000, facts
+    assert facts["max_model_len"] == 131072 and facts["thinking"] is True and facts["served_model_name"] == "deepseek-v4-flash"
+    assert facts["engine_url"] == "http://127.0.0.1:8000", facts
+    gone = config_set.launch_from_record(dict(record, launch_script=str(tmp_path / "gone.sh")), lambda p: open(p).read())
+    assert gone["public_port"] == 8000 and gone["vllm_port"] is None and gone["engine_url"] is None, gone
+    path = tmp_path / "deployed-head.json"
+    path.write_text(json.dumps(record))
+    assert config_set.read_record(str(path)) == record
+    path.write_text("not json")
+    assert config_set.read_record(str(path)) is None and config_set.read_record(str(tmp_path / "none.json")) is None

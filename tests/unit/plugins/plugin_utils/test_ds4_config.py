@@ -273,7 +273,7 @@ def test_nvfp4_with_dspark_image_ok():
     eff = c.compute_effective(inp, 'spark1')
     assert eff['serve_args']['kv-cache-dtype'] == 'nvfp4_ds_mla'
     assert eff['api'] == {'host': '127.0.0.1', 'port': 8888, 'public_port': 8888, 'exposure': 'loopback',
-                          'allowed_networks': [], 'proxied': False}
+                          'allowed_networks': [], 'proxied': False, 'engine_url': 'http://127.0.0.1:8888'}
 
 
 def test_master_port_equal_api_port(inputs):
@@ -458,8 +458,10 @@ def test_networks_move_vllm_behind_the_proxy(inputs):
     set_everywhere(inputs, 'ds4_api_allowed_networks', ['192.168.1.7/24', '10.0.0.5/32'])
     eff = c.compute_effective(inputs, 'spark1')
     assert eff['api'] == {'host': '127.0.0.1', 'port': 8001, 'public_port': 8000, 'exposure': 'networks',
-                          'allowed_networks': ['192.168.1.0/24', '10.0.0.5/32'], 'proxied': True}
+                          'allowed_networks': ['192.168.1.0/24', '10.0.0.5/32'], 'proxied': True,
+                          'engine_url': 'http://127.0.0.1:8001'}
     assert eff['argv'][eff['argv'].index('--port') + 1] == '8001'
+    assert eff['launch']['vllm_port'] == 8001 and eff['launch']['public_port'] == 8000
     assert 'behind the API proxy on port 8000' in eff['launch_script']
     set_everywhere(inputs, 'ds4_api_upstream_port', 18000)
     assert c.compute_effective(inputs, 'spark1')['api']['port'] == 18000

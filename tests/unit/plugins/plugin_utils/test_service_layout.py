@@ -42,6 +42,7 @@ def test_default_layout():
     assert layout["container_name"] == "dgxspark-ds4-worker"
     assert layout["script_path"] == "/etc/dgxspark-ds4/launch-worker.sh"
     assert layout["deployed_record"] == "/var/lib/dgxspark-ds4/deployed-worker.json"
+    assert layout["restart_pending_path"] == "/var/lib/dgxspark-ds4/restart-pending-worker"
     assert layout["unit_path"] == "/etc/systemd/system/dgxspark-ds4-worker.service"
     assert layout["rollback_store"] == "/etc/dgxspark-ds4/previous"
     assert layout["docker_bin"] == "/usr/bin/docker"
@@ -65,6 +66,8 @@ def test_every_override_is_published():
     assert layout["prestart_config_path"] == "/srv/ds4/etc/prestart-head.json"
     assert layout["rollback_store"] == "/srv/ds4/etc/previous"
     assert layout["deployed_record"] == "/srv/ds4/state/deployed-head.json"
+    # the one restart request path vllm_service, model_cache and nccl_fabric use (it was derived in three vars files)
+    assert layout["restart_pending_path"] == "/srv/ds4/state/restart-pending-head"
     assert layout["unit_path"] == "/run/systemd/system/vllm-head.service"
     assert layout["unit_name"] == "vllm-head.service"
     assert layout["container_name"] == "vllm-head"
@@ -147,15 +150,16 @@ def test_other_roles_reach_vllm_service_through_the_published_layout():
     ds4_effective['service'], never through vllm_service_* variables or its defaults: with an overridden state
     directory a fabric or model change must still restart the pair, and pruning must still see the live unit and
     the rollback set."""
+    # the restart request: one path, published (service_layout.paths), read by all three roles
     nccl = _yaml(REPO, "roles", "nccl_fabric", "vars", "main.yml")
-    assert nccl["_nccl_fabric_restart_dir"].startswith("{{ ansible_facts['ds4_effective']['service']['state_dir'] | default(")
-    assert nccl["_nccl_fabric_pending_path"].startswith("{{ _nccl_fabric_restart_dir }}/restart-pending-")
+    assert nccl["_nccl_fabric_pending_path"] == "{{ ansible_facts['ds4_effective']['service']['restart_pending_path'] }}"
     handlers = _yaml(REPO, "roles", "nccl_fabric", "handlers", "main.yml")
-    assert [h["ansible.builtin.file"]["path"] for h in handlers if "ansible.builtin.file" in h] == ["{{ _nccl_fabric_restart_dir }}"]
+    assert [h["ansible.builtin.file"]["path"] for h in handlers if "ansible.builtin.file" in h] == [
+        "{{ _nccl_fabric_pending_path | dirname }}"]
     model = _yaml(REPO, "roles", "model_cache", "vars", "main.yml")
-    assert "ansible_facts['ds4_effective']['service']['state_dir']" in model["__model_cache_restart_marker"]
+    assert model["__model_cache_restart_marker"] == "{{ ansible_facts['ds4_effective']['service']['restart_pending_path'] }}"
     vllm = _yaml(ROLE, "vars", "main.yml")
-    assert vllm["_vllm_service_pending_path"].endswith("/restart-pending-{{ ds4_effective['role'] }}")
+    assert vllm["_vllm_service_pending_path"] == "{{ ds4_effective['service']['restart_pending_path'] }}"
     prune = ""
     for name in ("prune.yml", "prune_found.yml"):
         with open(os.path.join(REPO, "roles", "container_image", "tasks", name)) as f:

@@ -543,9 +543,20 @@ def test_a_passing_canary_that_saw_the_pair_busy_neither_judges_timings_nor_sets
 
 
 # --------------------------------------------------------------------------- time limits from the recipe
+def _effective(recipe):
+    """ds4_effective of the head as the config compile publishes it for a shipped recipe (the goldens' inventory)."""
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config  # pylint: disable=import-outside-toplevel
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..')
+    spec = importlib.util.spec_from_file_location('ds4_golden_regen_canary', os.path.join(root, 'tests', 'golden', 'regen.py'))
+    regen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(regen)
+    return ds4_config.compute_effective(regen.inventory_inputs(recipe), 'spark1')
+
+
 def _role_vars(recipe, **overrides):
-    """The role's vars/main.yml over its defaults, templated by Ansible as a play would (ds4_effective: a shipped
-    recipe, as the config role publishes its serve_args)."""
+    """The role's vars/main.yml over its defaults, templated by Ansible as a play would (ds4_effective: the head's,
+    as the config compile publishes it for a shipped recipe)."""
     import yaml  # pylint: disable=import-outside-toplevel
     from ansible.parsing.dataloader import DataLoader  # pylint: disable=import-outside-toplevel
     from ansible.template import Templar, trust_as_template  # pylint: disable=import-outside-toplevel
@@ -561,8 +572,7 @@ def _role_vars(recipe, **overrides):
     for part in ('defaults', 'vars'):
         with open(os.path.join(root, 'roles', 'vllm_service', part, 'main.yml')) as handle:
             variables.update(trust(yaml.safe_load(handle)))
-    with open(os.path.join(root, 'roles', 'config', 'files', 'recipes', recipe + '.yml')) as handle:
-        variables['ds4_effective'] = yaml.safe_load(handle)
+    variables['ds4_effective'] = _effective(recipe)
     variables.update(overrides)
     templar = Templar(loader=DataLoader(), variables=variables)
     return lambda expr: templar.template(trust_as_template('{{ %s }}' % expr))
