@@ -232,7 +232,7 @@ def launch_facts(script_text):
     """A launch script's serve arguments, read back from its `exec <entrypoint> ...` command (backslash continuations
     joined, shell words split): served_model_name, max_model_len, thinking, api_port (vLLM's --port), api_host,
     max_num_seqs, headless. Only for a deployed record written before ds4_effective.launch existed
-    (launch_from_record); tests/unit/plugins/plugin_utils/test_launch_facts.py shows it equals the published slice."""
+    (launch_from_record); the unit tests show it equals the published slice for every shipped recipe."""
     import shlex  # pylint: disable=import-outside-toplevel
     text = (script_text or "").replace("\\\n", " ")
     cmd = None
