@@ -245,7 +245,7 @@ def revision_fix(choice, repo_id):
     name = choice.get('model')
     if name:
         var = 'ds4_model_revisions'
-        how = ('set %s: {%s: <40-hex commit>} once for the site (group spark vars, e.g. inventories/_shared/hosts.yml); '
+        how = ('set %s: {%s: <40-hex commit>} once for the site (group spark vars, e.g. inventories/sample-site/group_vars/spark/site.yml); '
                % (var, name)) + revision_how(repo_id)
         return '%s[%s]' % (var, name), how
     return ('ds4_site_overrides.model.revision',

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Shipped placeholder addresses: an inventory that still holds them is refused before any connection.
 
-Pure Python (no Ansible imports).  The shipped inventories/_shared/hosts.yml gives the Sparks
+Pure Python (no Ansible imports).  The shipped inventories/sample-site/hosts.yml gives the Sparks
 documentation addresses (RFC 5737 TEST-NET ranges): they route nowhere, so a deploy against them
 would only die on "ssh: connect to host 192.0.2.10 port 22: No route to host" after several tasks.
 The config check (the dgxspark.ds4.effective_config action, on the controller) refuses them first
@@ -29,12 +29,12 @@ PLACEHOLDER_NETWORKS = (
 
 # variable -> (what it must hold, the file the shipped layout sets it in)
 CHECKED_VARS = (
-    ('ansible_host', 'the management address Ansible connects to over ssh', 'inventories/_shared/hosts.yml'),
-    ('ds4_fabric_ip', 'the ConnectX-7 fabric address of this node', 'inventories/_shared/host_vars/<host>.yml'),
+    ('ansible_host', 'the management address Ansible connects to over ssh', 'inventories/sample-site/hosts.yml'),
+    ('ds4_fabric_ip', 'the ConnectX-7 fabric address of this node', 'inventories/sample-site/host_vars/<host>.yml'),
     ('ds4_router_address', 'the address the router host reaches the pair heads from', 'group_vars/spark of your inventory'),
 )
 
-SHIPPED_HOSTS_FILE = 'inventories/_shared/hosts.yml'
+SHIPPED_HOSTS_FILE = 'inventories/sample-site/hosts.yml'
 
 
 def placeholder_network(value):

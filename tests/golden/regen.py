@@ -10,8 +10,9 @@ then review `git diff tests/golden/` (every flag change shows up there).
 tests/integration/test_golden_render.py proves, for every profile, that `playbooks/render.yml` run through
 ansible-playbook writes the same files.
 
-Also the shared loader the unit tests use: it reads the inventories' YAML with PyYAML
-the way Ansible layers them (group_vars/spark/*.yml, then host_vars/<host>.yml).
+Also the shared loader the unit tests use: it reads the sample site inventory's YAML (inventories/sample-site) with
+PyYAML the way Ansible layers them (group_vars/spark/*.yml, then host_vars/<host>.yml), a recipe chosen as a user
+switches for one run: `-e ds4_profile=<recipe>` (extra vars win over the inventory).
 """
 
 import glob
@@ -37,7 +38,7 @@ from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs  #
 HOSTS = ('spark1', 'spark2')
 VARIANTS_DIR = os.path.join(HERE, '_variants')
 # variant -> (profile, extra vars as `-e` gives them: strings). tests/integration/test_golden_render.py renders each one
-# with render.yml -i inventories/<profile> -e NAME=VALUE.
+# with render.yml -i inventories/sample-site -e ds4_profile=<profile> -e NAME=VALUE.
 VARIANTS = {
     'long-context-1m-interactive': ('long-context-1m', {'ds4_interactive_long_prompts': 'true'}),
 }
@@ -48,9 +49,13 @@ def load_base():
         return yaml.safe_load(f)['config_base']
 
 
-def load_inventory(profile):
-    """-> (group_vars dict, {host: merged vars}) for inventories/<profile>."""
-    inv = os.path.join(REPO, 'inventories', profile)
+# The one shipped inventory: the sample site (hosts, host_vars, group_vars/spark/site.yml with ds4_profile).
+SAMPLE_SITE = os.path.join(REPO, 'inventories', 'sample-site')
+
+
+def load_inventory(profile=None, inv=SAMPLE_SITE):
+    """-> (group_vars dict, {host: merged vars}) for the inventory `inv` (default: the sample site), with
+    `-e ds4_profile=<profile>` when profile is given (extra vars: they win over every inventory layer)."""
     with open(os.path.join(inv, 'hosts.yml')) as f:
         spark = yaml.safe_load(f)['spark']
     hosts = list(spark['hosts'])
@@ -67,6 +72,10 @@ def load_inventory(profile):
             with open(path) as f:
                 merged.update(yaml.safe_load(f) or {})
         hostvars[host] = merged
+    if profile is not None:
+        group['ds4_profile'] = profile
+        for merged in hostvars.values():
+            merged['ds4_profile'] = profile
     return group, hostvars
 
 
@@ -76,7 +85,7 @@ def role_options():
 
 
 def inventory_inputs(profile):
-    """What `-i inventories/<profile>` gives the config action: the recipe by name, the site, the hosts, and the
+    """What `-i inventories/sample-site -e ds4_profile=<profile>` gives the config action: the recipe by name, the site, the hosts, and the
     nccl_fabric values nccl.env is rendered with (the inventory's, else the role's defaults)."""
     group, hostvars = load_inventory(profile)
     return dict(role_inputs.nccl_fabric_inputs(group, role_options()), **{

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The commands the README gives work as written (from the repo root and from an installed collection).
 
-- From the repository root, with the inventory of ansible.cfg (inventories/balanced):
+- From the repository root, with the inventory of ansible.cfg (inventories/sample-site, recipe balanced):
   ``ansible-playbook site.yml -l spark`` (root site.yml imports playbooks/site.yml).
 - From a collection installed from the built tarball: ``ansible-playbook dgxspark.ds4.site -i <inventory>
   -l spark`` (relative imports and vars_files resolve inside the installed collection), and the render path
@@ -62,7 +62,7 @@ def installed(tmp_path_factory):
                     tarballs[0]], tmp, {"ANSIBLE_COLLECTIONS_PATH": str(coll)})
     assert rc == 0, out
     inv = tmp / "inventory"
-    shutil.copytree(os.path.join(REPO, "inventories", "balanced"), str(inv), symlinks=False)
+    shutil.copytree(os.path.join(REPO, "inventories", "sample-site"), str(inv), symlinks=False)
     return {"tmp": tmp, "tarball": tarballs[0], "coll": coll, "inv": inv,
             "root": coll / "ansible_collections" / "dgxspark" / "ds4"}
 

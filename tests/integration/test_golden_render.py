@@ -5,10 +5,10 @@
 
 tests/golden/regen.py writes tests/golden/<profile>/<host>/{launch-head.sh|launch-worker.sh, nccl.env} by calling
 ds4_config.compute_effective directly; the unit tests compare the Python output with them. This proves the
-other half for all seven profiles: `ansible-playbook playbooks/render.yml -i inventories/<profile>` (the
-inventory as Ansible layers it, the config role, the dgxspark.ds4.effective_config action, the render play's
-copy tasks) writes byte-identical files, and nothing else is in the golden tree. One ansible-playbook run per
-profile (~5 s each); no host is contacted (render.yml delegates every write to localhost).
+other half for every profile: `ansible-playbook playbooks/render.yml -i inventories/sample-site` (the sample site's
+own recipe) or `... -e ds4_profile=<profile>` (any other; the inventory as Ansible layers it, the config role, the
+dgxspark.ds4.effective_config action, the render play's copy tasks) writes byte-identical files, and nothing else is
+in the golden tree. One ansible-playbook run per profile (~5 s each); no host is contacted (render.yml delegates every write to localhost).
 """
 
 import json
@@ -25,21 +25,24 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GOLDEN = os.path.join(REPO, "tests", "golden")
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 SCRIPTS = {"spark1": "launch-head.sh", "spark2": "launch-worker.sh"}
+SAMPLE_SITE = os.path.join(REPO, "inventories", "sample-site")
 
 
 def profiles():
-    """Every inventories/<profile>/ that holds a profile (the shared pieces excluded)."""
-    out = []
-    for name in sorted(os.listdir(os.path.join(REPO, "inventories"))):
-        path = os.path.join(REPO, "inventories", name, "group_vars", "spark", "profile.yml")
-        if os.path.isfile(path):
-            out.append(name)
-    return out
+    """Every shipped recipe (roles/config/files/recipes/<profile>.yml)."""
+    folder = os.path.join(REPO, "roles", "config", "files", "recipes")
+    return sorted(f[:-len(".yml")] for f in os.listdir(folder) if f.endswith(".yml"))
+
+
+def sample_site_profile():
+    """The recipe the sample site names (group_vars/spark/site.yml: ds4_profile)."""
+    with open(os.path.join(SAMPLE_SITE, "group_vars", "spark", "site.yml")) as handle:
+        return yaml.safe_load(handle)["ds4_profile"]
 
 
 def test_golden_tree_has_every_profile_and_only_rendered_files():
     names = sorted(d for d in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, d)) and not d.startswith("_"))
-    assert names == profiles(), "tests/golden/ and inventories/ disagree: regenerate with tests/golden/regen.py"
+    assert names == profiles(), "tests/golden/ and roles/config/files/recipes/ disagree: regenerate with tests/golden/regen.py"
     assert len(names) == len(ds4_config.PROFILES) and names == list(ds4_config.PROFILES), names
     for profile in names:
         for host, script in SCRIPTS.items():
@@ -67,8 +70,8 @@ def test_golden_variants_are_exactly_regen_variants():
 
 @pytest.mark.parametrize("profile", profiles() + ["_variants/%s" % v for v in sorted(_variants())])
 def test_render_playbook_writes_the_golden_files(profile, tmp_path):
-    """A profile's inventory as it ships; a variant (tests/golden/_variants/<v>): its profile's inventory with the variant's
-    extra vars given with -e, the way an operator turns a collection setting on."""
+    """The sample site as it ships (its own recipe) or with -e ds4_profile=<profile>; a variant (tests/golden/_variants/<v>):
+    its profile so picked, with the variant's extra vars given with -e, the way an operator turns a collection setting on."""
     extra = []
     if profile.startswith("_variants/"):
         golden_name = profile
@@ -79,14 +82,14 @@ def test_render_playbook_writes_the_golden_files(profile, tmp_path):
         golden_name = profile
     if not os.path.exists(PLAYBOOK):
         pytest.fail("ansible-playbook is not next to the test interpreter (%s): run the tests with .venv/bin/pytest" % PLAYBOOK)
-    with open(os.path.join(REPO, "inventories", profile, "group_vars", "spark", "profile.yml")) as handle:
-        assert yaml.safe_load(handle)["ds4_profile"] == profile
+    if profile != sample_site_profile():
+        extra = ["-e", "ds4_profile=%s" % profile] + extra
     out = tmp_path / "render"
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_RETRY_FILES_ENABLED="0")
     for name in ("ANSIBLE_INVENTORY", "ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_COLLECTIONS_PATHS"):
         env.pop(name, None)
-    res = subprocess.run([PLAYBOOK, os.path.join(REPO, "playbooks", "render.yml"), "-i", os.path.join(REPO, "inventories", profile),
+    res = subprocess.run([PLAYBOOK, os.path.join(REPO, "playbooks", "render.yml"), "-i", SAMPLE_SITE,
                           "-e", "ds4_render_dir=%s" % out] + extra, cwd=REPO, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
     assert res.returncode == 0, res.stdout

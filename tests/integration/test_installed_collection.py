@@ -54,7 +54,7 @@ def _site(work, connection, site_vars=None):
     inv.mkdir()
     hosts = {}
     for name in ("spark1", "spark2"):
-        with open(os.path.join(REPO, "inventories", "_shared", "host_vars", name + ".yml")) as handle:
+        with open(os.path.join(REPO, "inventories", "sample-site", "host_vars", name + ".yml")) as handle:
             hosts[name] = dict(yaml.safe_load(handle), **connection(name))
     (inv / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": hosts, "vars": site_vars or {}}}))
     return inv

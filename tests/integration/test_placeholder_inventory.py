@@ -1,12 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The shipped inventories (placeholder addresses, RFC 5737 TEST-NET) are refused before any ssh.
+"""The shipped sample site inventory (placeholder addresses, RFC 5737 TEST-NET) is refused before any ssh, whatever
+the recipe.
 
 Real ansible-playbook, run as the README says (from the repository root, `ansible-playbook site.yml -l spark`, or
-`-i inventories/<profile>`), with ANSIBLE_SSH_EXECUTABLE pointing at a stand-in ssh that records every call in a file
-and fails like an unreachable host. The refusal must name the file to fill in (inventories/_shared/hosts.yml, with
-its line) and the stand-in must never have been called; the control case (same inventory, real-looking addresses)
+`-i inventories/sample-site -e ds4_profile=<recipe>`), with ANSIBLE_SSH_EXECUTABLE pointing at a stand-in ssh that
+records every call in a file and fails like an unreachable host. The refusal must name the file to fill in
+(inventories/sample-site/hosts.yml, with its line) and the stand-in must never have been called; the control case (same inventory, real-looking addresses)
 gets past the config check and calls the stand-in, so the fixture would have seen an attempt.
 """
 
@@ -20,8 +21,9 @@ import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.path.dirname(sys.executable)
-PROFILES = sorted(d for d in os.listdir(os.path.join(REPO, "inventories"))
-                  if os.path.isfile(os.path.join(REPO, "inventories", d, "group_vars", "spark", "profile.yml")))
+SAMPLE_SITE = os.path.join("inventories", "sample-site")
+# the shipped recipes (roles/config/files/recipes/<name>.yml), each picked with -e ds4_profile=<name>
+PROFILES = sorted(f[:-len(".yml")] for f in os.listdir(os.path.join(REPO, "roles", "config", "files", "recipes")) if f.endswith(".yml"))
 
 
 @pytest.fixture
@@ -46,8 +48,8 @@ def _run(playbook, ssh, *args):
 
 
 def _shipped_line(host):
-    """Line of `host`'s ansible_host in inventories/_shared/hosts.yml (the message names it)."""
-    with open(os.path.join(REPO, "inventories", "_shared", "hosts.yml")) as handle:
+    """Line of `host`'s ansible_host in inventories/sample-site/hosts.yml (the message names it)."""
+    with open(os.path.join(REPO, SAMPLE_SITE, "hosts.yml")) as handle:
         lines = handle.read().splitlines()
     start = lines.index("    %s:" % host)
     return next(i + 1 for i in range(start, len(lines)) if lines[i].strip().startswith("ansible_host:"))
@@ -67,31 +69,33 @@ def test_readme_deploy_command_refuses_the_shipped_inventory(fake_ssh):
     _assert_refused(rc, out, log)
     for host, addr in (("spark1", "192.0.2.10"), ("spark2", "192.0.2.11")):
         assert ('[host %s] ansible_host = "%s": a shipped placeholder (TEST-NET-1 192.0.2.0/24' % (host, addr)) in out, out
-        assert "Fix: fill in inventories/_shared/hosts.yml:%d with the real address of %s." % (_shipped_line(host), host) in out, out
+        assert "Fix: fill in inventories/sample-site/hosts.yml:%d with the real address of %s." % (_shipped_line(host), host) in out, out
 
 
-# site.yml with every profile; the read-only playbooks (which go on with defaults when an inventory merely fails to
-# validate) with one, their config play being the same.
-CASES = [(p, "playbooks/site.yml") for p in PROFILES] + [("balanced", "playbooks/status.yml"), ("balanced", "playbooks/bench.yml")]
+# site.yml with every profile (-e ds4_profile=<profile> over the sample site); the read-only playbooks (which go on
+# with defaults when an inventory merely fails to validate) with one, their config play being the same.
+CASES = ([(p, "playbooks/site.yml") for p in PROFILES]
+         + [("balanced", "playbooks/status.yml"), ("balanced", "playbooks/bench.yml")])
 
 
 @pytest.mark.parametrize("profile,playbook", CASES, ids=["%s-%s" % (p, os.path.basename(b)) for p, b in CASES])
 def test_every_shipped_profile_is_refused(fake_ssh, profile, playbook):
     ssh, log = fake_ssh
-    rc, out = _run(os.path.join(REPO, playbook), ssh, "-i", os.path.join("inventories", profile))
+    rc, out = _run(os.path.join(REPO, playbook), ssh, "-i", SAMPLE_SITE, "-e", "ds4_profile=%s" % profile)
     _assert_refused(rc, out, log)
-    assert "Fix: fill in inventories/_shared/hosts.yml:" in out, out
+    assert "Fix: fill in inventories/sample-site/hosts.yml:" in out, out
 
 
 def _copy_inventory(tmp_path, ansible_hosts):
-    """inventories/balanced with its symlinks resolved, hosts.yml's addresses replaced and the site's model revision
+    """A copy of the sample site (recipe balanced), hosts.yml's addresses replaced and the site's model revision
     pinned (site.yml refuses an unpinned one before any connection)."""
     inv = tmp_path / "inv"
-    shutil.copytree(os.path.join(REPO, "inventories", "balanced"), str(inv), symlinks=False)
-    (inv / "hosts.yml").unlink()
-    site = {"ds4_model_revisions": {"deepseek-v4-flash": "0123456789abcdef0123456789abcdef01234567"}}
-    (inv / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": dict((h, {"ansible_host": a}) for h, a in ansible_hosts.items()),
-                                                             "vars": site}}))
+    shutil.copytree(os.path.join(REPO, SAMPLE_SITE), str(inv), symlinks=False)
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": dict((h, {"ansible_host": a}) for h, a in ansible_hosts.items())}}))
+    site_file = inv / "group_vars" / "spark" / "site.yml"
+    site = yaml.safe_load(site_file.read_text())
+    site["ds4_model_revisions"] = {"deepseek-v4-flash": "0123456789abcdef0123456789abcdef01234567"}
+    site_file.write_text(yaml.safe_dump(site))
     return inv
 
 

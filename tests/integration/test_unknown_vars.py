@@ -19,9 +19,9 @@ BIN = os.path.dirname(sys.executable)
 
 
 def _inventory(tmp_path):
-    """A copy of inventories/balanced (symlinks to _shared resolved)."""
+    """A copy of the shipped sample site inventory (recipe balanced)."""
     inv = tmp_path / "inv"
-    shutil.copytree(os.path.join(REPO, "inventories", "balanced"), str(inv), symlinks=False)
+    shutil.copytree(os.path.join(REPO, "inventories", "sample-site"), str(inv), symlinks=False)
     return inv
 
 

@@ -4,7 +4,7 @@
 """The recorder's test recipe, rendered into both ranks' argv by the collection's own renderer.
 
 The structural part of the command line comes from a production profile's effective config
-(ds4_config.compute_effective over inventories/<profile>, exactly what playbooks/render.yml writes into
+(ds4_config.compute_effective over inventories/sample-site with ds4_profile=<profile>, exactly what playbooks/render.yml writes into
 launch-head.sh / launch-worker.sh): tensor parallelism, the mp executor, --nnodes/--node-rank,
 --master-addr/--master-port, --headless on the worker. Only the model-specific engine flags are replaced
 by the small test recipe (a tiny random Llama and a local WordLevel tokenizer: DeepSeek's flags do not
@@ -37,7 +37,7 @@ def _regen():
 
 
 def production_effective(profile=PROFILE):
-    """{host: ds4_effective} of both spark hosts of inventories/<profile>."""
+    """{host: ds4_effective} of both spark hosts of the sample site inventory with -e ds4_profile=<profile>."""
     regen = _regen()
     from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config  # pylint: disable=import-error
     inputs = regen.inputs_for(profile)

@@ -151,16 +151,17 @@ def test_switch_to_throughput_then_rollback_both_pass_readiness():
     assert answer.strip(), 'no answer through the printed endpoint after the rollback (%.2f s)' % took
 
 
-# The per-recipe inventory (issue 25): the recipe is collection data chosen by name; the site is written once. Here the
-# site is this scenario's inventory (API keys, allowed networks, the simulator image) plus a site part written below
-# (monitoring on, the 0731 revision pin); the per-recipe part is the shipped inventories/upstream-0731-dspark/group_vars
-# plus what this site does differently for that recipe (the simulator image that carries vLLM 0.33). Runs
-# last in this file: the pair is left on the upstream 0731 recipe (test_zz_profiles.py switches on from there).
+# A per-recipe inventory layer (issue 25; the collection ships none since issue 48, a user may still keep such layers):
+# the recipe is collection data chosen by name (ds4_profile); the site is written once. Here the site is this
+# scenario's inventory (API keys, allowed networks, the simulator image) plus a site part written below (monitoring
+# on, the 0731 revision pin); the per-recipe layer, written below too, names the recipe (ds4_profile, as the sample
+# site's group_vars/spark/site.yml does) and adds what this site does differently for that recipe (the simulator image
+# that carries vLLM 0.33). No -e: the recipe reaches switch.yml through the inventory alone. Runs last in this file:
+# the pair is left on the upstream 0731 recipe (test_zz_profiles.py switches on from there).
 UPSTREAM_0731 = 'upstream-0731-dspark'
 
 
 def test_switch_through_a_per_recipe_inventory_keeps_every_site_setting(tmp_path):
-    import shutil
     import urllib.error
     import yaml
     site = tmp_path / 'site' / 'group_vars' / 'spark'
@@ -170,7 +171,7 @@ def test_switch_through_a_per_recipe_inventory_keeps_every_site_setting(tmp_path
         'ds4_model_revisions': {'deepseek-v4-flash-0731': d.BASE_OVERRIDES['model']['revision']}}))
     recipe = tmp_path / UPSTREAM_0731 / 'group_vars' / 'spark'
     recipe.mkdir(parents=True)
-    shutil.copy(os.path.join(d.PROJECT, 'inventories', UPSTREAM_0731, 'group_vars', 'spark', 'profile.yml'), str(recipe / 'profile.yml'))
+    (recipe / 'profile.yml').write_text(yaml.safe_dump({'ds4_profile': UPSTREAM_0731}))
     # the simulator image variant that carries the recipe's vLLM minor (0.33: the recipe declares 0.33.0)
     (recipe / 'sim.yml').write_text(yaml.safe_dump({'ds4_site_overrides': {'image': {'ref': 'ds4-vllm-sim:vllm-0.33'}}}))
     # three inventory sources, later ones win: this scenario's (the site), the site part, the per-recipe part; no -e

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The profile matrix: every shipped profile (inventories/<profile>/group_vars/spark/profile.yml, as a user
-gets it) is deployed on the converged pair with switch.yml, served by the vLLM simulator (the test
+"""The profile matrix: every shipped profile (roles/config/files/recipes/<profile>.yml, picked the one way a user
+switches for a run: -e ds4_profile=<profile>) is deployed on the converged pair with switch.yml, served by the vLLM simulator (the test
 inventory's ds4_site_overrides swap only the image ref, to the simulator image carrying the profile's vLLM minor,
 and the model revision), passes readiness and
 validate.yml (reasoning and tool checks as the profile implies), and serves with the profile's own
@@ -25,8 +25,8 @@ pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule ve
 
 # The other two shipped profiles are deployed by this scenario already, the same way: balanced is the
 # test inventory's profile (converge, idempotence, site.yml runs; validate.yml after the first deploy) and
-# throughput is switched to, readied and validated by test_zz_ops.py (its real profile.yml, like here).
-# upstream-0731-dspark is switched to through its per-recipe inventory by test_zz_ops.py.
+# throughput is switched to, readied and validated by test_zz_ops.py (-e ds4_profile=throughput, like here).
+# upstream-0731-dspark is switched to through an inventory layer naming it (ds4_profile) by test_zz_ops.py.
 # latency is not deployed here: it is balanced with other numbers (the same image, vLLM minor, entrypoint, port, model
 # and container settings; each recipe switch costs ~2 minutes of this scenario, the CI's longest lane). Its launch is
 # rendered (tests/golden/latency) and parsed by the simulator's parser of its vLLM minor
@@ -43,10 +43,6 @@ PROFILES = ['conservative', 'long-context-1m', 'dspark-nvfp4-1m', 'upstream-mtp'
 FROM_TARBALL = 'upstream-mtp'
 # the one recipe with a cache volume the others lack (/var/cache/dgxspark-ds4/huggingface)
 NEW_CACHE_DIR = 'long-context-1m'
-
-
-def profile_file(name):
-    return os.path.join(d.PROJECT, 'inventories', name, 'group_vars', 'spark', 'profile.yml')
 
 
 def recipe_file(name):
@@ -71,7 +67,7 @@ def test_profile_deploys_serves_and_validates(profile):
         assert 'No config file found' in out, 'ran with a config file (the repository\'s?): ' + out[:1500]
         assert 'vllm_service: runs' in out, 'the installed site.yml did not deploy the recipe: ' + out[-3000:]
     else:
-        rc, out = d.run_playbook('switch.yml', extra, var_files=[profile_file(profile)])
+        rc, out = d.run_playbook('switch.yml', extra)
         assert rc == 0, out[-4000:]
         # a recipe switch changes the launch, not the node scripts (same collection code, each as recorded): their
         # ~20 module runs per node are not included, unless the recipe adds a cache directory (long-context-1m's

@@ -19,7 +19,6 @@ import ds4_drill as d  # noqa: E402  pylint: disable=wrong-import-position
 pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
 
 LAYOUT_VARS = os.path.join(d.SCENARIO_DIR, 'vars', 'drills.yml')
-THROUGHPUT_PROFILE = os.path.join(d.PROJECT, 'inventories', 'throughput', 'group_vars', 'spark', 'profile.yml')
 READY_LIMITS = {'ds4_ready_timeout': 1234, 'ds4_ready_chat_timeout': 45}
 DEFAULTS = {'config_dir': '/etc/dgxspark-ds4', 'state_dir': '/var/lib/dgxspark-ds4', 'unit_dir': '/etc/systemd/system',
             'libexec_dir': '/usr/local/libexec/dgxspark-ds4', 'docker_bin': '/usr/bin/docker'}
@@ -91,7 +90,7 @@ def test_restart_both_ranks_worker_first_through_readiness():
 
 def test_switch_and_rollback_keep_and_restore_the_set_in_the_overridden_config_dir():
     assert served_max_model_len() == 131072
-    _rc, out = ops('switch.yml', dict(READY_LIMITS, ds4_profile='throughput'), var_files=[THROUGHPUT_PROFILE], args=['-v'])
+    _rc, out = ops('switch.yml', dict(READY_LIMITS, ds4_profile='throughput'), args=['-v'])
     assert_ready_limits(out)
     assert '65536' in d.node('spark1', 'cat', '%s/launch-head.sh' % d.CONFIG_DIR)
     assert served_max_model_len() == 65536

@@ -48,7 +48,6 @@ import ds4_load as load  # noqa: E402  pylint: disable=wrong-import-position
 pytestmark = pytest.mark.skipif(not d.INVENTORY, reason='runs inside molecule verify only')
 
 SCENARIO_VARS = os.path.join(d.SCENARIO_DIR, 'vars', 'replicas.yml')
-THROUGHPUT_PROFILE = os.path.join(d.PROJECT, 'inventories', 'throughput', 'group_vars', 'spark', 'profile.yml')
 P1, P2 = 'spark_pair1', 'spark_pair2'
 NODES = {P1: (('spark1', 'head'), ('spark2', 'worker')), P2: (('spark3', 'head'), ('spark4', 'worker'))}
 MAX_EVICTION_S = 5.0
@@ -365,13 +364,12 @@ class SlowRequest(object):
 @pytest.mark.skipif(os.environ.get('DS4_REPLICAS_SWITCH', '1') == '0', reason='DS4_REPLICAS_SWITCH=0')
 def test_switch_to_another_served_name_is_refused_up_front():
     before = dict((p, started(p)) for p in (P1, P2))
-    layer = os.path.join(d.PROJECT, 'inventories', 'dspark-c16', 'group_vars', 'spark', 'profile.yml')
-    # the recipe is collection data; its inventory only names it (ds4_profile)
+    # the recipe is collection data, picked by name (-e ds4_profile)
     with open(os.path.join(d.PROJECT, 'roles', 'config', 'files', 'recipes', 'dspark-c16.yml')) as handle:
         minor = '.'.join(yaml.safe_load(handle)['image']['vllm_version'].split('.')[:2])
     overrides = dict(d.BASE_OVERRIDES, image={'ref': 'ds4-vllm-sim:vllm-%s' % minor})
     rc, out = d.run_playbook('switch.yml', {'ds4_profile': 'dspark-c16', 'ds4_site_overrides': overrides},
-                             var_files=[SCENARIO_VARS, layer])
+                             var_files=[SCENARIO_VARS])
     assert rc != 0, out[-3000:]
     assert "serves 'deepseek-v4-flash'" in out and "serves 'deepseek-v4-flash-dspark'" in out, out[-3000:]
     assert 'Nothing was changed. Fix: keep the served name' in out, out[-3000:]
@@ -387,7 +385,7 @@ def test_a_rolling_switch_from_a_controller_without_the_sites_ca_is_refused_befo
     before = dict((p, started(p)) for p in (P1, P2))
     empty = tmp_path / 'no-ca'
     rc, out = d.run_playbook('switch.yml', {'ds4_profile': 'throughput', 'ds4_tls_ca_dir': str(empty)},
-                             var_files=[SCENARIO_VARS, THROUGHPUT_PROFILE])
+                             var_files=[SCENARIO_VARS])
     flat = ' '.join(out.split())
     assert rc != 0 and 'already trusts a CA the collection made' in flat and 'holds no CA (no ca.crt there)' in flat, out[-3000:]
     assert 'out of rotation' not in flat and 'Rolling |' not in out, out[-3000:]
@@ -482,7 +480,7 @@ def test_upgrade_to_an_equal_image_recipe_and_port_promoted_pair_by_pair_then_ro
         # machine: more than run_playbook's default 900 s is possible
         out, took = playbook('upgrade.yml', {'ds4_profile': 'throughput', 'ds4_site_overrides': overrides,
                                              'ds4_upgrade_dir': str(tmp_path)},
-                             var_files=[THROUGHPUT_PROFILE], timeout=1800)
+                             timeout=1800)
     slow.thread.join(120)
     after = dict((p, started(p)) for p in (P1, P2))
     record = upgrade_record(tmp_path, out)

@@ -311,7 +311,7 @@ def _profile_inputs(profile):
         import regen  # pylint: disable=import-error,import-outside-toplevel
     finally:
         sys.path.pop(0)
-    # the effective config of -i inventories/<profile> (model paths from the catalogue where the recipe gives none)
+    # the effective config of -i inventories/sample-site -e ds4_profile=<profile> (model paths from the catalogue where the recipe gives none)
     return ds4_config.compute_effective(regen.inventory_inputs(profile), 'spark1')
 
 

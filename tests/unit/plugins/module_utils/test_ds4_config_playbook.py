@@ -15,6 +15,8 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), 'ansible-playbook')
+# the shipped inventory (its recipe: balanced); another recipe is -e ds4_profile=<name>
+SAMPLE_SITE = os.path.join(REPO, 'inventories', 'sample-site')
 
 pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason='ansible-playbook not next to the test interpreter')
 
@@ -25,14 +27,15 @@ def _run(inventory, *extra):
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
-def _copy_inventory(profile, dest):
-    shutil.copytree(os.path.join(REPO, 'inventories', profile), str(dest), symlinks=False)
+def _copy_inventory(dest):
+    """A copy of the sample site (recipe balanced) the test may edit."""
+    shutil.copytree(SAMPLE_SITE, str(dest), symlinks=False)
     return str(dest)
 
 
 def test_render_writes_golden_scripts(tmp_path):
     out = tmp_path / 'out'
-    res = _run(os.path.join(REPO, 'inventories', 'dspark-c16'), '-e', 'ds4_render_dir=%s' % out)
+    res = _run(SAMPLE_SITE, '-e', 'ds4_profile=dspark-c16', '-e', 'ds4_render_dir=%s' % out)
     assert res.returncode == 0, res.stdout + res.stderr
     for host, script in (('spark1', 'launch-head.sh'), ('spark2', 'launch-worker.sh')):
         got = (out / 'dspark-c16' / host / script)
@@ -45,7 +48,7 @@ def test_render_writes_golden_scripts(tmp_path):
 
 
 def test_broken_inventory_fails_before_any_write(tmp_path):
-    inv = _copy_inventory('balanced', tmp_path / 'inv')
+    inv = _copy_inventory(tmp_path / 'inv')
     hv = os.path.join(inv, 'host_vars', 'spark2.yml')
     with open(hv) as f:
         data = yaml.safe_load(f)
@@ -69,7 +72,7 @@ def test_broken_inventory_fails_before_any_write(tmp_path):
 
 def _four_sparks(tmp_path, **group_vars):
     """balanced with spark1..4 as two pairs (spark_pair1, spark_pair2), each pair on its own fabric link."""
-    inv = _copy_inventory('balanced', tmp_path / 'inv')
+    inv = _copy_inventory(tmp_path / 'inv')
     hosts = {'spark': {'children': {
         'spark_pair1': {'hosts': {'spark1': {'ansible_host': '192.0.2.10'}, 'spark2': {'ansible_host': '192.0.2.11'}}},
         'spark_pair2': {'hosts': {'spark3': {'ansible_host': '192.0.2.12'}, 'spark4': {'ansible_host': '192.0.2.13'}}}}}}
@@ -162,7 +165,7 @@ def test_a_vip_outside_the_router_hosts_network_is_refused_before_any_write(tmp_
 
 def test_one_pair_has_no_router_and_no_new_exposure(tmp_path):
     out = tmp_path / 'out'
-    res = _run(os.path.join(REPO, 'inventories', 'balanced'), '-e', 'ds4_render_dir=%s' % out)
+    res = _run(SAMPLE_SITE, '-e', 'ds4_render_dir=%s' % out)
     assert res.returncode == 0, res.stdout + res.stderr
     eff = _effective(out, 'spark1')
     assert eff['pair']['name'] == 'spark' and eff['pair']['hosts'] == ['spark1', 'spark2']

@@ -23,7 +23,7 @@ SHA = '0123456789abcdef0123456789abcdef01234567'
 
 
 def inputs(recipe='balanced', **extra):
-    """What -i inventories/<recipe> gives (the recipe by name only), with extra group vars on both hosts."""
+    """What the sample site with -e ds4_profile=<recipe> gives (the recipe by name only), with extra group vars on both hosts."""
     inp = copy.deepcopy(regen.inventory_inputs(recipe))
     for key, value in extra.items():
         inp[key] = value
@@ -46,7 +46,7 @@ def one_error(inp, *needles):
 
 # ---------------------------------------------------------------------------------------------- recipes
 
-def test_every_recipe_file_is_a_recipe_and_every_inventory_names_one():
+def test_every_recipe_file_is_a_recipe_and_is_chosen_by_name():
     assert set(UPSTREAM) <= set(c.PROFILES) and 'balanced' in c.PROFILES
     for name in c.PROFILES:
         recipe = catalogue.load_recipe(name)
@@ -55,20 +55,20 @@ def test_every_recipe_file_is_a_recipe_and_every_inventory_names_one():
         assert set(recipe['measured_with']) <= set(catalogue.MODELS), name
         # field default (field notes 2026-11), unless a recipe's source says otherwise (none of the shipped ones does)
         assert recipe['env']['PYTORCH_CUDA_ALLOC_CONF'] == 'expandable_segments:True', name
+        # -e ds4_profile=<name> over the sample site: the recipe chosen by name, the site unchanged
         assert regen.inventory_inputs(name)['ds4_profile'] == name
-    assert sorted(d for d in os.listdir(os.path.join(REPO, 'inventories')) if not d.startswith('_')) == list(c.PROFILES)
+        assert all(hv['ds4_profile'] == name for hv in regen.inventory_inputs(name)['hostvars'].values())
 
 
-def test_a_per_recipe_inventory_holds_no_recipe_and_no_site_setting():
+def test_the_sample_site_holds_no_recipe_and_names_a_shipped_one():
+    """The site names its recipe (ds4_profile) and holds none of it; the site's pins reach whichever recipe is chosen."""
+    group, hostvars = regen.load_inventory()
+    assert group['ds4_profile'] in c.PROFILES and group['ds4_profile'] == 'balanced'
+    assert 'ds4_profile_config' not in group and 'ds4_node_memory_gib' not in group
     for name in c.PROFILES:
-        group, _hv = regen.load_inventory(name)
-        assert 'ds4_profile_config' not in group and 'ds4_node_memory_gib' not in group, name
-        with open(os.path.join(REPO, 'inventories', name, 'group_vars', 'spark', 'profile.yml')) as handle:
-            keys = [ln.split(':')[0] for ln in handle if re.match(r'^[a-z]', ln)]
-        assert keys == ['ds4_profile'], (name, keys)
-        assert os.path.realpath(os.path.join(REPO, 'inventories', name, 'hosts.yml')) == \
-            os.path.join(REPO, 'inventories', '_shared', 'hosts.yml')
-        assert group['ds4_model_revisions'] == {}  # the site's pins reach every recipe
+        switched, _hv = regen.load_inventory(name)
+        assert switched['ds4_model_revisions'] == {} and switched['ds4_site_overrides'] == {}, name
+        assert dict(switched, ds4_profile=group['ds4_profile']) == group, name  # only the recipe's name changed
 
 
 def test_recipe_by_name_equals_the_same_recipe_given_in_full():

@@ -54,13 +54,13 @@ def test_todays_inventory_is_one_pair_without_router():
     assert not pm.router_needed(pairs)
 
 
-def test_the_shared_inventory_is_one_pair():
-    with open(os.path.join(REPO, 'inventories', '_shared', 'hosts.yml')) as handle:
+def test_the_sample_site_inventory_is_one_pair():
+    with open(os.path.join(REPO, 'inventories', 'sample-site', 'hosts.yml')) as handle:
         inv = yaml.safe_load(handle)
     hosts = sorted(inv['spark']['hosts'])
     hostvars = {}
     for h in hosts:
-        with open(os.path.join(REPO, 'inventories', '_shared', 'host_vars', h + '.yml')) as handle:
+        with open(os.path.join(REPO, 'inventories', 'sample-site', 'host_vars', h + '.yml')) as handle:
             hostvars[h] = dict(yaml.safe_load(handle), ansible_host=inv['spark']['hosts'][h]['ansible_host'],
                                ds4_profile='balanced', ds4_profile_config=PROFILE)
     pairs, errors = pm.validate_pairs({'spark': hosts}, hostvars)

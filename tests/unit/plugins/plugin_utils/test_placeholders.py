@@ -33,10 +33,10 @@ def test_errors_name_host_variable_value_and_file():
     assert errors == [
         '[host spark1] ansible_host = "192.0.2.10": a shipped placeholder (TEST-NET-1 192.0.2.0/24, an RFC 5737 documentation '
         'range that routes nowhere), not the management address Ansible connects to over ssh. Fix: fill in '
-        'inventories/_shared/hosts.yml with the real address of spark1.',
+        'inventories/sample-site/hosts.yml with the real address of spark1.',
         '[host spark2] ds4_fabric_ip = "198.51.100.11": a shipped placeholder (TEST-NET-2 198.51.100.0/24, an RFC 5737 '
         'documentation range that routes nowhere), not the ConnectX-7 fabric address of this node. Fix: fill in '
-        'inventories/_shared/host_vars/spark2.yml with the real address of spark2.',
+        'inventories/sample-site/host_vars/spark2.yml with the real address of spark2.',
         '[host spark2] ds4_router_address = "203.0.113.9": a shipped placeholder (TEST-NET-3 203.0.113.0/24, an RFC 5737 '
         'documentation range that routes nowhere), not the address the router host reaches the pair heads from. Fix: fill '
         'in group_vars/spark of your inventory with the real address of spark2.']
@@ -49,11 +49,11 @@ def test_where_names_the_file_ansible_read():
 
 def test_shipped_inventory_is_refused_and_only_for_its_placeholders():
     """The shipped hosts.yml holds placeholders; the shipped fabric addresses (NVIDIA's netplan defaults) do not."""
-    with open(os.path.join(REPO, 'inventories', '_shared', 'hosts.yml')) as handle:
+    with open(os.path.join(REPO, 'inventories', 'sample-site', 'hosts.yml')) as handle:
         hosts = yaml.safe_load(handle)['spark']['hosts']
     hv = {}
     for h in hosts:
-        with open(os.path.join(REPO, 'inventories', '_shared', 'host_vars', '%s.yml' % h)) as handle:
+        with open(os.path.join(REPO, 'inventories', 'sample-site', 'host_vars', '%s.yml' % h)) as handle:
             hv[h] = dict(yaml.safe_load(handle), ansible_host=hosts[h]['ansible_host'])
     errors = ph.placeholder_errors(hv, sorted(hv))
     assert [e.split(' = ')[0] for e in errors] == ['[host spark1] ansible_host', '[host spark2] ansible_host']

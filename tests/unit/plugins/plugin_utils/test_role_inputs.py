@@ -227,7 +227,7 @@ def test_every_inventory_and_scenario_value_passes():
         assert ri.problems(values, OPTIONS) == [], path
     # the YAML inventories' inline host and group vars
     for path in glob.glob(os.path.join(REPO, 'molecule', '*', 'inventory', 'hosts.yml')) + [
-            os.path.join(REPO, 'inventories', '_shared', 'hosts.yml')]:
+            os.path.join(REPO, 'inventories', 'sample-site', 'hosts.yml')]:
         with open(path) as handle:
             for values in _inventory_vars(yaml.safe_load(handle) or {}):
                 checked += len([n for n in values if n in OPTIONS])

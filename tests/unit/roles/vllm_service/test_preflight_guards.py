@@ -113,11 +113,11 @@ def test_a_recipe_gpu_memory_utilization_outside_0_1_is_refused_when_no_fraction
 
 @pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason='ansible-playbook not next to the test interpreter')
 def test_the_config_play_refuses_before_any_host_is_contacted(tmp_path):
-    """render.yml on the shipped balanced inventory with a bad hang window: refused by the config play, naming the
+    """render.yml on the shipped sample site inventory (recipe balanced) with a bad hang window: refused by the config play, naming the
     variable; the play after it (the renders) never runs."""
     out_dir = tmp_path / 'out'
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1')
-    argv = [PLAYBOOK, '-i', os.path.join(REPO, 'inventories', 'balanced'), os.path.join(REPO, 'playbooks', 'render.yml'),
+    argv = [PLAYBOOK, '-i', os.path.join(REPO, 'inventories', 'sample-site'), os.path.join(REPO, 'playbooks', 'render.yml'),
             '-e', 'ds4_render_dir=%s' % out_dir, '-e', '{"vllm_service_hang_after_s": 8}']
     proc = subprocess.run(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                           timeout=300, check=False)
