@@ -93,8 +93,13 @@ $(BENCHY_VENV)/bin/llama-benchy: playbooks/bench.yml
 	$(BENCHY_VENV)/bin/pip install -q llama-benchy==$(BENCHY_VERSION)
 	touch $@
 
+# ansible-lint, then mypy over the collection's Python libraries (mypy.ini: which files are fully annotated), run
+# from .collections so each file has its collection name, as Ansible imports it.
+MYPY_PACKAGES := plugin_utils module_utils
 lint: venv collection-link
 	$(BIN)/ansible-lint --offline
+	cd .collections && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/mypy.ini --cache-dir $(CURDIR)/.cache/mypy \
+	  $(foreach p,$(MYPY_PACKAGES),-p ansible_collections.dgxspark.ds4.plugins.$(p))
 
 # ansible-test wants the collection at .../ansible_collections/<ns>/<name>: copy what git
 # tracks plus untracked files git does not ignore into a temp tree and run it there.

@@ -38,6 +38,7 @@ import hashlib
 import ipaddress
 import os
 import re
+from typing import Any
 
 try:
     from cryptography import x509
@@ -47,7 +48,7 @@ try:
 except ImportError:  # pragma: no cover - the controller has it (ansible-core depends on it)
     HAS_CRYPTOGRAPHY = False
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     'ds4_tls': True,
     'ds4_tls_certificate': None,
     'ds4_tls_private_key': None,

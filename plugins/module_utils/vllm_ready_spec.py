@@ -7,8 +7,9 @@ The module validates them with these defaults. The action validates the same nam
 (``ACTION_ARGUMENT_SPEC``): an option left unset is filled from ds4_effective there, the rest by the module.
 """
 
+from typing import Any
 
-ARGUMENT_SPEC = dict(
+ARGUMENT_SPEC: dict[str, dict[str, Any]] = dict(
     role=dict(type="str", choices=["head", "worker"]),
     unit=dict(type="str"),
     container_name=dict(type="str"),

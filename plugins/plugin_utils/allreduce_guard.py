@@ -26,6 +26,9 @@ API:
 """
 
 
+from collections.abc import Iterable
+from typing import Any
+
 from ansible_collections.dgxspark.ds4.plugins.module_utils.node_probe import parse_meminfo
 
 GIB = 1 << 30
@@ -34,12 +37,12 @@ MIB = 1 << 20
 LIVE_STATES = ("active", "activating", "reloading", "deactivating", "refreshing")
 
 
-def unit_live(active_state):
+def unit_live(active_state: str | None) -> bool:
     """True when a unit in this ActiveState may hold GPU memory."""
     return (active_state or "").strip() in LIVE_STATES
 
 
-def fit_bytes(memfree_bytes, max_bytes, fraction, overhead_bytes):
+def fit_bytes(memfree_bytes: int | str, max_bytes: int | str, fraction: float | str, overhead_bytes: int | str) -> int:
     """Largest power of two <= max_bytes (or max_bytes itself) with size + overhead <= fraction x MemFree."""
     budget = int(float(fraction) * int(memfree_bytes)) - int(overhead_bytes)
     max_bytes = int(max_bytes)
@@ -53,13 +56,14 @@ def fit_bytes(memfree_bytes, max_bytes, fraction, overhead_bytes):
     return size
 
 
-def _fmt(nbytes):
+def _fmt(nbytes: int) -> str:
     if nbytes >= GIB:
         return "%.1f GiB" % (nbytes / float(GIB))
     return "%d MiB" % (nbytes // MIB)
 
 
-def plan(nodes, force=False, max_bytes=GIB, fraction=0.5, overhead_bytes=4 * GIB, min_fit_bytes=256 * MIB):
+def plan(nodes: Iterable[dict[str, Any]] | None, force: bool = False, max_bytes: int | str = GIB, fraction: float | str = 0.5,
+         overhead_bytes: int | str = 4 * GIB, min_fit_bytes: int | str = 256 * MIB) -> dict[str, Any]:
     """The preflight's plan for the whole pair.
 
     nodes: [{'host', 'unit', 'active_state', 'meminfo' (the text of /proc/meminfo)}], one per rank.

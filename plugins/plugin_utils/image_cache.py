@@ -26,6 +26,7 @@ carries). Decisions:
 """
 
 
+from typing import Any
 import re
 
 INDEX_VERSION = 1
@@ -36,32 +37,33 @@ HEADROOM = 1.10
 _KEY = re.compile(r'^[0-9a-f]{64}$')
 
 
-def _entries(index):
+def _entries(index: dict[str, Any] | None) -> list[dict[str, Any]]:
     if not isinstance(index, dict):
         return []
     return [e for e in index.get('entries') or [] if isinstance(e, dict) and e.get('key')]
 
 
-def _entry(index, key):
+def _entry(index: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
     found = [e for e in _entries(index) if e['key'] == key]
     return found[-1] if found else None
 
 
-def tarball_name(key):
+def tarball_name(key: str) -> str:
     """``<key>.tar``; refuses anything but a sha256 hex key (it becomes a file name on the head)."""
     if not _KEY.match(key or ''):
         raise ValueError('derived-image cache key %r is not a sha256 hex digest' % (key,))
     return '%s.tar' % key
 
 
-def _tag_id(images, ref):
+def _tag_id(images: list[dict[str, Any]] | None, ref: str) -> str | None:
     for img in images or []:
         if ref in (img.get('RepoTags') or []):
             return img.get('Id')
     return None
 
 
-def plan(index, key, ref, images, tarball_present, rebuild, cache_dir):
+def plan(index: dict[str, Any] | None, key: str, ref: str, images: list[dict[str, Any]] | None, tarball_present: bool,
+         rebuild: bool, cache_dir: str) -> dict[str, Any]:
     """What to do so that ``ref`` gives the derived image of ``key``. ``images``: docker image infos of the ref and
     of the recorded IDs (absent ones simply missing). Returns ``{action, id, message}``; ``id`` is the image ID the
     ref must give afterwards (None for a build)."""
@@ -98,12 +100,13 @@ def plan(index, key, ref, images, tarball_present, rebuild, cache_dir):
                            ref, recorded, 'replaced by %s' % now if now else 'gone', tarball)}
 
 
-def record(index, key, ref, image_id, tarball_present, free_bytes=None, size_bytes=None):
+def record(index: dict[str, Any] | None, key: str, ref: str, image_id: str, tarball_present: bool, free_bytes: int | None = None,
+           size_bytes: int | None = None) -> dict[str, Any]:
     """The index after this run and what to do on disk: ``{index, save, remove, message}``. ``save``: write
     ``<key>.tar`` (absent, or the entry's ID changed after a rebuild); ``remove``: tarball names of dropped keys."""
     name = tarball_name(key)
     old = _entry(index, key)
-    same = bool(old) and old.get('id') == image_id and bool(old.get('tarball')) and bool(tarball_present)
+    same = old is not None and old.get('id') == image_id and bool(old.get('tarball')) and bool(tarball_present)
     save = not same
     message = ''
     if save and free_bytes is not None and size_bytes is not None and float(free_bytes) < float(size_bytes) * HEADROOM:

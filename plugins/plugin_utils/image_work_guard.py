@@ -26,6 +26,9 @@ API:
 """
 
 
+from collections.abc import Iterable
+from typing import Any
+
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.allreduce_guard import unit_live
 from ansible_collections.dgxspark.ds4.plugins.module_utils.node_probe import parse_meminfo
 
@@ -33,11 +36,11 @@ GIB = 1 << 30
 SETTING = 'container_image_work_min_available_gib'
 
 
-def _gib(nbytes):
+def _gib(nbytes: float) -> str:
     return '%.1f GiB' % (nbytes / float(GIB))
 
 
-def plan(nodes, work, min_available_bytes, rolling=False):
+def plan(nodes: Iterable[dict[str, Any]] | None, work: str, min_available_bytes: int | str, rolling: bool = False) -> dict[str, Any]:
     """nodes: [{'host', 'unit', 'active_state', 'meminfo' (the text of /proc/meminfo)}], every node of the pair.
     work: what is about to run, in words ('the pull of <ref>'). Returns {'action': 'go'|'stop_pair'|'refuse',
     'live': ['host:unit (state)'], 'available': {host: bytes or None}, 'short': [hosts], 'msg': one line}."""

@@ -22,6 +22,8 @@ router role writes (checked on the host with ``keepalived -t -f`` before it repl
 
 import ipaddress
 import re
+from collections.abc import Iterable
+from typing import Any
 
 INSTANCE = 'dgxspark_ds4_router'
 SCRIPT = 'dgxspark_ds4_router_front'
@@ -34,12 +36,12 @@ PRIORITY_STEP = 10
 
 
 class KeepalivedError(Exception):
-    def __init__(self, errors):
+    def __init__(self, errors: Iterable[str]) -> None:
         self.errors = list(errors)
         super(KeepalivedError, self).__init__('\n'.join(self.errors))
 
 
-def parse_vip(value):
+def parse_vip(value: Any) -> tuple[ipaddress.IPv4Interface | None, str | None]:
     """(ipaddress.IPv4Interface, None) or (None, why): the VIP must be written address/prefix, IPv4, a host
     address of its network (not the network or broadcast address)."""
     text = str(value or '').strip()
@@ -59,7 +61,7 @@ def parse_vip(value):
     return iface, None
 
 
-def auth_pass_error(value):
+def auth_pass_error(value: Any) -> str | None:
     """Why `value` cannot be the VRRP PASS secret (None when it can); never repeats the value."""
     if not AUTH_PASS_RE.match(str(value or '')):
         return ('1-8 characters of letters, digits and _.:+=@%/- (VRRP PASS authentication uses 8 characters), the '
@@ -67,12 +69,12 @@ def auth_pass_error(value):
     return None
 
 
-def priority(index):
+def priority(index: int) -> int:
     """The VRRP priority of the router host at `index` in the router host list (the first one highest)."""
     return max(TOP_PRIORITY - PRIORITY_STEP * index, 1)
 
 
-def vip_errors(vip, router_addresses, taken):
+def vip_errors(vip: Any, router_addresses: list[tuple[str, str]], taken: dict[str, str]) -> list[str]:
     """The inventory check of ds4_router_vip. router_addresses: [(host, address)] of the router hosts;
     taken: {address: host} of every address a Spark already uses (ansible_host, router and fabric addresses)."""
     iface, why = parse_vip(vip)
@@ -94,7 +96,7 @@ def vip_errors(vip, router_addresses, taken):
     return errors
 
 
-def validate(spec):
+def validate(spec: dict[str, Any]) -> list[str]:
     """Errors of a render spec (see render)."""
     errors = []
     iface, why = parse_vip(spec.get('vip'))
@@ -146,14 +148,14 @@ def validate(spec):
     return errors
 
 
-def render(spec):
+def render(spec: dict[str, Any]) -> str:
     """spec: name (this host: keepalived's router_id), interface, vip (address/prefix), virtual_router_id, priority,
     advert_int, unicast_src_ip, unicast_peers (list), auth_pass, check_command (argv list), check_interval, check_timeout,
     check_fall, check_rise, script_user. Returns the text of keepalived.conf; raises KeepalivedError."""
     errors = validate(spec)
-    if errors:
-        raise KeepalivedError(errors)
     vip = parse_vip(spec['vip'])[0]
+    if errors or vip is None:  # validate() names a bad vip: never None here without an error
+        raise KeepalivedError(errors)
     lines = [
         '# dgxspark.ds4 (role dgxspark.ds4.router): the clients\' one address %s on the router hosts (VRRP).' % vip,
         '# Rendered by Ansible from plugins/plugin_utils/keepalived_render.py; do not edit.',
@@ -201,7 +203,7 @@ def render(spec):
     return '\n'.join(lines) + '\n'
 
 
-def interface_of(address, addr_json):
+def interface_of(address: str, addr_json: list[dict[str, Any]] | None) -> str | None:
     """The interface carrying `address` in `ip -j -4 addr show` output (parsed list); None when none does."""
     for link in addr_json or []:
         for info in link.get('addr_info') or []:
@@ -210,7 +212,7 @@ def interface_of(address, addr_json):
     return None
 
 
-def host_config(spec, addr_json=None):
+def host_config(spec: dict[str, Any], addr_json: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """What the router role writes on one router host: {'errors', 'interface', 'priority', 'text'}.
 
     spec as for render, with ``hosts`` ([{host, address}] of every router host, in priority order) in place of
@@ -221,7 +223,7 @@ def host_config(spec, addr_json=None):
     hosts = spec.pop('hosts', None) or []
     names = [str(h.get('host')) for h in hosts]
     me = str(spec.get('name'))
-    out = {'errors': [], 'interface': None, 'priority': None, 'text': None}
+    out: dict[str, Any] = {'errors': [], 'interface': None, 'priority': None, 'text': None}
     if me not in names:
         out['errors'].append('router_vrrp_hosts = %r does not list %s, where keepalived is configured. Fix: run the '
                              'router role with VRRP on the router hosts only (ds4_router_hosts)' % (names, me))

@@ -17,6 +17,7 @@ API:
 """
 
 
+from typing import Any
 import re
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.package_holds import hold_plan
@@ -28,11 +29,12 @@ _PLACEHOLDER = re.compile(r'\{([^{}]*)\}')
 PLACEHOLDERS = ('host', 'name')
 
 
-def _is_bool(value):
+def _is_bool(value: Any) -> bool:
     return isinstance(value, bool) or str(value).strip().lower() in ('true', 'false', 'yes', 'no')
 
 
-def input_errors(settings, pairs=None, router=None):
+def input_errors(settings: dict[str, Any], pairs: list[dict[str, Any]] | None = None,
+                 router: dict[str, Any] | None = None) -> list[str]:
     """Errors for the ds4_maintenance_* settings (a dict without the prefix: packages, upgrade, reboot,
     reboot_command, reboot_timeout, kit, allow_front_outage); [] when they are valid. pairs (ds4_effective.pairs) and
     router (ds4_effective.router: enabled, hosts, vip): a run that would reboot the only router is refused unless
@@ -82,7 +84,7 @@ def input_errors(settings, pairs=None, router=None):
                               'address) and {name} (its inventory name). Fix: use those two' % (word, '}, {'.join(bad)))
     timeout = settings.get('reboot_timeout')
     try:
-        ok = not isinstance(timeout, bool) and 60 <= float(timeout) <= 7200
+        ok = timeout is not None and not isinstance(timeout, bool) and 60 <= float(timeout) <= 7200
     except (TypeError, ValueError):
         ok = False
     if not ok:
@@ -100,7 +102,7 @@ def input_errors(settings, pairs=None, router=None):
     return errors
 
 
-def dpkg_state(text):
+def dpkg_state(text: str | None) -> dict[str, dict[str, Any]]:
     """{name: {'version', 'want', 'installed'}} from ``dpkg-query -W -f '${Package} ${Version} ${Status}\\n'``
     (Status is '<want> <flag> <state>': 'hold ok installed' is a held installed package)."""
     out = {}
@@ -113,7 +115,8 @@ def dpkg_state(text):
     return out
 
 
-def node_plan(text, defaults, hold, unhold, packages, host, before=None):
+def node_plan(text: str | None, defaults: list[str], hold: list[str], unhold: list[str], packages: list[str], host: str,
+              before: dict[str, str] | None = None) -> dict[str, Any]:
     """The package plan of one node for this run.
 
     release         the collection's holds (host_hardening's set) dpkg has now: released for the upgrade only,
@@ -147,7 +150,7 @@ def node_plan(text, defaults, hold, unhold, packages, host, before=None):
             'changed': changed_packages(before, versions) if before is not None else []}
 
 
-def changed_packages(before, after):
+def changed_packages(before: dict[str, str], after: dict[str, str]) -> list[dict[str, str]]:
     """What the upgrade changed on a node: [{'name', 'from', 'to'}] ('' for a package added or removed)."""
     out = []
     for name in sorted(set(before) | set(after)):
@@ -157,7 +160,7 @@ def changed_packages(before, after):
     return out
 
 
-def front_outages(pairs, router_hosts, vip):
+def front_outages(pairs: list[dict[str, Any]] | None, router_hosts: list[str] | None, vip: str | None) -> list[str]:
     """The pairs whose maintenance reboots the only router (a router host among the pair's hosts and no VIP): the
     endpoint through the router is down while that node reboots. [] with a VIP (the address moves to the other
     router host first) or when no router runs on a pair's node."""

@@ -17,6 +17,7 @@ API:
 """
 
 
+from typing import Any
 import fnmatch
 import re
 
@@ -28,7 +29,8 @@ _PATTERN = re.compile(r'^[a-z0-9*?\[][a-z0-9+.*?\[\]-]+$')
 DEFAULTS_VAR = 'host_hardening_hold_default_packages'
 
 
-def hold_errors(hold, unhold, installed=None, defaults=None):
+def hold_errors(hold: list[str] | None, unhold: list[str] | None, installed: list[str] | None = None,
+                defaults: list[str] | None = None) -> list[str]:
     """Errors for the lists; [] when they are valid.
 
     installed: names of the installed packages or None to skip that check. A name to hold must be
@@ -79,7 +81,7 @@ def hold_errors(hold, unhold, installed=None, defaults=None):
     return errors
 
 
-def installed_packages(text):
+def installed_packages(text: str | None) -> list[str]:
     """Names dpkg reports installed, from ``dpkg-query -W -f '${Package} ${Status}\\n'`` (status
     ``<want> ok installed``; a held package reads ``hold ok installed``; removed ones ``... config-files``)."""
     out = []
@@ -90,7 +92,7 @@ def installed_packages(text):
     return sorted(out)
 
 
-def hold_plan(defaults, hold, unhold, installed, release=False):
+def hold_plan(defaults: list[str], hold: list[str], unhold: list[str], installed: list[str], release: bool = False) -> dict[str, Any]:
     """Which installed packages to hold and which to release (dpkg selections), valid lists assumed.
 
     The hold set = the installed names matching host_hardening_hold_default_packages + host_hardening_hold_packages,
@@ -106,8 +108,8 @@ def hold_plan(defaults, hold, unhold, installed, release=False):
         matched.update(names)
         if not names:
             absent.append(pattern)
-    unhold = set(unhold or [])
-    held = (matched | (set(hold or []) & known)) - unhold
+    unheld = set(unhold or [])
+    held = (matched | (set(hold or []) & known)) - unheld
     if release:
-        return {'hold': [], 'release': sorted((held | unhold) & known), 'defaults_absent': absent}
-    return {'hold': sorted(held), 'release': sorted(unhold & known), 'defaults_absent': absent}
+        return {'hold': [], 'release': sorted((held | unheld) & known), 'defaults_absent': absent}
+    return {'hold': sorted(held), 'release': sorted(unheld & known), 'defaults_absent': absent}

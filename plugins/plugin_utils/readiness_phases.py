@@ -15,6 +15,7 @@ server on``) and ``startup_complete`` (``Application startup complete.``).
 """
 
 
+from typing import Any
 import re
 import time
 
@@ -33,7 +34,7 @@ _RX_API = re.compile(r"Starting vLLM server on (\S+)")
 _RX_COMPLETE = re.compile(r"Application startup complete\.")
 
 
-def _int(text):
+def _int(text: str) -> int:
     return int(text.replace(",", ""))
 
 
@@ -46,26 +47,26 @@ class PhaseTracker(object):
     ``max_concurrency``, ``max_concurrency_len``, ``shards`` (i, n), ``complete`` (bool).
     """
 
-    def __init__(self, node="node", start=None, shard_step=25):
+    def __init__(self, node: str = "node", start: float | None = None, shard_step: int = 25) -> None:
         self.node = node
         self.start = time.monotonic() if start is None else start
         self.shard_step = shard_step
-        self.timings = {}
-        self.kv_cache_tokens = None
-        self.max_concurrency = None
-        self.max_concurrency_len = None
-        self.shards = None
-        self.weights_gib = None
+        self.timings: dict[str, float] = {}
+        self.kv_cache_tokens: int | None = None
+        self.max_concurrency: float | None = None
+        self.max_concurrency_len: int | None = None
+        self.shards: tuple[int, int] | None = None
+        self.weights_gib: float | None = None
         self.complete = False
         self._last_shard_pct = -1
         self._kv_reported = False
 
-    def _event(self, phase, now, message):
+    def _event(self, phase: str, now: float, message: str) -> dict[str, Any]:
         elapsed = round(now - self.start, 2)
         self.timings.setdefault(phase, elapsed)
         return {"phase": phase, "elapsed": elapsed, "node": self.node, "message": "%s: %s (+%.1fs)" % (self.node, message, elapsed)}
 
-    def feed(self, line, now=None):
+    def feed(self, line: str, now: float | None = None) -> list[dict[str, Any]]:
         now = time.monotonic() if now is None else now
         out = []
         if "loading" not in self.timings:
@@ -121,7 +122,7 @@ class PhaseTracker(object):
             out.append(self._event("startup_complete", now, "Application startup complete."))
         return out
 
-    def summary(self):
+    def summary(self) -> dict[str, Any]:
         return {"timings": dict(self.timings), "kv_cache_tokens": self.kv_cache_tokens,
                 "max_concurrency": self.max_concurrency, "max_concurrency_len": self.max_concurrency_len,
                 "shards": list(self.shards) if self.shards else None}

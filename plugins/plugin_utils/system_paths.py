@@ -23,7 +23,7 @@ SYSTEM_DIRS = frozenset((
 PSEUDO_FS = ('/proc', '/sys', '/dev')
 
 
-def is_system(path):
+def is_system(path: str) -> bool:
     """True for a system directory, an ancestor of one, or anything under /proc, /sys, /dev."""
     path = path.rstrip('/') or '/'
     return (path in SYSTEM_DIRS or any(d.startswith(path.rstrip('/') + '/') for d in SYSTEM_DIRS if path != '/')

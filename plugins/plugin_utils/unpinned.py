@@ -10,10 +10,12 @@ API:
 """
 
 
+from typing import Any
+
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue, image_pins
 
 
-def unpinned(effective, model_source='hub', image_source='pull'):
+def unpinned(effective: dict[str, Any] | None, model_source: str = 'hub', image_source: str = 'pull') -> list[str]:
     """One line per unpinned input of ds4_effective: the model revision (null) and a pulled image named by a tag
     (no @sha256 digest). A built or loaded image (image_source build/tarball) has no registry digest to pin."""
     out = []

@@ -21,6 +21,7 @@ import difflib
 import json
 import os
 import re
+from typing import Any
 
 SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'vllm_schemas')
 SCHEMA_RE = re.compile(r'^vllm-(\d+\.\d+(?:\.\d+)?)\.json$')
@@ -80,7 +81,7 @@ REMOVED_ENV = {
 
 BOOL_WORDS = ('true', 'false', 'yes', 'no', 'on', 'off', '1', '0', 't', 'f', 'y', 'n')
 HUMAN_INT_RE = re.compile(r'^\s*(\d+(\.\d+)?[kKmMgGtT]|[-+]?\d+)\s*$')
-_CACHE = {}
+_CACHE: dict[str, Any] = {}
 
 
 def available_versions(directory=SCHEMA_DIR):
