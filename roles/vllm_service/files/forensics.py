@@ -22,7 +22,7 @@ stops) or 'unknown' (no journald line: nothing to judge). Then:
   * HOLD: an unclean end within FAULT_WINDOW_S of a host-killing GPU fault (catalogue entries with gpu_fault: GSP
     timeouts, Xid 119/120, reset-class Xids 79/62/48/95/140/154; the unified-memory freeze, NV_ERR_NO_MEMORY within
     its own 600 s of the end), or an unclean end of a boot in which the pair was
-    loading: the head's phase marker (pairguard.set_phase: prestart writes 'starting' durably before the container
+    loading: the head's phase marker (the pair guard's pair.set_phase: prestart writes 'starting' durably before the container
     starts, the pair guard 'serving' once the head answers with every rank up) still said 'starting' (finding
     'pair-load-crash': the seed-000 GSP hang and the seed-002 compile freeze leave no kernel line at all);
   * START, recorded: everything else that was seen: a clean reboot with application-class Xids (13/31/43/45), a
@@ -53,11 +53,11 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# On a node failure_catalogue.py is installed next to this file; in the collection's source tree it is in
-# plugins/module_utils (the unit tests load this file from roles/vllm_service/files).
+# The collection's node package (the failure catalogue, the pair guard's records and evidence) is installed under
+# <libexec>/ansible_collections/ next to this file; the unit tests import it from the working tree.
 sys.path.insert(0, HERE)
-import pairguard  # noqa: E402  pylint: disable=wrong-import-position
-import failure_catalogue  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from ansible_collections.dgxspark.ds4.plugins.module_utils import failure_catalogue  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import jobs, pair  # noqa: E402  pylint: disable=wrong-import-position
 
 TAG = 'dgxspark-ds4 forensics'
 MODES = ('hold', 'start', 'fallback')
@@ -166,7 +166,7 @@ def previous_phase(fcfg, clock):
     if not path:
         return None
     try:
-        record = pairguard.phase_record(path, fcfg.get('boot_id_file'), clock)
+        record = pair.phase_record(path, fcfg.get('boot_id_file'), clock)
     except (IOError, OSError) as exc:
         say('cannot read or rotate the phase marker %s: %s' % (path, exc))
         return None
@@ -210,12 +210,12 @@ def summary_line(findings):
 
 def write_record(fcfg, incident, logs, findings, mode, now, verdict='', ends=None):
     """crash-<UTC>-<id>/ under evidence_dir: kernel-<node>.txt per node and summary.json; returns its path. A new
-    record prunes the older evidence directories (pairguard.prune_evidence: never the held incident's)."""
+    record prunes the older evidence directories (jobs.prune_evidence: never the held incident's)."""
     path = os.path.join(fcfg.get('evidence_dir') or '/var/lib/dgxspark-ds4/evidence',
                         'crash-%s-%s' % (time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(now)), incident))
     if not os.path.isdir(path):
         os.makedirs(path, 0o755)
-        pairguard.prune_evidence(fcfg, now, keep_paths=(path,))
+        jobs.prune_evidence(fcfg, now, keep_paths=(path,))
     for node, (text, notes) in logs.items():
         header = ''.join('# %s\n' % n for n in notes)
         with open(os.path.join(path, 'kernel-%s.txt' % node), 'w') as fh:
@@ -261,7 +261,7 @@ def export(fcfg, findings, held, now):
         say('cannot write %s: %s' % (path, exc))
 
 
-def check(cfg, runner=pairguard.run, clock=time.time):
+def check(cfg, runner=pair.run, clock=time.time):
     """The prestart step (head). Returns the hold record (dict) when the pair is held, else None."""
     fcfg = cfg.get('forensics') or {}
     if not fcfg.get('enabled'):
@@ -285,7 +285,7 @@ def check(cfg, runner=pairguard.run, clock=time.time):
     ends = dict((j['node'], j['end']['end']) for j in judged)
     seen_ids = set((f['node'], f['id']) for f in holds)
     findings = holds + [f for j in judged for f in j['findings'] if (f['node'], f['id']) not in seen_ids]
-    state = pairguard.load_record(fcfg['state_file'])
+    state = pair.load_record(fcfg['state_file'])
     seen = state.get('seen') if isinstance(state.get('seen'), dict) else {}
     acked = state.get('acked') if isinstance(state.get('acked'), list) else []
     ended = ', '.join('%s %s' % (n, ends[n]) for n in sorted(ends))
@@ -301,13 +301,13 @@ def check(cfg, runner=pairguard.run, clock=time.time):
     held = bool(holds) and mode != 'start'
     if incident not in seen:
         seen[incident] = write_record(fcfg, incident, logs, findings, fcfg.get('after_crash', 'hold'), now, why, ends)
-        pairguard.save_record(fcfg['state_file'], {'seen': dict(list(seen.items())[-100:]), 'acked': acked})
+        pair.save_record(fcfg['state_file'], {'seen': dict(list(seen.items())[-100:]), 'acked': acked})
     record = {'incident': incident, 'after_crash': fcfg.get('after_crash', 'hold'), 'evidence': seen[incident],
               'found_at': now, 'held': held, 'fallback_recipe': recipe, 'verdict': why, 'ends': ends,
               'holding': bool(holds),
               'findings': [{'node': f['node'], 'id': f['id'], 'cause': f['cause'], 'fix': f['fix'], 'source': f['source'],
                             'line': f['lines'][0]['text']} for f in findings]}
-    pairguard.save_record(fcfg['hold_file'], record)
+    pair.save_record(fcfg['hold_file'], record)
     export(fcfg, findings, held, now)
     first = findings[0]
     if not holds:
@@ -332,7 +332,7 @@ def held_message(record):
                first['cause'], first['fix'], record['evidence'], record['after_crash'], then))
 
 
-def hold(cfg, runner=pairguard.run):
+def hold(cfg, runner=pair.run):
     """Keep the pair down: stop each worker unit, then queue a stop of this head unit (systemd's Restart= does not
     retry a stopped unit; the prestart's own failure would be retried)."""
     for peer in cfg.get('peers') or []:
@@ -345,15 +345,15 @@ def hold(cfg, runner=pairguard.run):
 def ack(cfg, clock=time.time):
     """Acknowledge the held (or started-anyway) incident; returns the line to print."""
     fcfg = cfg.get('forensics') or {}
-    record = pairguard.load_record(fcfg.get('hold_file') or '/nonexistent')
+    record = pair.load_record(fcfg.get('hold_file') or '/nonexistent')
     if not record.get('incident'):
         return 'nothing to acknowledge: no crash incident is held'
-    state = pairguard.load_record(fcfg['state_file'])
+    state = pair.load_record(fcfg['state_file'])
     acked = state.get('acked') if isinstance(state.get('acked'), list) else []
     if record['incident'] not in acked:
         acked.append(record['incident'])
     state['acked'] = acked[-100:]
-    pairguard.save_record(fcfg['state_file'], state)
+    pair.save_record(fcfg['state_file'], state)
     os.unlink(fcfg['hold_file'])
     export(fcfg, [], False, clock())
     return 'acknowledged incident %s (%s); the pair may start' % (

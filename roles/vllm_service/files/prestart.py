@@ -41,8 +41,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# pairguard.py is installed next to this file.
-import pairguard  # noqa: E402  pylint: disable=wrong-import-position
+# The pair guard's package (the collection's node package) is installed under <libexec>/ansible_collections/ next to this
+# file; forensics.py next to it.
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import pair  # noqa: E402  pylint: disable=wrong-import-position
 import forensics  # noqa: E402  pylint: disable=wrong-import-position
 
 TAG = 'dgxspark-ds4 prestart'
@@ -264,15 +265,15 @@ def fresh_workers(cfg):
     if not cfg.get('pair_state_file'):
         return
     try:
-        pairguard.ensure_fresh_workers(cfg)
-    except pairguard.GuardError as exc:
+        pair.ensure_fresh_workers(cfg)
+    except pair.GuardError as exc:
         raise PrestartError(str(exc))
 
 
 def previous_boot(cfg, runner=None):
     if cfg.get('role') != 'head':
         return
-    runner = runner or pairguard.run
+    runner = runner or pair.run
     try:
         record = forensics.check(cfg, runner=runner)
     except forensics.ForensicsError as exc:
@@ -362,7 +363,7 @@ def mark_starting(cfg):
     if cfg.get('role') != 'head' or not fcfg.get('enabled') or not fcfg.get('phase_file'):
         return
     try:
-        pairguard.set_phase(fcfg['phase_file'], 'starting', fcfg.get('boot_id_file'))
+        pair.set_phase(fcfg['phase_file'], 'starting', fcfg.get('boot_id_file'))
         say('phase marker %s: starting (the pair guard marks it serving at readiness)' % fcfg['phase_file'])
     except (IOError, OSError) as exc:
         say('WARNING: cannot write the phase marker %s (%s): a crash during this load will not be recognised at the '
@@ -390,7 +391,7 @@ def mark_stopped(cfg):
     if cfg.get('role') != 'head' or not fcfg.get('enabled') or not fcfg.get('phase_file'):
         return
     try:
-        pairguard.set_phase(fcfg['phase_file'], 'stopped', fcfg.get('boot_id_file'))
+        pair.set_phase(fcfg['phase_file'], 'stopped', fcfg.get('boot_id_file'))
     except (IOError, OSError) as exc:
         say('WARNING: cannot write the phase marker %s: %s' % (fcfg['phase_file'], exc))
 

@@ -13,37 +13,24 @@ tests/fixtures/real_vllm/canary/ (phase<N>.json; the recorder's command is in ea
 
 Two halves: what the pair guard decided then (the recorded verdicts, gate and counters), and a replay of the recorded
 answers and /metrics readings through the CURRENT code: quality_canary.run_canary (its own rule: busy_reason on every
-reading, no answer + busy = inconclusive, an answer judged), then pairguard.Watch (should_skip at the start,
+reading, no answer + busy = inconclusive, an answer judged), then the pair guard's Watch (should_skip at the start,
 canary_probe while it runs, canary_done's judgement) fed the guard's own recorded readings. A change to the rule that
 would misjudge these real signals (a wait behind a prefill failed, or a decayed answer excused by load) fails here."""
 
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 
 import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import quality_canary as qc
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import watch as pg_watch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..'))
 FIXTURES = os.path.join(REPO, 'tests', 'fixtures', 'real_vllm', 'canary')
 EXPECTED = {1: 'failure', 2: 'inconclusive', 3: 'failure'}
 GAUGES = ('vllm:num_requests_running', 'vllm:num_requests_waiting')
-
-
-def _pairguard():
-    path = os.path.join(REPO, 'roles', 'vllm_service', 'files', 'pairguard.py')
-    loader = importlib.machinery.SourceFileLoader('ds4_pairguard_canary_real', path)
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
-pairguard = _pairguard()
 
 
 def phase(n):
@@ -214,7 +201,7 @@ class Job(object):
 
 
 def replay_guard(doc, result, tmp_path):
-    """pairguard.Watch judging `result` on the recorded timeline: its clock at each recorded poll's time, the canary's
+    """The pair guard's Watch judging `result` on the recorded timeline: its clock at each recorded poll's time, the canary's
     child done at the poll that judged it, /metrics the guard's own recorded readings in order (the first decides
     whether the canary starts; canary_probe reads the next ones while it runs, one per hang_poll_s)."""
     reads = [r for r in doc['metrics_reads'] if r['who'] == 'guard']
@@ -230,7 +217,7 @@ def replay_guard(doc, result, tmp_path):
     for key in ('pair_state_file', 'state_file', 'textfile', 'health_gate', 'evidence_dir', 'canary_result_file'):
         cfg[key] = str(tmp_path / os.path.basename(cfg[key]))
     clock = Clock()
-    guard = pairguard.Watch(cfg, runner=Head(), clock=clock, fetch=fetch)
+    guard = pg_watch.Watch(cfg, runner=Head(), clock=clock, fetch=fetch)
     started = []
     guard.canary_job_factory = lambda c: started.append(Job(result, len(doc['steps']) - 2)) or started[-1]
     actions = []

@@ -12,8 +12,6 @@
 """
 
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -23,6 +21,10 @@ import sys
 
 import pytest
 import yaml
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import hang as pg_hang
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import state as pg_state
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))
@@ -78,12 +80,11 @@ def guard_series():
         from vllm_service.role_files import load  # pylint: disable=import-error,import-outside-toplevel
     finally:
         sys.path.pop(0)
-    pairguard = load('pairguard.py')
-    state = pairguard.GuardState({'hang_watchdog': True, 'memory_guard': True, 'canary': True})
+    state = pg_state.GuardState({'hang_watchdog': True, 'memory_guard': True, 'canary': True})
     state.rank('head', 'spark1', True)
     psi = 'some avg10=1.00 avg60=0 avg300=0 total=1\nfull avg10=0.50 avg60=0 avg300=0 total=1\n'
-    state.memory = {'spark1': pairguard.memguard.assess('spark1', 'MemTotal: 125489508 kB\nMemFree: 4194304 kB\n'
-                                                        'MemAvailable: 9437184 kB\n', psi, None, '', '1572864\n')}
+    state.memory = {'spark1': memory_guard.assess('spark1', 'MemTotal: 125489508 kB\nMemFree: 4194304 kB\n'
+                                                  'MemAvailable: 9437184 kB\n', psi, None, '', '1572864\n')}
     text = state.render(0)
     # the boot forensics' textfile (roles/vllm_service/files/forensics.py), written by the head's prestart
     forensics = load('forensics.py')
@@ -215,20 +216,11 @@ def test_alert_list_covers_hang_rank_storm_kv_queue_memory_and_fabric():
         assert rule['annotations']['summary'] and rule['annotations']['description']
 
 
-def _pairguard():
-    path = os.path.join(REPO, 'roles', 'vllm_service', 'files', 'pairguard.py')
-    loader = importlib.machinery.SourceFileLoader('ds4_pairguard_rules', path)
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
 def test_hang_rule_matches_the_watchdog_definition():
     """The alert and the pair guard's watchdog read the same progress signals: the three counters and the KV-cache
     usage gauge (the one series real vLLM moves during a chunked prefill)."""
     expr = next(r['expr'] for r in rules() if r['alert'] == 'DS4EngineHung')
-    progress = set(_pairguard().PROGRESS_SERIES)
+    progress = set(pg_hang.PROGRESS_SERIES)
     assert 'vllm:kv_cache_usage_perc' in progress
     assert series_in(expr) == {'vllm:num_requests_running'} | progress
     assert 'min_over_time(vllm:num_requests_running[2m])' in expr

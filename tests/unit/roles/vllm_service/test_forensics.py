@@ -3,8 +3,8 @@
 """Unit tests for roles/vllm_service/files/forensics.py (the previous boot of both nodes, at boot).
 
 The fixtures (tests/fixtures/kernel, each line's public source in its .sources file) are replayed through the real
-reader: `cat` run by pairguard.run on this machine for the head, and for the worker the same command behind an ssh
-prefix that the fake runner strips. The phase marker is a real file written by the real pairguard.set_phase; the boot
+reader: `cat` run by pg_pair.run on this machine for the head, and for the worker the same command behind an ssh
+prefix that the fake runner strips. The phase marker is a real file written by the real pg_pair.set_phase; the boot
 id comes from a file the test writes (a "reboot" is a new boot id).
 """
 
@@ -19,7 +19,8 @@ from .role_files import load
 
 forensics = load('forensics.py')
 prestart = load('prestart.py')
-pairguard = load('pairguard.py')
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import pair as pg_pair
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import watch as pg_watch
 
 FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'kernel'))
 CLEAN = os.path.join(FIXTURES, 'prev-boot-clean-benign.log')
@@ -47,7 +48,7 @@ class Nodes(object):
             argv = ['cat', self.files[where]]
         elif argv[0] == 'systemctl':
             return 0, '', ''
-        return pairguard.run(argv, timeout=timeout)
+        return pg_pair.run(argv, timeout=timeout)
 
 
 def config(tmp_path, mode='hold'):
@@ -70,9 +71,9 @@ def previous_boot_was(c, phase):
     if phase is None:
         return
     reboot(c, 'boot-A')
-    pairguard.set_phase(c['forensics']['phase_file'], 'starting', c['forensics']['boot_id_file'], clock=lambda: 1764018820)
+    pg_pair.set_phase(c['forensics']['phase_file'], 'starting', c['forensics']['boot_id_file'], clock=lambda: 1764018820)
     if phase == 'serving':
-        pairguard.set_phase(c['forensics']['phase_file'], 'serving', c['forensics']['boot_id_file'], only_from='starting')
+        pg_pair.set_phase(c['forensics']['phase_file'], 'serving', c['forensics']['boot_id_file'], only_from='starting')
     if phase == 'stopped':  # the head unit's ExecStopPost
         cfg = os.path.join(os.path.dirname(c['forensics']['phase_file']), 'prestart-head.json')
         with open(cfg, 'w') as fh:
@@ -219,7 +220,7 @@ def test_the_marker_of_the_boot_before_is_kept_for_every_start_of_this_boot(tmp_
     marker = json.load(open(c['forensics']['phase_file']))
     assert marker['boot_id'] == 'boot-B' and marker['phase'] == 'starting' and marker['previous']['boot_id'] == 'boot-A'
     # this boot reached readiness, then a power cut: the next boot starts the pair
-    pairguard.set_phase(c['forensics']['phase_file'], 'serving', c['forensics']['boot_id_file'], only_from='starting')
+    pg_pair.set_phase(c['forensics']['phase_file'], 'serving', c['forensics']['boot_id_file'], only_from='starting')
     reboot(c, 'boot-C')
     assert forensics.check(c, runner=Nodes(CUT, OOM)) is None
     assert hold_record(c)['verdict'] == 'started: unclean end of spark1 with no GPU fault while the pair was serving'
@@ -228,15 +229,15 @@ def test_the_marker_of_the_boot_before_is_kept_for_every_start_of_this_boot(tmp_
 def test_set_phase_is_durable_and_only_from_guards_it(tmp_path, monkeypatch):
     synced = []
     real_fsync = os.fsync
-    monkeypatch.setattr(pairguard.os, 'fsync', lambda fd: synced.append(fd) or real_fsync(fd))
+    monkeypatch.setattr(pg_pair.os, 'fsync', lambda fd: synced.append(fd) or real_fsync(fd))
     c = config(tmp_path)
     path = c['forensics']['phase_file']
     prestart.mark_starting(c)
     assert len(synced) >= 2  # the file, then its directory (after the rotation's own write)
     assert json.load(open(path))['phase'] == 'starting' and not os.path.exists(path + '.tmp')
     # the guard never turns a later phase back: only 'starting' becomes 'serving'
-    pairguard.set_phase(path, 'serving', c['forensics']['boot_id_file'], only_from='starting')
-    pairguard.set_phase(path, 'serving', c['forensics']['boot_id_file'], only_from='starting')
+    pg_pair.set_phase(path, 'serving', c['forensics']['boot_id_file'], only_from='starting')
+    pg_pair.set_phase(path, 'serving', c['forensics']['boot_id_file'], only_from='starting')
     assert json.load(open(path))['phase'] == 'serving'
     # no marker configured (the pair guard off): prestart writes nothing
     c['forensics']['phase_file'] = ''
@@ -253,14 +254,14 @@ def test_the_guard_marks_serving_once_the_head_answers(tmp_path):
 
     def fetch():
         if not answers['ok']:
-            raise pairguard.GuardError('connection refused')
+            raise pg_pair.GuardError('connection refused')
         return 'vllm:num_requests_running 0\n'
     guard = types.SimpleNamespace(cfg={'phase_file': path, 'boot_id_file': c['forensics']['boot_id_file']}, fetch=fetch,
                                   clock=lambda: 1764040000)
-    pairguard.Watch.mark_serving(guard, 'inv-1')  # loading: /metrics does not answer
+    pg_watch.Watch.mark_serving(guard, 'inv-1')  # loading: /metrics does not answer
     assert json.load(open(path))['phase'] == 'starting'
     answers['ok'] = True
-    pairguard.Watch.mark_serving(guard, 'inv-1')
+    pg_watch.Watch.mark_serving(guard, 'inv-1')
     assert json.load(open(path))['phase'] == 'serving' and guard.phase_marked == 'inv-1'
 
 

@@ -13,7 +13,8 @@ import pytest
 
 from .role_files import load
 
-pairguard = load('pairguard.py')
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import pair as pg_pair
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import watch as pg_watch
 prestart = load('prestart.py')
 
 SSH = ['ssh', '-i', '/etc/dgxspark-ds4/peer/id_ed25519', 'root@10.77.0.12']
@@ -75,7 +76,7 @@ def recorded(c):
 def test_fresh_worker_is_kept_and_recorded(tmp_path):
     c = cfg(tmp_path, record={'spark2': 'old-w'})
     fake = FakeSystemd(worker_inv='w1')
-    assert pairguard.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None) == {'spark2': 'w1'}
+    assert pg_pair.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None) == {'spark2': 'w1'}
     assert fake.actions() == []
     assert recorded(c) == {'spark2': 'w1'}
 
@@ -83,7 +84,7 @@ def test_fresh_worker_is_kept_and_recorded(tmp_path):
 def test_first_deploy_without_record_keeps_running_worker(tmp_path):
     c = cfg(tmp_path)
     fake = FakeSystemd(worker_inv='w1')
-    pairguard.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None)
+    pg_pair.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None)
     assert fake.actions() == []
     assert recorded(c) == {'spark2': 'w1'}
 
@@ -91,7 +92,7 @@ def test_first_deploy_without_record_keeps_running_worker(tmp_path):
 def test_worker_paired_with_previous_head_is_restarted_first(tmp_path, capsys):
     c = cfg(tmp_path, record={'spark2': 'w1'})
     fake = FakeSystemd(worker_inv='w1')
-    pairguard.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None)
+    pg_pair.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None)
     assert fake.actions() == [('root@10.77.0.12', 'reset-failed', WORKER), ('root@10.77.0.12', 'restart', WORKER)]
     assert recorded(c) == {'spark2': 'new2'}
     assert 'paired with the previous head' in capsys.readouterr().out
@@ -102,7 +103,7 @@ def test_worker_not_running_is_started_before_the_head(tmp_path, state, sub):
     c = cfg(tmp_path, record={'spark2': 'w0'})
     fake = FakeSystemd(worker=state, worker_inv='w1')
     fake.units[(SSH[-1], WORKER)]['SubState'] = sub
-    pairguard.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None)
+    pg_pair.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None)
     assert ('root@10.77.0.12', 'restart', WORKER) in fake.actions()
     assert recorded(c) == {'spark2': 'new2'}
 
@@ -117,7 +118,7 @@ def test_fresh_worker_still_starting_is_waited_for_not_restarted(tmp_path):
         ticks.append(1)
         if len(ticks) == 2:
             fake.units[(SSH[-1], WORKER)].update({'ActiveState': 'active', 'SubState': 'running'})
-    pairguard.ensure_fresh_workers(c, runner=fake, sleep=sleep, clock=lambda: 0.0)
+    pg_pair.ensure_fresh_workers(c, runner=fake, sleep=sleep, clock=lambda: 0.0)
     assert fake.actions() == []
     assert recorded(c) == {'spark2': 'w1'}
 
@@ -125,8 +126,8 @@ def test_fresh_worker_still_starting_is_waited_for_not_restarted(tmp_path):
 def test_worker_that_fails_to_restart_stops_the_head_start(tmp_path):
     c = cfg(tmp_path, record={'spark2': 'w1'})
     fake = FakeSystemd(worker_inv='w1', restart_to='failed')
-    with pytest.raises(pairguard.GuardError, match=r'worker spark2: dgxspark-ds4-worker.service is failed/running after the restart'):
-        pairguard.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None)
+    with pytest.raises(pg_pair.GuardError, match=r'worker spark2: dgxspark-ds4-worker.service is failed/running after the restart'):
+        pg_pair.ensure_fresh_workers(c, runner=fake, sleep=lambda s: None)
     assert recorded(c) == {'spark2': 'w1'}
 
 
@@ -144,7 +145,7 @@ def test_prestart_step_skipped_without_pair_state(tmp_path):
 def test_watch_does_nothing_while_the_pair_matches_the_record(tmp_path):
     c = cfg(tmp_path, record={'spark2': 'w1'})
     fake = FakeSystemd(worker_inv='w1')
-    watch = pairguard.Watch(c, runner=fake, clock=lambda: 100.0)
+    watch = pg_watch.Watch(c, runner=fake, clock=lambda: 100.0)
     assert [watch.step() for _i in range(5)] == [None] * 5
     assert fake.actions() == []
 
@@ -152,7 +153,7 @@ def test_watch_does_nothing_while_the_pair_matches_the_record(tmp_path):
 def test_watch_restarts_the_head_when_the_worker_restarted_on_its_own(tmp_path, capsys):
     c = cfg(tmp_path, record={'spark2': 'w1'})
     fake = FakeSystemd(worker_inv='w2')
-    watch = pairguard.Watch(c, runner=fake, clock=lambda: 100.0)
+    watch = pg_watch.Watch(c, runner=fake, clock=lambda: 100.0)
     assert watch.step() == 'restart'
     assert fake.actions() == [('local', 'restart', HEAD)]
     assert 'restarted on its own' in capsys.readouterr().out
@@ -162,7 +163,7 @@ def test_watch_restarts_the_head_when_the_worker_is_down(tmp_path):
     """Down on down_polls (default 3) consecutive polls: then the pair restarts."""
     c = cfg(tmp_path, record={'spark2': 'w1'})
     fake = FakeSystemd(worker='failed', worker_inv='w1')
-    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    watch = pg_watch.Watch(c, runner=fake, clock=lambda: 1.0)
     assert [watch.step() for _i in range(3)] == [None, None, 'restart']
     assert fake.actions() == [('local', 'restart', HEAD)]
 
@@ -172,7 +173,7 @@ def test_watch_one_inactive_poll_is_not_a_cold_restart(tmp_path, capsys):
     c = cfg(tmp_path, record={'spark2': 'w1'})
     c['down_polls'] = 3
     fake = FakeSystemd(worker_inv='w1')
-    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    watch = pg_watch.Watch(c, runner=fake, clock=lambda: 1.0)
     worker = fake.units[(SSH[-1], WORKER)]
     results = []
     for state in ('active', 'inactive', 'active', 'deactivating', 'inactive', 'active', 'active'):
@@ -187,10 +188,10 @@ def test_watch_down_polls_are_configurable(tmp_path):
     c = cfg(tmp_path, record={'spark2': 'w1'})
     c['down_polls'] = 1
     fake = FakeSystemd(worker='inactive', worker_inv='w1')
-    assert pairguard.Watch(c, runner=fake, clock=lambda: 1.0).step() == 'restart'
+    assert pg_watch.Watch(c, runner=fake, clock=lambda: 1.0).step() == 'restart'
     c['down_polls'] = 5
     fake = FakeSystemd(worker='inactive', worker_inv='w1')
-    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    watch = pg_watch.Watch(c, runner=fake, clock=lambda: 1.0)
     assert [watch.step() for _i in range(5)] == [None] * 4 + ['restart']
 
 
@@ -200,7 +201,7 @@ def test_watch_worker_with_a_new_invocation_is_acted_on_at_once(tmp_path, state,
     c = cfg(tmp_path, record={'spark2': 'w1'})
     c['down_polls'] = 5
     fake = FakeSystemd(worker=state, worker_inv='w2')
-    assert pairguard.Watch(c, runner=fake, clock=lambda: 1.0).step() == 'restart'
+    assert pg_watch.Watch(c, runner=fake, clock=lambda: 1.0).step() == 'restart'
     assert 'restarted on its own' in capsys.readouterr().out
 
 
@@ -223,13 +224,13 @@ def test_watch_reuses_one_ssh_connection_per_worker(tmp_path):
     c = cfg(tmp_path, record={'spark2': 'w1'})
     c['ssh_control_dir'] = str(tmp_path / 'run')
     c['ssh_control_persist_s'] = 90
-    options = pairguard.ssh_control_options(c)
+    options = pg_pair.ssh_control_options(c)
     assert options == ['-o', 'ControlMaster=auto', '-o', 'ControlPersist=90s',
                        '-o', 'ControlPath=%s/ssh-%%C' % (tmp_path / 'run'),
                        '-o', 'ServerAliveInterval=5', '-o', 'ServerAliveCountMax=2']
     fake = FakeSystemd(worker_inv='w1')
     runner = MuxRunner(fake, options)
-    watch = pairguard.Watch(c, runner=runner, clock=lambda: 1.0)
+    watch = pg_watch.Watch(c, runner=runner, clock=lambda: 1.0)
     assert [watch.step() for _i in range(4)] == [None] * 4
     remote = [a for a in runner.raw if a[0] == 'ssh']
     assert len(remote) == 4
@@ -253,7 +254,7 @@ def test_watch_without_a_usable_control_dir_falls_back_to_one_login_per_poll(tmp
     c = cfg(tmp_path, record={'spark2': 'w1'})
     c['ssh_control_dir'] = str(tmp_path / 'run')
     fake = FakeSystemd(worker_inv='w1')
-    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0, prepare=lambda path: '%s is world-writable' % path)
+    watch = pg_watch.Watch(c, runner=fake, clock=lambda: 1.0, prepare=lambda path: '%s is world-writable' % path)
     assert watch.step() is None
     assert watch.cfg['peers'][0]['ssh'] == SSH
     assert 'ssh connection sharing off' in capsys.readouterr().out
@@ -261,27 +262,27 @@ def test_watch_without_a_usable_control_dir_falls_back_to_one_login_per_poll(tmp
 
 def test_prepare_control_dir_refuses_an_open_or_foreign_directory(tmp_path):
     d = tmp_path / 'ctl'
-    assert pairguard.prepare_control_dir(str(d)) is None
+    assert pg_pair.prepare_control_dir(str(d)) is None
     assert d.stat().st_mode & 0o777 == 0o700
-    assert 'owned by uid' in pairguard.prepare_control_dir(str(d), uid=d.stat().st_uid + 1)
+    assert 'owned by uid' in pg_pair.prepare_control_dir(str(d), uid=d.stat().st_uid + 1)
     link = tmp_path / 'link'
     link.symlink_to(d)
-    assert pairguard.prepare_control_dir(str(link)) is not None
-    assert pairguard.ssh_control_options({}) == []
-    assert pairguard.with_ssh_options(SSH, []) == SSH
+    assert pg_pair.prepare_control_dir(str(link)) is not None
+    assert pg_pair.ssh_control_options({}) == []
+    assert pg_pair.with_ssh_options(SSH, []) == SSH
 
 
 def test_watch_leaves_a_stopped_head_alone(tmp_path):
     c = cfg(tmp_path, record={'spark2': 'w1'})
     fake = FakeSystemd(head='inactive', worker='failed')
-    assert pairguard.Watch(c, runner=fake, clock=lambda: 1.0).step() is None
+    assert pg_watch.Watch(c, runner=fake, clock=lambda: 1.0).step() is None
     assert fake.actions() == []
 
 
 def test_watch_stops_the_worker_once_when_the_head_failed_for_good(tmp_path, capsys):
     c = cfg(tmp_path, record={'spark2': 'w1'})
     fake = FakeSystemd(head='failed', worker='active', worker_inv='w1')
-    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    watch = pg_watch.Watch(c, runner=fake, clock=lambda: 1.0)
     assert watch.step() == 'stop'
     assert fake.actions() == [('root@10.77.0.12', 'stop', WORKER)]
     assert 'the pair lives and dies together' in capsys.readouterr().out
@@ -293,7 +294,7 @@ def test_watch_tolerates_short_ssh_outages_then_acts(tmp_path):
     c = cfg(tmp_path, record={'spark2': 'w1'})
     fake = FakeSystemd(worker_inv='w1')
     fake.unreachable = True
-    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    watch = pg_watch.Watch(c, runner=fake, clock=lambda: 1.0)
     assert [watch.step() for _i in range(3)] == [None, None, 'restart']
 
 
@@ -301,7 +302,7 @@ def test_watch_rate_limit_stops_the_head_instead_of_a_storm(tmp_path, capsys):
     c = cfg(tmp_path, record={'spark2': 'w1'})
     fake = FakeSystemd(worker_inv='w9')
     now = [0.0]
-    watch = pairguard.Watch(c, runner=fake, clock=lambda: now[0])
+    watch = pg_watch.Watch(c, runner=fake, clock=lambda: now[0])
     results = []
     for _i in range(3):
         fake.units[('local', HEAD)]['ActiveState'] = 'active'
@@ -335,7 +336,7 @@ def test_health_gate_closes_on_the_first_down_poll_and_opens_when_the_worker_is_
     c = cfg(tmp_path, record={'spark2': 'w1'})
     gate = _gate(c, tmp_path)
     fake = FakeSystemd(worker_inv='w1')
-    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    watch = pg_watch.Watch(c, runner=fake, clock=lambda: 1.0)
     worker = fake.units[(SSH[-1], WORKER)]
     assert watch.step() is None and _gate_text(gate) is None
     worker['ActiveState'] = 'inactive'
@@ -350,14 +351,14 @@ def test_health_gate_stays_closed_through_a_pair_restart_and_an_unreadable_worke
     c = cfg(tmp_path, record={'spark2': 'w1'})
     gate = _gate(c, tmp_path)
     fake = FakeSystemd(worker_inv='w2')  # restarted on its own: the head restarts at once
-    watch = pairguard.Watch(c, runner=fake, clock=lambda: 1.0)
+    watch = pg_watch.Watch(c, runner=fake, clock=lambda: 1.0)
     assert watch.step() == 'restart'
     assert _gate_text(gate) == 'pair restarting by the pair guard'
     c2 = cfg(tmp_path, record={'spark2': 'w1'})
     gate2 = _gate(c2, tmp_path)
     fake2 = FakeSystemd(worker_inv='w1')
     fake2.unreachable = True
-    watch2 = pairguard.Watch(c2, runner=fake2, clock=lambda: 1.0)
+    watch2 = pg_watch.Watch(c2, runner=fake2, clock=lambda: 1.0)
     assert watch2.step() is None
     assert _gate_text(gate2).startswith('worker spark2 unreadable (')
 
@@ -367,5 +368,5 @@ def test_health_gate_left_from_before_is_redecided_at_start(tmp_path):
     gate = _gate(c, tmp_path)
     with open(gate, 'w') as fh:
         fh.write('old reason\n')
-    pairguard.Watch(c, runner=FakeSystemd(worker_inv='w1'), clock=lambda: 1.0)
+    pg_watch.Watch(c, runner=FakeSystemd(worker_inv='w1'), clock=lambda: 1.0)
     assert _gate_text(gate) is None

@@ -16,6 +16,12 @@ from .role_files import load
 from .test_pairguard import HEAD, SSH, WORKER, FakeSystemd
 from .test_pairguard_memory import Clock, gate
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import canary as pg_canary
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import hang as pg_hang
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import pair as pg_pair
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import state as pg_state
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import watch as pg_watch
+from ansible_collections.dgxspark.ds4.plugins.module_utils import quality_canary
 pairguard = load('pairguard.py')
 
 IDLE = 'vllm:num_requests_running 0.0\nvllm:num_requests_waiting 0.0\nvllm:generation_tokens_total 10.0\n'
@@ -73,13 +79,13 @@ def watch(tmp_path, clock, canaries, metrics=None, **extra):
            'canary_interval_s': 600, 'canary_retry_s': 60, 'canary_failures_to_restart': 2, 'canary_max_num_seqs': 8,
            'peers': [{'name': 'spark2', 'addr': '10.77.0.12', 'unit': WORKER, 'ssh': SSH}]}
     cfg.update(extra)
-    pairguard.save_record(cfg['pair_state_file'], {'workers': {'spark2': 'w1'}})
+    pg_pair.save_record(cfg['pair_state_file'], {'workers': {'spark2': 'w1'}})
 
     def fetch():
         if box['text'] is None:
             raise OSError('Connection refused')
         return box['text']
-    guard = pairguard.Watch(cfg, runner=metrics or FakeSystemd(), clock=clock, fetch=fetch)
+    guard = pg_watch.Watch(cfg, runner=metrics or FakeSystemd(), clock=clock, fetch=fetch)
     guard.canary_job_factory = canaries
     return guard, box
 
@@ -104,7 +110,7 @@ def test_a_healthy_pair_sets_its_baseline_then_runs_every_interval_never_gated(t
                  'dgxspark_ds4_canary_last_run_timestamp_seconds %d' % clock.now, 'dgxspark_ds4_canary_ttft_seconds 0.25',
                  'dgxspark_ds4_canary_decode_tokens_per_second 48.0'):
         assert line in prom, (line, prom)
-    assert len(pairguard.parse_prometheus(prom)) == len([ln for ln in prom.splitlines() if ln and not ln.startswith('#')])
+    assert len(pg_hang.parse_prometheus(prom)) == len([ln for ln in prom.splitlines() if ln and not ln.startswith('#')])
 
 
 def test_a_garbled_pair_is_gated_at_once_evidence_kept_and_restarted_after_n_failures(tmp_path, capsys):
@@ -241,17 +247,17 @@ def test_the_canary_child_writes_its_result_and_is_cut_at_its_deadline(tmp_path)
     def work_ok():
         with open(str(tmp_path / 'canary-result.json'), 'w') as fh:
             json.dump(passing(), fh)
-    job = pairguard.CanaryJob(cfg, work=work_ok)
+    job = pg_canary.CanaryJob(cfg, work=work_ok)
     assert job.wait(10) and job.ok() and job.result()['ok'] is True
     # the whole canary's bound: its four requests at their timeout, plus 10 s
-    assert pairguard.canary_deadline_s(cfg) == 50 and pairguard.canary_deadline_s({'canary_timeout_s': 120}) == 490
-    job = pairguard.CanaryJob(cfg, work=lambda: time.sleep(30), limit=0.5)
+    assert pg_canary.canary_deadline_s(cfg) == 50 and pg_canary.canary_deadline_s({'canary_timeout_s': 120}) == 490
+    job = pg_canary.CanaryJob(cfg, work=lambda: time.sleep(30), limit=0.5)
     assert job.wait(20)
     result = job.result()
     assert not result['ok'] and result['failures'][0]['check'] == 'deadline'
     assert result['failures'][0]['detail'] == 'the canary did not finish within 0.5 s'
     # a child that fails without a result: the failure says so
-    job = pairguard.CanaryJob(cfg, work=lambda: 1 / 0)
+    job = pg_canary.CanaryJob(cfg, work=lambda: 1 / 0)
     assert job.wait(10) and not job.result()['ok']
     assert job.result()['failures'][0]['detail'].startswith('the canary process failed (wait status')
 
@@ -358,7 +364,7 @@ def test_a_canary_never_brings_back_a_storm_window_a_deliberate_restart_cleared(
     guard, _box = watch(tmp_path, clock, canaries)
     guard.state.data['restart_times'] = [clock.now - 10, clock.now - 5]
     guard.state.save()
-    assert pairguard.reset_window(guard.cfg) == 2
+    assert pg_state.reset_window(guard.cfg) == 2
     guard.step()
     guard.step()                                                        # a canary started, ran and passed
     record = json.loads((tmp_path / 'state.json').read_text())
@@ -587,18 +593,18 @@ def test_the_canary_time_limits_follow_the_recipe_as_the_hang_window_with_the_ro
         settings = get('_vllm_service_canary_settings')
         assert (settings['canary_timeout_s'], settings['canary_request_timeout_s'], settings['canary_deadline_s']) == (
             120, 120, 490)
-        assert pairguard.quality_canary.check_config(settings) == [], settings
+        assert quality_canary.check_config(settings) == [], settings
     # chunked prefill off: one step is the whole 1M prompt (1048576 / 400 = 2622 s, plus the poll), above every floor
     no_chunks = dict(_role_vars('long-context-1m')('ds4_effective'))
     no_chunks['serve_args'] = dict(no_chunks['serve_args'], **{'enable-chunked-prefill': False, 'max-model-len': 1048576})
     get = _role_vars('long-context-1m', ds4_effective=no_chunks)
     settings = get('_vllm_service_canary_settings')
     assert (settings['canary_request_timeout_s'], settings['canary_deadline_s']) == (2627, 10518)
-    assert get('_vllm_service_hang_window_s') == 2627 and pairguard.quality_canary.check_config(settings) == []
+    assert get('_vllm_service_hang_window_s') == 2627 and quality_canary.check_config(settings) == []
     # the drills' settings (the simulator's 5000 tokens/s, a 10-s floor): 16384 / 5000 -> 4 s + 5 s: the floor rules
     get = _role_vars('balanced', vllm_service_canary_timeout_s=10, vllm_service_hang_prefill_tokens_per_s=5000)
     settings = get('_vllm_service_canary_settings')
     assert (settings['canary_request_timeout_s'], settings['canary_deadline_s']) == (10, 50)
     # and the guard uses what the role rendered
-    assert pairguard.canary_request_timeout_s(settings) == 10 and pairguard.canary_deadline_s(settings) == 50
-    assert pairguard.canary_request_timeout_s({'canary_timeout_s': 30}) == 30
+    assert pg_canary.canary_request_timeout_s(settings) == 10 and pg_canary.canary_deadline_s(settings) == 50
+    assert pg_canary.canary_request_timeout_s({'canary_timeout_s': 30}) == 30

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Pruning of the evidence directories (pairguard.prune_evidence), run by both writers when they make a new one: the
+"""Pruning of the evidence directories (pg_jobs.prune_evidence), run by both writers when they make a new one: the
 pair guard's evidence_path (hang-<UTC>[-n]/, canary-<UTC>[-n]/) and forensics.write_record (crash-<UTC>-<incident>/).
 
 Real directories in a temporary evidence_dir, named by the real writers where a test needs a new one; the older ones
@@ -15,6 +15,8 @@ import pytest
 
 from .role_files import load
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import config as pg_config
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import jobs as pg_jobs
 pairguard = load('pairguard.py')
 forensics = load('forensics.py')
 
@@ -50,7 +52,7 @@ def test_count_limit_keeps_the_newest_per_kind_and_says_each_removal(tmp_path, c
     cfg = cfg_for(tmp_path, evidence_keep=3, evidence_max_age_days=30)
     hangs = [make(cfg['evidence_dir'], 'hang', NOW - 3600 * (6 - i)) for i in range(5)]   # 5 recent ones, oldest first
     canaries = [make(cfg['evidence_dir'], 'canary', NOW - 60 * (3 - i)) for i in range(2)]
-    new = pairguard.evidence_path(cfg, NOW, 'hang')
+    new = pg_jobs.evidence_path(cfg, NOW, 'hang')
     assert os.path.isdir(new) and os.path.basename(new) == 'hang-%s' % stamp(NOW)
     left = names(cfg)
     assert [os.path.basename(p) for p in hangs[-2:]] + [os.path.basename(new)] == [n for n in left if n.startswith('hang-')]
@@ -68,7 +70,7 @@ def test_age_limit_and_the_newest_of_a_kind_is_kept_however_old(tmp_path, capsys
     old_canaries = [make(cfg['evidence_dir'], 'canary', NOW - (40 + i) * DAY) for i in range(3)]
     recent_hang = make(cfg['evidence_dir'], 'hang', NOW - 29 * DAY)
     old_hang = make(cfg['evidence_dir'], 'hang', NOW - 31 * DAY)
-    new = pairguard.evidence_path(cfg, NOW, 'hang')
+    new = pg_jobs.evidence_path(cfg, NOW, 'hang')
     assert os.path.isdir(new) and os.path.isdir(recent_hang) and not os.path.exists(old_hang)
     # a kind with only old directories keeps its newest (the last evidence of that fault), nothing else
     assert [os.path.isdir(p) for p in old_canaries] == [True, False, False]
@@ -78,13 +80,13 @@ def test_age_limit_and_the_newest_of_a_kind_is_kept_however_old(tmp_path, capsys
 
 def test_same_second_suffixes_order_and_a_new_canary_dir_is_never_pruned(tmp_path):
     cfg = cfg_for(tmp_path, evidence_keep=2)
-    first = pairguard.evidence_path(cfg, NOW, 'canary')
-    second = pairguard.evidence_path(cfg, NOW, 'canary')
-    third = pairguard.evidence_path(cfg, NOW, 'canary')
+    first = pg_jobs.evidence_path(cfg, NOW, 'canary')
+    second = pg_jobs.evidence_path(cfg, NOW, 'canary')
+    third = pg_jobs.evidence_path(cfg, NOW, 'canary')
     assert second.endswith('-2') and third.endswith('-3')
     assert not os.path.exists(first) and os.path.isdir(second) and os.path.isdir(third)
     # a clock set back: the new directory is older by name than the ones there; it and the newest by name are kept
-    earlier = pairguard.evidence_path(cfg, NOW - 3600, 'canary')
+    earlier = pg_jobs.evidence_path(cfg, NOW - 3600, 'canary')
     assert os.path.isdir(earlier) and os.path.isdir(third) and not os.path.exists(second)
     assert len(os.listdir(cfg['evidence_dir'])) == 2
 
@@ -113,7 +115,7 @@ def test_foreign_names_files_and_links_are_never_touched(tmp_path):
             os.symlink(str(outside), path)
     ours = [make(base, 'hang', NOW - (100 + i) * DAY) for i in range(2)]
     ours += [make(base, 'canary', NOW - 100 * DAY, '-2'), make(base, 'canary', NOW - 101 * DAY)]
-    pairguard.evidence_path(cfg, NOW, 'hang')
+    pg_jobs.evidence_path(cfg, NOW, 'hang')
     for name in foreign:
         assert os.path.lexists(os.path.join(base, name)), name
     assert (outside / 'keep.txt').read_text() == u'mine\n'
@@ -137,7 +139,7 @@ def test_the_held_incidents_directory_is_kept(tmp_path):
     assert os.path.isdir(recent[0]) and not os.path.exists(recent[1])   # count 3: the new one, the held one, the newest before
     # the pair guard's writers honour the same hold record (crash_hold_file in the guard's config)
     gcfg = cfg_for(tmp_path, evidence_keep=1, evidence_max_age_days=1, crash_hold_file=fcfg['hold_file'])
-    pairguard.evidence_path(gcfg, NOW, 'hang')
+    pg_jobs.evidence_path(gcfg, NOW, 'hang')
     assert os.path.isdir(held) and os.path.isdir(path)       # crash: the newest and the held one
     assert not os.path.exists(recent[0])
     # once acknowledged (no hold record), the next new record prunes it
@@ -161,7 +163,7 @@ def test_a_rewritten_record_of_a_seen_incident_does_not_prune(tmp_path):
                                        ('evidence_max_age_days', None)])
 def test_check_config_refuses_bad_settings_naming_the_variable(tmp_path, capsys, key, value):
     cfg = cfg_for(tmp_path, **{key: value})
-    problems = pairguard.check_config(cfg)
+    problems = pg_config.check_config(cfg)
     variable = 'vllm_service_' + key
     assert problems == ['%s = %r: must be a whole number >= 1. Fix: set %s and re-run the role' % (key, value, variable)]
     # the guard refuses to start on it (main exits 2); a writer that still meets it prunes nothing and says why
@@ -170,15 +172,15 @@ def test_check_config_refuses_bad_settings_naming_the_variable(tmp_path, capsys,
     assert pairguard.main(['pairguard.py', 'watch', str(path)]) == 2
     assert variable in capsys.readouterr().err
     old = make(cfg['evidence_dir'], 'hang', NOW - 400 * DAY)
-    pairguard.evidence_path(cfg, NOW, 'hang')
+    pg_jobs.evidence_path(cfg, NOW, 'hang')
     assert os.path.isdir(old)
     assert 'evidence not pruned: %s' % key in capsys.readouterr().out
 
 
 def test_defaults_and_rendered_values_pass_check_config(tmp_path):
-    assert pairguard.check_config(cfg_for(tmp_path)) == []
-    assert pairguard.check_config(cfg_for(tmp_path, evidence_keep=1, evidence_max_age_days=1)) == []
-    assert (pairguard.EVIDENCE_KEEP, pairguard.EVIDENCE_MAX_AGE_DAYS) == (20, 30)
+    assert pg_config.check_config(cfg_for(tmp_path)) == []
+    assert pg_config.check_config(cfg_for(tmp_path, evidence_keep=1, evidence_max_age_days=1)) == []
+    assert (pg_jobs.EVIDENCE_KEEP, pg_jobs.EVIDENCE_MAX_AGE_DAYS) == (20, 30)
     import yaml
     with open(os.path.join(os.path.dirname(pairguard.__file__), '..', 'defaults', 'main.yml')) as fh:
         defaults = yaml.safe_load(fh)

@@ -18,6 +18,11 @@ import pytest
 
 from .role_files import load
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import config as pg_config
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import hang as pg_hang
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import jobs as pg_jobs
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import pair as pg_pair
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import watch as pg_watch
 pairguard = load('pairguard.py')
 
 SSH = ['ssh', '-i', '/etc/dgxspark-ds4/peer/id_ed25519', 'root@10.77.0.12']
@@ -151,12 +156,12 @@ def test_prometheus_text_parsed_with_labels_escapes_and_histograms():
             'vllm:num_requests_running{engine="1",model_name="m"} 2\n'
             'vllm:iteration_tokens_total_count{engine="0"} 17 1764000000000\n'
             'garbage line here\nvllm:kv_cache_usage_perc NaN\n')
-    samples = pairguard.parse_prometheus(text)
+    samples = pg_hang.parse_prometheus(text)
     assert ('vllm:num_requests_running', {'engine': '0', 'model_name': 'a "b"'}, 3.0) in samples
-    assert pairguard.metric_total(samples, 'vllm:num_requests_running') == 5.0
-    assert pairguard.metric_total(samples, 'vllm:iteration_tokens_total_count') == 17.0
-    assert pairguard.metric_total(samples, 'vllm:kv_cache_usage_perc') is None
-    assert pairguard.metric_total(samples, 'vllm:absent') is None
+    assert pg_hang.metric_total(samples, 'vllm:num_requests_running') == 5.0
+    assert pg_hang.metric_total(samples, 'vllm:iteration_tokens_total_count') == 17.0
+    assert pg_hang.metric_total(samples, 'vllm:kv_cache_usage_perc') is None
+    assert pg_hang.metric_total(samples, 'vllm:absent') is None
 
 
 def test_fetch_metrics_from_a_real_http_endpoint():
@@ -178,9 +183,9 @@ def test_fetch_metrics_from_a_real_http_endpoint():
     thread.start()
     try:
         port = server.server_address[1]
-        assert 'vllm:generation_tokens_total' in pairguard.fetch_metrics('http://127.0.0.1:%d/metrics' % port, 5)
-        with pytest.raises(pairguard.GuardError, match='HTTP 404'):
-            pairguard.fetch_metrics('http://127.0.0.1:%d/nothing' % port, 5)
+        assert 'vllm:generation_tokens_total' in pg_hang.fetch_metrics('http://127.0.0.1:%d/metrics' % port, 5)
+        with pytest.raises(pg_pair.GuardError, match='HTTP 404'):
+            pg_hang.fetch_metrics('http://127.0.0.1:%d/nothing' % port, 5)
     finally:
         server.shutdown()
         server.server_close()
@@ -191,7 +196,7 @@ def test_hang_detected_after_hang_after_s_not_before(tmp_path, capsys):
     c = cfg(tmp_path)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint(metrics(running=0, gen=1000, prompt=500, steps=300))
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     assert run_for(watch, clock, 60) == []          # idle: never a hang
     endpoint.text = metrics(running=3, gen=1000, prompt=500, steps=300)  # wedged: running, nothing moves
     acted = run_for(watch, clock, 200)
@@ -209,7 +214,7 @@ def test_decoding_pair_is_never_a_hang(tmp_path):
     c = cfg(tmp_path)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint()
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
 
     def tick(t):
         endpoint.text = metrics(running=4, gen=int(t) * 40, prompt=100, steps=int(t) * 10)
@@ -238,7 +243,7 @@ def real_prefill_trace(polls=REAL_PREFILL_POLLS, kv_flat=False):
 def test_detector_replaying_the_real_long_prefill_sees_no_hang_for_the_whole_prefill(tmp_path):
     """The 83 recorded polls, stretched to the watchdog's 5 s poll (415 s: a prefill four times the 120 s window,
     like seed 001's 16.6 minutes to the first token at 980K tokens): never a hang; the first token ends it."""
-    detector = pairguard.HangDetector(cfg(tmp_path), fetch=None)
+    detector = pg_hang.HangDetector(cfg(tmp_path), fetch=None)
     trace = real_prefill_trace()
     now = 0.0
     for text in trace:
@@ -254,7 +259,7 @@ def test_detector_replaying_the_real_long_prefill_sees_no_hang_for_the_whole_pre
 def test_detector_catches_the_same_trace_wedged_within_the_window_plus_one_poll(tmp_path):
     """Running 1, counters frozen and kv usage flat (a wedge in the middle of a prefill): a hang within
     hang_after_s + hang_poll_s of the last progress."""
-    detector = pairguard.HangDetector(cfg(tmp_path), fetch=None)
+    detector = pg_hang.HangDetector(cfg(tmp_path), fetch=None)
     found, now = None, 0.0
     for text in real_prefill_trace(kv_flat=True):
         detector.fetch = lambda text=text: text
@@ -274,7 +279,7 @@ def test_watch_leaves_a_seed_001_sized_prefill_alone(tmp_path):
     c = cfg(tmp_path)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint()
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     rate = 980000 / (16.6 * 60)
 
     def tick(t):
@@ -290,7 +295,7 @@ def test_without_a_kv_usage_series_the_window_is_the_longest_prefill(tmp_path):
     c = cfg(tmp_path, hang_after_no_kv_s=600)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint(metrics(running=1, gen=5, prompt=7, steps=3, kv=None))
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     assert run_for(watch, clock, 700) == [(600, 'restart')]
     assert watch.evidence_wait(10)
 
@@ -299,7 +304,7 @@ def test_api_silent_while_container_runs_is_a_hang(tmp_path, capsys):
     c = cfg(tmp_path)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint(metrics(running=0))
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     assert run_for(watch, clock, 30) == []
     endpoint.error = OSError('timed out')
     assert run_for(watch, clock, 200) == [(120, 'restart')]
@@ -312,7 +317,7 @@ def test_api_not_yet_listening_after_a_start_is_not_a_hang(tmp_path):
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint()
     endpoint.error = ConnectionRefusedError(111, 'Connection refused')
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     assert run_for(watch, clock, 1800) == []
 
 
@@ -320,7 +325,7 @@ def test_silence_with_the_container_gone_is_left_to_systemd(tmp_path):
     c = cfg(tmp_path)
     clock, fake = Clock(), FakeNodes(container_running=False)
     endpoint = Endpoint(metrics())
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     run_for(watch, clock, 10)
     endpoint.error = OSError('refused')
     assert run_for(watch, clock, 300) == []
@@ -331,7 +336,7 @@ def test_a_new_head_invocation_restarts_the_clock(tmp_path):
     c = cfg(tmp_path)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint(metrics(running=2, gen=10))
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     assert run_for(watch, clock, 100) == []
     fake.units[('local', HEAD)]['InvocationID'] = 'h2'          # restarted by someone else
     assert run_for(watch, clock, 100) == []
@@ -343,7 +348,7 @@ def test_repeated_hangs_stop_at_the_storm_limit_with_the_cause_named(tmp_path, c
     c = cfg(tmp_path, max_restarts=2)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint(metrics(running=1, gen=7))
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     results = []
     for _i in range(3):
         fake.units[('local', HEAD)]['ActiveState'] = 'active'
@@ -366,20 +371,20 @@ def test_the_storm_window_survives_a_guard_restart(tmp_path, capsys):
     c = cfg(tmp_path, max_restarts=2)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint(metrics(running=1, gen=7))
-    first = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    first = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     for _i in range(2):
         fake.units[('local', HEAD)]['ActiveState'] = 'active'
         assert [a for _t, a in run_for(first, clock, 130)] == ['restart']
     assert first.evidence_wait(10)
     assert len(json.load(open(c['state_file']))['restart_times']) == 2
-    second = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    second = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     fake.units[('local', HEAD)]['ActiveState'] = 'active'
     assert [a for _t, a in run_for(second, clock, 130)] == ['stop']
     assert '2 pair restarts within 1800s already' in capsys.readouterr().out
     assert second.evidence_wait(10)
     # past the window the old restarts no longer count
     clock.now += 1800
-    third = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    third = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     fake.units[('local', HEAD)]['ActiveState'] = 'active'
     fake.units[(SSH[-1], WORKER)]['ActiveState'] = 'active'   # the pair is started again after the storm stop
     assert [a for _t, a in run_for(third, clock, 130)] == ['restart']
@@ -392,7 +397,7 @@ def test_a_deliberate_pair_restart_clears_the_storm_window_even_while_the_guard_
     c = cfg(tmp_path, max_restarts=1)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint(metrics(running=1, gen=7))
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     assert [a for _t, a in run_for(watch, clock, 130)] == ['restart']
     config = tmp_path / 'pairguard.json'
     config.write_text(json.dumps(c))
@@ -417,7 +422,7 @@ def test_evidence_never_blocks_the_guard_loop(tmp_path):
             time.sleep(30)
         return fake(argv, timeout)
     endpoint = Endpoint(metrics(running=1, gen=7))
-    watch = pairguard.Watch(c, runner=slow, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=slow, clock=clock, fetch=endpoint)
     assert run_for(watch, clock, 120) == []
     started = time.monotonic()
     assert watch.step() == 'restart'
@@ -438,7 +443,7 @@ def test_a_head_that_exits_by_itself_is_counted_in_the_storm_window(tmp_path, ca
     endpoint = Endpoint(metrics(running=0))
     head = fake.units[('local', HEAD)]
     head['NRestarts'] = '4'
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     assert run_for(watch, clock, 20) == []                     # the first count seen is the baseline
     results = []
     for n in ('5', '6', '7'):
@@ -457,13 +462,13 @@ def test_a_head_that_exits_by_itself_is_counted_in_the_storm_window(tmp_path, ca
 def test_guard_config_refuses_bad_values_naming_the_variable():
     good = {'head_unit': HEAD, 'hang_watchdog': True, 'hang_after_s': 120, 'hang_after_no_kv_s': 2700, 'hang_poll_s': 5,
             'max_restarts': 3, 'window_s': 1800, 'interval_s': 5, 'evidence_timeout_s': 120}
-    assert pairguard.check_config(good) == []
-    problems = pairguard.check_config(dict(good, hang_after_s=0, evidence_timeout_s='soon'))
+    assert pg_config.check_config(good) == []
+    problems = pg_config.check_config(dict(good, hang_after_s=0, evidence_timeout_s='soon'))
     assert problems == [
         "hang_after_s = 0: must be a number >= 1. Fix: set vllm_service_hang_after_s (with "
         "vllm_service_hang_prefill_tokens_per_s) and re-run the role",
         "evidence_timeout_s = 'soon': must be a number >= 1. Fix: set vllm_service_hang_evidence_timeout_s and re-run the role"]
-    assert 'shorter than two polls' in pairguard.check_config(dict(good, hang_after_s=8))[0]
+    assert 'shorter than two polls' in pg_config.check_config(dict(good, hang_after_s=8))[0]
 
 
 def test_guard_main_refuses_a_bad_config(tmp_path, capsys):
@@ -477,7 +482,7 @@ def test_watchdog_off_never_scrapes_or_restarts(tmp_path):
     c = cfg(tmp_path, hang_watchdog=False)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint(metrics(running=5, gen=1))
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     assert run_for(watch, clock, 1000) == []
     assert endpoint.calls == 0 and fake.actions() == []
     assert 'dgxspark_ds4_guard_watchdog_enabled 0' in open(c['textfile']).read()
@@ -487,7 +492,7 @@ def test_worker_death_still_wins_over_the_watchdog(tmp_path):
     c = cfg(tmp_path)
     clock, fake = Clock(), FakeNodes(worker_inv='w9')
     endpoint = Endpoint(metrics(running=1, gen=1))
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     assert watch.step() == 'restart'
     assert endpoint.calls == 0
     assert json.load(open(c['state_file']))['last_cause'] == 'worker_restarted'
@@ -498,7 +503,7 @@ def test_evidence_directory_holds_metrics_journals_top_stacks_and_memory_of_both
     c = cfg(tmp_path)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint(metrics(running=2, gen=50, prompt=20, steps=9))
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     run_for(watch, clock, 125)
     # the restart does not wait for the evidence: it is issued at once; the evidence child finishes on its own
     assert fake.actions() == [('local', 'restart', HEAD)]
@@ -531,10 +536,10 @@ def test_evidence_when_metrics_do_not_answer_anymore(tmp_path):
     endpoint = Endpoint(metrics(running=1, gen=3))
     hang = {'kind': 'stall', 'before_text': None}
     endpoint.error = OSError('timed out')
-    path = pairguard.collect_evidence(c, hang, fake, endpoint, clock.now)
+    path = pg_jobs.collect_evidence(c, hang, fake, endpoint, clock.now)
     assert '# no successful scrape before the hang' in open(os.path.join(path, 'metrics-before.txt')).read()
     assert 'did not answer at evidence time: OSError: timed out' in open(os.path.join(path, 'metrics-after.txt')).read()
-    again = pairguard.collect_evidence(c, hang, fake, endpoint, clock.now)
+    again = pg_jobs.collect_evidence(c, hang, fake, endpoint, clock.now)
     assert again != path and again.endswith('-2')
 
 
@@ -542,7 +547,7 @@ def test_state_file_and_textfile_export(tmp_path):
     c = cfg(tmp_path)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint(metrics(running=1, gen=3))
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     run_for(watch, clock, 125)
     prom = open(c['textfile']).read()
     assert 'dgxspark_ds4_guard_restarts_total{cause="hang_no_tokens"} 1' in prom
@@ -555,11 +560,11 @@ def test_state_file_and_textfile_export(tmp_path):
     assert 'dgxspark_ds4_guard_watchdog_enabled 1' in prom
     assert not [f for f in os.listdir(os.path.dirname(c['textfile'])) if f.endswith('.tmp')]
     # every sample line parses as Prometheus text, with HELP and TYPE for each family
-    samples = pairguard.parse_prometheus(prom)
+    samples = pg_hang.parse_prometheus(prom)
     assert len(samples) == len([ln for ln in prom.splitlines() if ln and not ln.startswith('#')])
     assert prom.count('# TYPE ') == prom.count('# HELP ') == 12  # 10 + dgxspark_ds4_memguard_enabled, dgxspark_ds4_canary_enabled (both off)
     # a new guard process keeps the counters
-    again = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    again = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     assert again.state.data['hangs_total'] == 1 and again.state.data['last_hang_evidence'].startswith(c['evidence_dir'])
 
 
@@ -567,6 +572,6 @@ def test_stalled_seconds_exported_while_a_stall_builds_up(tmp_path):
     c = cfg(tmp_path, textfile_every_s=0)
     clock, fake = Clock(), FakeNodes()
     endpoint = Endpoint(metrics(running=1, gen=3))
-    watch = pairguard.Watch(c, runner=fake, clock=clock, fetch=endpoint)
+    watch = pg_watch.Watch(c, runner=fake, clock=clock, fetch=endpoint)
     run_for(watch, clock, 65)
     assert 'dgxspark_ds4_guard_stalled_seconds 60.0' in open(c['textfile']).read()

@@ -14,7 +14,9 @@ import os
 from .role_files import load
 from .test_pairguard import HEAD, SSH, WORKER, FakeSystemd
 
-pairguard = load('pairguard.py')
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import pair as pg_pair
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import watch as pg_watch
+from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'fixtures', 'memory')
 BAND = ('band-min', 'band-low', 'band-mid', 'band-high')
@@ -68,8 +70,8 @@ def watch(tmp_path, nodes, clock):
            'meminfo_path': nodes.paths[0], 'psi_path': nodes.paths[1], 'zoneinfo_path': nodes.paths[2],
            'min_free_kbytes_path': nodes.paths[3],
            'peers': [{'name': 'spark2', 'addr': '10.77.0.12', 'unit': WORKER, 'ssh': SSH}]}
-    pairguard.save_record(cfg['pair_state_file'], {'workers': {'spark2': 'w1'}})
-    return pairguard.Watch(cfg, runner=nodes, clock=clock)
+    pg_pair.save_record(cfg['pair_state_file'], {'workers': {'spark2': 'w1'}})
+    return pg_watch.Watch(cfg, runner=nodes, clock=clock)
 
 
 class Clock(object):
@@ -205,6 +207,6 @@ def test_memory_guard_off_reads_nothing(tmp_path):
 
 
 def test_config_check_names_the_memory_guard_variables():
-    problems = pairguard.memguard.check_config({'memory_guard': True, 'memory_stop_polls': 0})
+    problems = memory_guard.check_config({'memory_guard': True, 'memory_stop_polls': 0})
     assert problems == ['memory_stop_polls = 0: must be a number >= 1. Fix: set vllm_service_memory_guard_stop_polls and '
                         're-run the role']

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The hang watchdog's decision code (pairguard.HangDetector) replaying the long chunked prefill recorded on real
+"""The hang watchdog's decision code (pg_hang.HangDetector) replaying the long chunked prefill recorded on real
 vLLM 0.26.0 (tests/fixtures/real_vllm/prefill.json, written by the recorder in tests/real_vllm/): every /metrics
 poll of the trace, in order, stretched in time so the prefill outlasts the watchdog's window several times.
 
@@ -17,7 +17,7 @@ import pytest
 
 from .role_files import load
 
-pairguard = load('pairguard.py')
+from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import hang as pg_hang
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 PREFILL = os.path.join(REPO, 'tests', 'fixtures', 'real_vllm', 'prefill.json')
@@ -42,8 +42,8 @@ def recorded_polls():
 
 
 def _values(text):
-    samples = pairguard.parse_prometheus(text)
-    return pairguard.metric_total(samples, 'vllm:num_requests_running'), pairguard.progress_values(samples)
+    samples = pg_hang.parse_prometheus(text)
+    return pg_hang.metric_total(samples, 'vllm:num_requests_running'), pg_hang.progress_values(samples)
 
 
 def test_the_recording_is_what_the_watchdog_rule_rests_on():
@@ -59,7 +59,7 @@ def test_the_recording_is_what_the_watchdog_rule_rests_on():
 def test_replayed_real_prefill_is_never_a_hang():
     polls = recorded_polls()
     stretch = POLL_S / 0.25          # the recorder polled every 0.25 s; the watchdog polls every 5 s
-    detector = pairguard.HangDetector({'hang_after_s': WINDOW_S}, fetch=None)
+    detector = pg_hang.HangDetector({'hang_after_s': WINDOW_S}, fetch=None)
     start = polls[0][0]
     for t, text in polls:
         now = (t - start) * stretch
@@ -72,7 +72,7 @@ def test_the_real_prefill_frozen_half_way_is_caught_within_the_window_plus_one_p
     polls = recorded_polls()
     running = [text for _t, text in polls if _values(text)[0]]
     frozen = running[len(running) // 2]
-    detector = pairguard.HangDetector({'hang_after_s': WINDOW_S}, fetch=None)
+    detector = pg_hang.HangDetector({'hang_after_s': WINDOW_S}, fetch=None)
     now, found, last_progress, previous = 0.0, None, None, None
     for text in running[:len(running) // 2] + [frozen] * 100:
         detector.fetch = lambda text=text: text
