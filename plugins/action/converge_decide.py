@@ -15,8 +15,8 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
 
-try:  # ansible-core 2.21: set_fact's own mechanism (non-persistent facts)
-    from ansible._internal._task import VariableLayer
+try:  # ansible-core 2.21: set_fact's own mechanism (non-persistent facts), ActionBase.register_host_variables and its
+    from ansible.plugins.action import VariableLayer  # public VariableLayer
 except ImportError:  # pragma: no cover - ansible-core 2.20 (see the module's notes)
     VariableLayer = None
 

@@ -79,12 +79,12 @@ def code_hash_for(role_path, task_role_path=None):
     return _CODE_HASHES[key]
 
 
-def calling_role_path(task_role, name):
-    """The directory of the role called `name`: the task's own role or one that includes it (its parents, nearest
-    first), or None."""
-    chain = [task_role] + list(reversed(task_role.get_dep_chain())) if task_role is not None else []
-    for role in chain:
-        path = getattr(role, '_role_path', None)
+def calling_role_path(task_vars, name):
+    """The directory of the role called `name`: the task's own role (the magic variable role_path) or one that includes
+    it (ansible_parent_role_paths, nearest first: import_role and include_role both set it), or None."""
+    own = task_vars.get('role_path')
+    chain = ([own] + list(task_vars.get('ansible_parent_role_paths') or [])) if own else []
+    for path in chain:
         if path and os.path.basename(os.path.normpath(path)) == name:
             return path
     return None
@@ -98,13 +98,12 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
         dummy, args = self.validate_argument_spec(argument_spec=_ARG_SPEC)
-        role = getattr(self._task, '_role', None)
-        role_path = calling_role_path(role, args['role'])
+        role_path = calling_role_path(task_vars, args['role'])
         if not role_path:
             raise AnsibleActionFail('dgxspark.ds4.converge_state role=%s runs inside that role or in dgxspark.ds4._converge '
                                     'included by it (it hashes the role\'s own files); task %r is in %s' % (
                                         args['role'], self._task.get_name(),
-                                        getattr(role, '_role_name', None) or 'no role'))
+                                        task_vars.get('role_name') or 'no role'))
         secrets = {}
         if args['state'] in ('begin', 'record'):
             # The record keeps the digest of the inputs as the probe at the start of the role saw them:
@@ -119,7 +118,7 @@ class ActionModule(ActionBase):
             found = {}
             # secret inputs leave the controller as values (no_log) and are hashed on the node under its own salt
             plain, secrets = cs.split_secrets(self._without_own_results(args['role'], args['inputs'], task_vars))
-            digest, per_input = cs.inputs_digest(plain, code_hash_for(role_path, getattr(role, '_role_path', None)))
+            digest, per_input = cs.inputs_digest(plain, code_hash_for(role_path, task_vars.get('role_path')))
         module_args = dict(role=args['role'], state=args['state'], digest=digest, inputs=per_input,
                            checks=args['checks'], published=args['published'], state_dir=args['state_dir'])
         if args['state'] == 'probe' and secrets:
@@ -170,7 +169,13 @@ class ActionModule(ActionBase):
 
     def _without_own_results(self, role, inputs, task_vars):
         """Inputs minus the role's own results of this run (its registered values and set_fact facts share its
-        prefix): a role included twice in one playbook must not take what its first run set for a new input."""
+        prefix): a role included twice in one playbook must not take what its first run set for a new input.
+
+        The one private name of ansible-core this action reads (tests/unit/plugins/test_public_api.py lists it): which
+        variables a register or a set_fact of this run set on the host is held only in VariableManager's
+        _nonpersistent_fact_cache; task_vars, hostvars and VariableManager.get_vars() merge it with the inventory, the
+        play and the role defaults and keep no public trace of where a value came from. Without the attribute (another
+        ansible-core) nothing is left out, as on a role's first probe of a run."""
         manager = self._task.get_variable_manager()
         cache = getattr(manager, '_nonpersistent_fact_cache', None) or {}
         set_this_run = cache.get(task_vars.get('inventory_hostname'), {})
