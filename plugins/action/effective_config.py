@@ -38,8 +38,9 @@ from ansible_collections.dgxspark.ds4.plugins.plugin_utils.pairs import (
     validate_pairs,
 )
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.service_layout import (
+    ARGV_VARS,
     LAYOUT_VARS,
-    service_layout,
+    publish as publish_service,
 )
 
 # Where a variable was set (ansible-core >= 2.19 tags every loaded value with its origin): the file and line the
@@ -261,6 +262,8 @@ class ActionModule(ActionBase):
         if not single or len(spark) > 2:
             errors.extend(pair_errors)
         eff = None
+        argv_warnings = []
+        raw_argv = all_hostvars.raw_get(host) if hasattr(all_hostvars, 'raw_get') else all_hostvars[host]
         if single and pair_errors:
             # no pair groups: the per-variable checks of compute_effective name each problem of the hosts
             try:
@@ -293,10 +296,13 @@ class ActionModule(ActionBase):
             except Ds4ConfigError as exc:
                 errors.extend(exc.errors)
         if eff is not None:
-            layout, layout_errors = service_layout(eff['role'], layout_inputs.get(host) or {}, host)
-            errors.extend(layout_errors)
-            eff['service'] = layout
-            eff['unit_name'] = layout['unit_name']
+            # the rank's paths, names and docker run argv (ds4_effective.service), from the inventory's role variables
+            service_errors, argv_warnings = publish_service(eff, layout_inputs.get(host) or {},
+                                                            role_inputs.argv_settings(values_by_host[host], options), host)
+            errors.extend(service_errors)
+            errors.extend('[host %s] %s = %s: a template that needs ds4_effective; the config play builds the docker run '
+                          'argv from it before ds4_effective exists. Fix: write the literal value.' % (host, name, raw_argv[name])
+                          for name in ARGV_VARS if name in raw_argv and name not in values_by_host[host])
             eff['pair'] = dict(pair, group=pair['name'], count=len(pairs))
             eff['pairs'] = pairs
             eff['router'] = router
@@ -316,6 +322,10 @@ class ActionModule(ActionBase):
         if first and host == first[0]:
             for w in eff['warnings']:
                 self._display.warning('dgxspark.ds4: %s' % w)
+        # this host's own (its container's settings): shown for every host
+        for w in argv_warnings:
+            self._display.warning('dgxspark.ds4: %s' % w)
+        eff['warnings'].extend(argv_warnings)
         result['changed'] = False
         result['ansible_facts'] = {'ds4_effective': eff}
         # shown with -v: the node's effective launch command with it

@@ -40,6 +40,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state, memory_guard, quality_canary
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.container_logs import docker_log_args
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.service_layout import ARGV_VARS
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.system_paths import is_system as _system
 
 CONTROL_RE = re.compile('[\x00-\x1f\x7f\x85\u2028\u2029]')
@@ -291,6 +292,16 @@ def _merged(values, options, prefix):
 def _on(value):
     """A switch as the role reads it (`| bool`): true, "yes", 1 ... are on; anything else is off."""
     return boolean(value, strict=False)
+
+
+def argv_settings(values, options):
+    """The vllm_service variables the unit's docker run argv reads (service_layout.ARGV_VARS) as the role reads them:
+    the inventory's value, else the spec default (the role's defaults/main.yml); the switches as booleans."""
+    merged = _merged(values, options, 'vllm_service_')
+    out = dict((name, merged.get(name)) for name in ARGV_VARS)
+    for name in ('vllm_service_privileged', 'vllm_service_gpu', 'vllm_service_rdma_devices'):
+        out[name] = _on(out[name]) if out[name] is not None else False
+    return out
 
 
 def _whole(value, least=1):

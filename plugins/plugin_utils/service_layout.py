@@ -7,7 +7,9 @@
 ``vllm_service_state_dir``, ``vllm_service_unit_dir``, ``vllm_service_libexec_dir``,
 ``vllm_service_docker_bin``, ``vllm_service_unit_name``, ``vllm_service_container_name``).
 The config role computes them ONCE per host from the inventory (``service_layout``) and publishes
-them as ``ds4_effective['service']``; ``vllm_service`` checks that what it deploys matches and
+them as ``ds4_effective['service']``, with the rank's ``docker run`` argv (``docker_run``: every word up to
+the image, which only the node knows; the devices and cache volumes it names); ``vllm_service`` checks that what it
+deploys matches, renders the argv into its unit as it is (``vllm.service.j2``: quoting only) and
 writes them into its deployed record (``<state_dir>/deployed-<role>.json``); the operations
 playbooks (``playbooks/vars/ops.yml``: status, switch, rollback, restart) and the ``vllm_ready``
 action read them from there instead of assuming the defaults.
@@ -18,6 +20,8 @@ Pure Python, no Ansible imports.
 
 
 import re
+
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.container_logs import docker_log_args
 
 # The role's defaults; unit_name / container_name depend on the rank's role.
 DEFAULTS = {
@@ -111,3 +115,127 @@ def paths(layout, role):
         # /health 503 then (a router takes the pair out of rotation). /run: gone at reboot, readable by nginx.
         'health_gate_path': '/run/%s.unhealthy' % layout['container_name'],
     }
+
+
+# The role variables the docker run argv reads besides the layout (the config play reads them from the inventory as it
+# reads every role variable: plugins/plugin_utils/role_inputs.py argv_settings; unset = the role's default).
+ARGV_VARS = ('vllm_service_privileged', 'vllm_service_capabilities', 'vllm_service_gpu', 'vllm_service_rdma_devices',
+             'vllm_service_ulimits', 'vllm_service_extra_cache_volumes', 'vllm_service_container_log_driver',
+             'vllm_service_container_log_max_size', 'vllm_service_container_log_max_file')
+DEFAULT_ULIMITS = {'memlock': -1, 'stack': 67108864}
+RDMA_DEVICE = '/dev/infiniband:/dev/infiniband'
+
+
+def docker_run(effective, layout, settings, host=None):
+    """-> ({'docker_run': [word, ...], 'devices': [...], 'cache_volumes': {host dir: container dir}}, errors, warnings)
+
+    The rank's ``docker run`` argv, every word after ``run`` up to the image (the unit appends the image's Id, known on
+    the node only), one word per item. effective: ds4_effective of the host (its recipe's container, model, role);
+    layout: service_layout()'s; settings: the ARGV_VARS values as the role reads them (role_inputs.argv_settings: the
+    inventory's or the role's default, switches as booleans). The argv's rules are checked here, once, before any
+    host changes (argv_problems); a bad log setting is role_inputs.setting_problems' refusal (no argv then). The
+    warnings: a privileged container, or a recipe asking for one that the role runs with named capabilities."""
+    role = effective['role']
+    c = effective.get('container') or {}
+    warnings = []
+    try:
+        log_args = docker_log_args(settings.get('vllm_service_container_log_driver'),
+                                   settings.get('vllm_service_container_log_max_size'),
+                                   settings.get('vllm_service_container_log_max_file'))
+    except ValueError:
+        return {}, [], []  # refused by role_inputs.setting_problems, naming the variable
+    words = ['--rm', '--name', layout['container_name'], '--init', '--restart', 'no',
+             '--network', str(c.get('network') or 'host'), '--ipc', str(c.get('ipc') or 'host')]
+    if c.get('shm_size'):
+        words += ['--shm-size', str(c['shm_size'])]
+    ulimits = settings.get('vllm_service_ulimits')
+    for name, value in (ulimits if ulimits is not None else (c.get('ulimits') or DEFAULT_ULIMITS)).items():
+        value = str(value)
+        words += ['--ulimit', '%s=%s' % (name, value if ':' in value else '%s:%s' % (value, value))]
+    if settings.get('vllm_service_privileged'):
+        words.append('--privileged')
+        warnings.append('vllm_service_privileged is true: the vLLM container gets every device and capability of the node. '
+                        'Prefer named capabilities (vllm_service_capabilities) and devices.')
+    else:
+        for cap in settings.get('vllm_service_capabilities') or []:
+            words += ['--cap-add', cap]
+        if c.get('privileged'):
+            warnings.append('ds4_effective.container.privileged is true (the profile copies seed 000), but the container runs '
+                            'with the named capabilities %s and devices instead. Set vllm_service_privileged: true only if a '
+                            'named capability is proven insufficient.' % list(settings.get('vllm_service_capabilities') or []))
+    if settings.get('vllm_service_gpu'):
+        if c.get('runtime'):
+            words += ['--runtime', str(c['runtime'])]
+        words += ['--gpus', str(c.get('gpus') or 'all')]
+    rdma = settings.get('vllm_service_rdma_devices')
+    devices = []
+    for dev in list(c.get('devices') or []) + ([RDMA_DEVICE] if rdma else []):
+        # without the RDMA devices no /dev/infiniband entry of the recipe either; never an empty word
+        if dev and not (not rdma and dev.startswith('/dev/infiniband')) and dev not in devices:
+            devices.append(dev)
+    for dev in devices:
+        words += ['--device', dev]
+    if c.get('memory'):
+        words += ['--memory', str(c['memory'])]
+    # One logging driver, never journald (the attached output is already in the unit's journal): none, or a bounded
+    # json-file (vllm_service_container_log_driver).
+    words += log_args
+    script, env_file = layout['script_path'], layout['env_file_path']
+    model = effective['model']
+    words += ['--label', 'org.dgxspark.ds4.role=' + role,
+              '--label', 'org.dgxspark.ds4.unit=' + layout['unit_name'],
+              '--env-file', env_file,
+              '--env-file', layout['secrets_path'],
+              '-v', '%s:%s:ro' % (script, script),
+              '-v', '%s:%s:ro' % (env_file, env_file),
+              '-v', '%s:%s:ro' % (model['host_dir'], model['container_dir'])]
+    cache_volumes = dict(settings.get('vllm_service_extra_cache_volumes') or {})
+    cache_volumes.update(c.get('cache_volumes') or {})
+    for host_dir, cont_dir in cache_volumes.items():
+        words += ['-v', '%s:%s' % (host_dir, cont_dir)]
+    for vol in c.get('volumes') or []:
+        words += ['-v', vol]
+    words += ['--entrypoint', script]
+    if host:
+        warnings = ['[host %s] %s' % (host, w) for w in warnings]
+    return {'docker_run': words, 'devices': devices, 'cache_volumes': cache_volumes}, argv_problems(words, host), warnings
+
+
+def _mounts(words):
+    """(container path, host path, read-only) of every -v of a docker run argv, in order."""
+    out = []
+    for i, word in enumerate(words[:-1]):
+        if word == '-v':
+            parts = words[i + 1].split(':')
+            out.append((parts[1] if len(parts) > 1 else parts[0], parts[0], 'ro' in parts[2:]))
+    return out
+
+
+def argv_problems(words, host=None):
+    """The rules of the unit's docker run argv that its inputs decide, beyond how docker_run() builds it (one log
+    driver from docker_log_args, the launch script as a read-only bind of the same host path, the entrypoint): no
+    container path mounted twice (a recipe's volume or a cache volume over the launch script, nccl.env, the model or
+    another volume: Docker refuses a duplicate mount point at every start, a restart storm, or shadows the launch
+    script). The node checks only that the host paths exist (roles/vllm_service/files/verify_unit.py)."""
+    targets = {}
+    for target, source, _ro in _mounts(words):
+        targets.setdefault(target, []).append(source)
+    return [_err('ds4_profile_config.container.volumes / container.cache_volumes / vllm_service_extra_cache_volumes', target,
+                 'this container path is mounted %d times (from %s): Docker refuses a duplicate mount point at every start'
+                 % (len(sources), ', '.join(sources)),
+                 'mount each container path once (the collection mounts the launch script, nccl.env and the model directory)',
+                 host)
+            for target, sources in targets.items() if len(sources) > 1]
+
+
+def publish(effective, layout_values, settings, host=None):
+    """Set ds4_effective['service'] (and 'unit_name') of a host: its layout and its docker run argv (docker_run()).
+
+    layout_values: the LAYOUT_VARS the inventory sets, untemplated (service_layout()); settings: as for docker_run().
+    -> (errors, warnings), one line each."""
+    layout, errors = service_layout(effective['role'], layout_values, host)
+    run, run_errors, warnings = docker_run(effective, layout, settings, host) if not errors else ({}, [], [])
+    layout.update(run)
+    effective['service'] = layout
+    effective['unit_name'] = layout['unit_name']
+    return errors + run_errors, warnings

@@ -27,8 +27,8 @@ if HERE not in sys.path:
 import regen  # noqa: E402  (sets up ansible_collections.dgxspark.ds4 from the working tree)
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config  # noqa: E402
-from ansible_collections.dgxspark.ds4.plugins.plugin_utils.container_logs import docker_log_args  # noqa: E402
-from ansible_collections.dgxspark.ds4.plugins.plugin_utils.service_layout import LAYOUT_VARS, service_layout  # noqa: E402
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs  # noqa: E402
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.service_layout import LAYOUT_VARS, publish  # noqa: E402
 
 UNITS_DIR = os.path.join(HERE, '_units')
 ROLE = os.path.join(regen.REPO, 'roles', 'vllm_service')
@@ -72,12 +72,11 @@ def _trust(value):
 
 def effective(profile, host, role_values):
     """ds4_effective of host as the config play publishes it (plugins/action/effective_config.py): the compile, then
-    the service layout from the inventory's layout variables."""
+    ds4_effective.service (the layout and the docker run argv) from the inventory's role variables."""
     eff = ds4_config.compute_effective(regen.inventory_inputs(profile), host)
-    layout, errors = service_layout(eff['role'], dict((k, v) for k, v in role_values.items() if k in LAYOUT_VARS), host)
+    errors, _warnings = publish(eff, dict((k, v) for k, v in role_values.items() if k in LAYOUT_VARS),
+                                role_inputs.argv_settings(role_values, regen.role_options()), host)
     assert not errors, errors
-    eff['service'] = layout
-    eff['unit_name'] = layout['unit_name']
     return eff
 
 
@@ -97,14 +96,6 @@ def render(profile, host, role_values=None):
     variables.update(ds4_effective=eff, inventory_hostname=host, _vllm_service_image={'images': [{'Id': FAKE_IMAGE_ID}]})
     loader = DataLoader()
     templar = Templar(loader=loader, variables=variables)
-    # the preflight's device list (set_fact in tasks/preflight.yml)
-    # the role's log arguments (the container_log_args filter: docker_log_args)
-    variables['_vllm_service_log_args'] = docker_log_args(*(templar.template(trust_as_template('{{ %s }}' % name)) for name in (
-        'vllm_service_container_log_driver', 'vllm_service_container_log_max_size', 'vllm_service_container_log_max_file')))
-    variables['_vllm_service_devices'] = templar.template(trust_as_template(
-        "{{ ((_vllm_service_container['devices'] | default([], true))"
-        " + (['/dev/infiniband:/dev/infiniband'] if vllm_service_rdma_devices else []))"
-        " | reject('match', '^/dev/infiniband' if not vllm_service_rdma_devices else '^$') | unique | list }}"))
     lookup = lookup_loader.get('ansible.builtin.template', loader=loader, templar=Templar(loader=loader, variables=variables))
     text = lookup.run([TEMPLATE], variables=variables)[0]
     return templar.template(trust_as_template('{{ vllm_service_unit_name }}')), text

@@ -12,10 +12,10 @@ status=127 for hours).  Checks, and names every missing path:
   * the executable of every Exec* line exists and is executable;
   * every absolute-path argument of a non-docker Exec* line exists;
   * for `docker run`: the host side of every -v/--volume, --env-file and --device exists, and
-    the --entrypoint is a read-only bind mount of an executable host file; exactly one
-    --log-driver, none or a json-file bounded by max-size and max-file (never journald: the
-    attached output is already in the unit's journal, a second copy doubles it; never Docker's
-    default unbounded json-file);
+    the host file bound at the --entrypoint is an executable file (the argv's own rules - one
+    bounded log driver, never journald, the entrypoint a read-only bind of the launch script, no
+    container path mounted twice - are the config play's, checked before any host changes:
+    plugins/plugin_utils/service_layout.py docker_run);
   * `systemd-analyze verify` accepts the unit (copied under its real name).
 With --dropins (the role's preflight, before anything changes or restarts), what systemd would run
 instead of the rendered unit: every drop-in of the unit (`systemctl show -p DropInPaths`, and the
@@ -56,29 +56,10 @@ def exec_lines(text):
             yield key.strip(), value.strip()
 
 
-def check_log_args(drivers, opts, problems):
-    """One --log-driver: none, or json-file with max-size and max-file (never journald: a second journal copy)."""
-    if len(drivers) != 1:
-        problems.append('docker run has %d --log-driver (%s); exactly one is needed: none, or json-file with '
-                        '--log-opt max-size and max-file (vllm_service_container_log_driver)'
-                        % (len(drivers), ', '.join(drivers) or 'none given: Docker\'s default json-file grows without bound'))
-    elif drivers[0] == 'json-file':
-        keys = set(o.split('=', 1)[0] for o in opts)
-        missing = [k for k in ('max-size', 'max-file') if k not in keys]
-        if missing:
-            problems.append('docker run --log-driver json-file without --log-opt %s: the log grows without bound '
-                            '(vllm_service_container_log_max_size / _max_file)' % ' and '.join(missing))
-    elif drivers[0] == 'journald':
-        problems.append('docker run --log-driver journald: every line would be in the journal twice (the unit already '
-                        'keeps the attached output); use none or a bounded json-file (vllm_service_container_log_driver)')
-    elif drivers[0] != 'none':
-        problems.append('docker run --log-driver %s: use none or a bounded json-file (vllm_service_container_log_driver)'
-                        % drivers[0])
-
-
 def check_docker_run(words, problems):
+    """The host paths a docker run argv names exist on this node, and the launch script at its entrypoint is
+    executable."""
     mounts, entrypoint, i = {}, None, 0
-    log_drivers, log_opts = [], []
     take_value = ('--name', '--network', '--ipc', '--shm-size', '--ulimit', '--cap-add', '--cap-drop', '--gpus',
                   '--runtime', '--memory', '--restart', '--security-opt', '--log-driver', '--log-opt', '--label',
                   '-e', '--env', '--stop-timeout', '--stop-signal', '--user', '--workdir', '--hostname', '--pids-limit')
@@ -95,7 +76,7 @@ def check_docker_run(words, problems):
         if w in ('-v', '--volume'):
             parts = val.split(':')
             src = parts[0]
-            mounts[parts[1] if len(parts) > 1 else src] = (src, 'ro' in parts[2:])
+            mounts[parts[1] if len(parts) > 1 else src] = src
             if src.startswith('/') and not os.path.exists(src):
                 problems.append('volume source %s (mounted at %s) does not exist' % (src, parts[1] if len(parts) > 1 else src))
         elif w == '--env-file' and not os.path.isfile(val):
@@ -104,25 +85,14 @@ def check_docker_run(words, problems):
             problems.append('--device %s does not exist' % val.split(':')[0])
         elif w == '--entrypoint':
             entrypoint = val
-        elif w == '--log-driver':
-            log_drivers.append(val)
-        elif w == '--log-opt':
-            log_opts.append(val)
         i += 1
-    check_log_args(log_drivers, log_opts, problems)
     if entrypoint is None:
         return
-    if entrypoint not in mounts:
-        problems.append('--entrypoint %s is not bind-mounted from the host; launch scripts must live on the host '
-                        '(seed 000 ghost ExecStart)' % entrypoint)
-        return
-    src, read_only = mounts[entrypoint]
+    src = mounts.get(entrypoint, entrypoint)
     if not os.path.isfile(src):
         problems.append('launch script %s (the container entrypoint %s) does not exist on the host' % (src, entrypoint))
     elif not os.access(src, os.X_OK):
         problems.append('launch script %s is not executable' % src)
-    if not read_only:
-        problems.append('launch script %s is not mounted read-only' % src)
 
 
 def is_docker(exe, docker_cli=None):

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import service_layout
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.container_logs import docker_log_args
 
 ROOT = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..')
@@ -44,11 +45,21 @@ def test_bad_values_name_the_variable_and_the_fix(args, match):
     assert 'Fix:' in str(err.value)
 
 
-def test_the_unit_template_renders_the_log_args_and_the_defaults_pick_none():
-    """The serving unit's docker run argv carries exactly the role's logging arguments."""
+def test_the_unit_argv_carries_the_log_args_once_and_the_defaults_pick_none():
+    """The serving unit's docker run argv (built by the config play, service_layout.docker_run) carries exactly the
+    role's logging arguments; the template adds none of its own."""
     with open(os.path.join(ROOT, 'roles', 'vllm_service', 'templates', 'vllm.service.j2')) as fh:
         template = fh.read()
-    assert template.count('_vllm_service_log_args') == 1 and '--log-driver' not in template
+    assert '--log-driver' not in template and "ds4_effective['service']['docker_run']" in template
     with open(os.path.join(ROOT, 'roles', 'vllm_service', 'defaults', 'main.yml')) as fh:
         defaults = fh.read()
     assert re.search(r'^vllm_service_container_log_driver: none$', defaults, re.M)
+    eff = {'role': 'head', 'container': {}, 'model': {'host_dir': '/srv/m', 'container_dir': '/models/m'}}
+    layout, _errors = service_layout.service_layout('head', {})
+    for settings, want in (({'vllm_service_container_log_driver': 'none'}, docker_log_args('none')),
+                           ({'vllm_service_container_log_driver': 'json-file', 'vllm_service_container_log_max_size': '200m',
+                             'vllm_service_container_log_max_file': 2}, docker_log_args('json-file', '200m', 2))):
+        words = service_layout.docker_run(eff, layout, settings)[0]['docker_run']
+        assert words.count('--log-driver') == 1
+        i = words.index('--log-driver')
+        assert words[i:i + len(want)] == want
