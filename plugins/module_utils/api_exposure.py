@@ -16,7 +16,9 @@ loopback. The choice:
 
 Entry points:
   plan_exposure(api, allowed_networks, upstream_port, master_port) -> (plan, errors, warnings)
-  check_api_keys(keys) -> [errors]  (messages never contain a key)
+  api_key_problem(key) -> None or what is wrong  THE rule of what an API key is (every check calls it)
+  check_api_keys(keys, var) -> [errors]  a key list (messages never contain a key)
+  check_api_key(key, var) -> [errors]    one key, empty allowed (messages never contain it)
   render_proxy_conf(spec) -> nginx.conf text (no secrets; includes the keys file)
   render_proxy_keys(keys, upstream_key) -> text of the 0600 keys include
 """
@@ -47,7 +49,10 @@ OPEN_OK_PATHS = ('/health', '/ping', '/version')
 # The router front's liveness path (vllm-router's own /liveness), for keepalived's track script.
 FRONT_LIVENESS_PATH = '/liveness'
 
-KEY_RE = re.compile(r'^[A-Za-z0-9._~+/=-]{16,256}$')
+# What an API key is (api_key_problem, the one place the rule is decided): a Bearer token of 16-256 characters from
+# this set - no whitespace, newline, quote or nginx/regex metacharacter but . and + (render_proxy_keys escapes them).
+API_KEY_RULE = '16-256 characters from A-Z a-z 0-9 . _ ~ + / = -'
+_API_KEY_RE = re.compile(r'[A-Za-z0-9._~+/=-]{16,256}')
 PATH_RE = re.compile(r'^/[A-Za-z0-9._~/-]*$')
 METHODS = ('GET', 'POST', 'HEAD', 'OPTIONS')
 LOOPBACK_V4 = ipaddress.ip_network('127.0.0.0/8')
@@ -143,6 +148,15 @@ def plan_exposure(api, allowed_networks, upstream_port, master_port):
     return plan, errors, warnings
 
 
+def api_key_problem(key):
+    """None when key is a valid API key, else what is wrong with it (its length, never the key itself)."""
+    if not isinstance(key, str):
+        return 'is a %s, not a key (a string)' % type(key).__name__
+    if not _API_KEY_RE.fullmatch(key):
+        return '(length %d) is not a valid key: %s' % (len(key), API_KEY_RULE)
+    return None
+
+
 def check_api_keys(keys, var='ds4_api_keys'):
     """Errors for a key list; never quotes a key (only its position and length)."""
     errors = []
@@ -156,15 +170,23 @@ def check_api_keys(keys, var='ds4_api_keys'):
                       'file (ansible-vault encrypt_string), or empty ds4_api_allowed_networks (loopback only).' % var)
     seen = set()
     for i, k in enumerate(keys):
-        if not isinstance(k, str) or not KEY_RE.match(k):
-            length = len(k) if isinstance(k, str) else 0
-            errors.append('%s[%d] (length %d) is not a valid key: 16-256 characters from A-Z a-z 0-9 . _ ~ + / = -. '
-                          'Fix: generate one, e.g. `openssl rand -base64 32`.' % (var, i, length))
+        problem = api_key_problem(k)
+        if problem:
+            errors.append('%s[%d] %s. Fix: generate one, e.g. `openssl rand -base64 32`.' % (var, i, problem))
         elif k in seen:
             errors.append('%s[%d] repeats an earlier key. Fix: list each key once.' % (var, i))
         else:
             seen.add(k)
     return errors
+
+
+def check_api_key(key, var):
+    """Errors for one key (empty: no key, allowed); never quotes it."""
+    if key in (None, ''):
+        return []
+    problem = api_key_problem(key)
+    return ['%s %s (the value is not shown). Fix: generate one, e.g. `openssl rand -base64 32`, or leave it empty.'
+            % (var, problem)] if problem else []
 
 
 def check_endpoints(endpoints):
@@ -362,16 +384,14 @@ def tls_server_lines(tls):
 
 
 def _nginx_regex_literal(key):
-    # Keys are [A-Za-z0-9._~+/=-] (check_api_keys); escape the regex metacharacters among them.
+    # Keys are of API_KEY_RULE's characters (api_key_problem); escape the regex metacharacters among them.
     return re.sub(r'([.+])', r'\\\1', key)
 
 
 def render_proxy_keys(keys, upstream_key=''):
     """The 0600 include: a map from the Authorization header to 1 for a listed key (exact,
     case-sensitive regex match), and the Authorization header sent to vLLM."""
-    errors = check_api_keys(keys)
-    if upstream_key and not KEY_RE.match(upstream_key):
-        errors.append('vllm_service_api_key is not valid for the proxy: 16-256 characters from A-Z a-z 0-9 . _ ~ + / = -.')
+    errors = check_api_keys(keys) + check_api_key(upstream_key, 'vllm_service_api_key (the upstream key)')
     if errors:
         raise ExposureError(errors)
     lines = ['# dgxspark.ds4 API proxy keys: 0600 root, read by the nginx master (root). Do not edit.',

@@ -19,7 +19,8 @@ role's ``meta/argument_specs.yml``. One source of truth per rule:
   (plugin_utils/system_paths.py), nor an ancestor of one; a file it writes is never a system file (its directory is the
   collection's own, or its name carries ``dgxspark``/``ds4``); a unit directory is one systemd reads; ports are
   1-65535, intervals and polls at least 1, every other number at least 0 (:data:`RANGES` for the few others);
-  unit names, users, package names, addresses and networks by their own syntax; loopback-only listeners
+  unit names, users, package names, addresses and networks by their own syntax; an API key (a name ending in
+  ``_api_key``) empty or valid by the one API-key rule (module_utils/api_exposure.py ``api_key_problem``); loopback-only listeners
   (:data:`LOOPBACK_ONLY`) stay on loopback;
 - **secrets** (``no_log`` in the spec, or a name with KEY/TOKEN/PASS/SECRET): the refusal names the variable and the
   rule, never the value.
@@ -39,6 +40,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state, memory_guard, quality_canary
+from ansible_collections.dgxspark.ds4.plugins.module_utils.api_exposure import api_key_problem
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.container_logs import docker_log_args
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.service_layout import ARGV_VARS
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.system_paths import is_system as _system
@@ -104,7 +106,7 @@ POSITIVE_RE = re.compile(r'(_interval_s|_poll_s|_polls|_interval|_workers|_strea
 def kind(name, option):
     """What a value is, from the option's name and spec: 'free' (the control character rule only), 'path-owned',
     'path-write', 'path-shared', 'path-read', 'unit-dir', 'unit', 'service', 'user', 'package', 'url-path', 'loopback',
-    'address', 'network', 'size', 'token'."""
+    'address', 'network', 'size', 'api-key', 'token'."""
     typ = option.get('type', 'str')
     elements = option.get('elements')
     if name.startswith('ds4_') or name in FREE_TEXT or typ in ('dict', 'raw'):
@@ -138,6 +140,8 @@ def kind(name, option):
         return 'network'
     if name.endswith('_client_max_body_size') or name.endswith('_retention_size'):
         return 'size'
+    if name.endswith('_api_key'):
+        return 'api-key'  # empty (no key) or a valid API key (module_utils/api_exposure.py api_key_problem)
     return 'token'
 
 
@@ -255,6 +259,8 @@ def _value_problem(name, option, value, what):
                 return 'is not an IP address (no port, no %zone)', 'e.g. 10.0.0.10'
         elif what == 'size' and item != '' and not re.match(r'^[0-9]+[kKmMgGtT]?[bB]?$', item):
             return 'is not a size (digits and a unit letter)', 'e.g. 64m'
+        elif what == 'api-key' and item != '' and api_key_problem(item):
+            return api_key_problem(item), 'generate one (openssl rand -base64 32), or leave it empty for no key'
         elif what == 'token' and TOKEN_BAD_RE.search(item):
             return ('holds whitespace, a quote or one of ` $ ; \\ { } < > | & # ! (it is written as one word of a command '
                     'line or one token of a config file)', 'a value without them')

@@ -15,7 +15,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.dgxspark.ds4.plugins.filter import vllm_image_check as flt
+from ansible_collections.dgxspark.ds4.plugins.filter import container as flt
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config as c
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import vllm_schema as vs
 

@@ -88,7 +88,7 @@ def test_missing_meminfo_skips():
 
 
 def test_filter_plugin_passes_knobs():
-    from ansible_collections.dgxspark.ds4.plugins.filter.allreduce_plan import FilterModule
+    from ansible_collections.dgxspark.ds4.plugins.filter.fabric import FilterModule
     f = FilterModule().filters()["allreduce_plan"]
     p = f([node("spark1", free_gib=20), node("spark2", free_gib=20)], force=False, max_bytes=GIB, fraction="0.5",
           overhead_bytes=str(8 * GIB), min_fit_bytes=256 * MIB)

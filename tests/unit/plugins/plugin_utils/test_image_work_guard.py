@@ -58,7 +58,7 @@ def test_the_filter_reads_the_registered_results_of_the_gate_and_refuses_mixed_u
     import base64  # pylint: disable=import-outside-toplevel
     import pytest  # pylint: disable=import-outside-toplevel
     from ansible.errors import AnsibleFilterError  # pylint: disable=import-outside-toplevel
-    from ansible_collections.dgxspark.ds4.plugins.filter.image_work_plan import image_work_plan
+    from ansible_collections.dgxspark.ds4.plugins.filter.container import image_work_plan
     # what systemd_service (status only) and slurp register, looped over the pair with delegate_to
     units = [{'item': 'spark1', 'name': 'dgxspark-ds4-head.service', 'status': {'ActiveState': 'active'}},
              {'item': 'spark2', 'name': 'dgxspark-ds4-worker.service', 'status': {'ActiveState': 'active'}}]

@@ -3,7 +3,7 @@
 """host_hardening's swapoff guard: swap in use against MemAvailable minus a margin, and no live vLLM/GPU process."""
 
 
-from ansible_collections.dgxspark.ds4.plugins.filter.swapoff_refusals import FilterModule
+from ansible_collections.dgxspark.ds4.plugins.filter.maintenance import FilterModule
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import swap_guard as sg
 
 GIB_KB = 1024 * 1024
