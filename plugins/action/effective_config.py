@@ -126,7 +126,7 @@ def role_input_errors(values_by_host, spark, options):
 def _origin(name, value, resolve=False):
     """Where Ansible says `name` was set: 'path:line', "<CLI option '-e'>", or None.
 
-    resolve: follow symlinks (inventories/<profile>/hosts.yml -> the file to edit, inventories/_shared/hosts.yml)."""
+    resolve: follow symlinks (an inventory file linked into another inventory -> the file to edit)."""
     if Origin is None:
         return None
     for item in (name, value):
@@ -229,7 +229,8 @@ class ActionModule(ActionBase):
             layout_inputs[h] = dict((k, raw[k]) for k in LAYOUT_VARS if k in raw)
         if not spark:
             result.update(failed=True, msg="dgxspark.ds4 inventory check failed: group '%s' is empty or missing. Fix: run with "
-                                           "-i inventories/<profile> (hosts.yml defines group spark with spark1 and spark2)." % group)
+                                           "-i inventories/sample-site (its hosts.yml defines group spark with spark1 and spark2) or your own "
+                                           "site inventory with that group." % group)
             return result
         play_hosts = task_vars.get('ansible_play_hosts_all') or spark
         first = [h for h in spark if h in play_hosts]
