@@ -105,11 +105,27 @@ def shipped_sets():
                 if isinstance(loop, str):
                     match = re.match(r'^\{\{ *(\w+) *\}\}$', loop.strip())
                     assert match, 'a shipped module_utils list must be a list or one role variable: %r' % loop
-                    loop = role_vars[match.group(1)]
+                    if role == '_node_package' and match.group(1) == '_node_package_files':
+                        loop = NODE_PACKAGE  # what its callers derive from the source tree (every module_utils file)
+                    else:
+                        loop = role_vars[match.group(1)]
                 out['%s/%s: %s' % (role, name, task['name'])] = [_name(item) for item in loop]
     return out
 
 
+def _node_package():
+    """The node package's files as the callers' vars derive them (roles/vllm_service/vars/main.yml
+    _vllm_service_node_package, roles/router/vars/main.yml _router_node_package): every .py under module_utils,
+    module_utils/node and module_utils/node/pairguard."""
+    out = []
+    for sub in ('', 'node', os.path.join('node', 'pairguard')):
+        directory = os.path.join(MU_DIR, sub)
+        if os.path.isdir(directory):
+            out.extend(os.path.relpath(p, MU_DIR) for p in _py_files(directory))
+    return out
+
+
+NODE_PACKAGE = _node_package()
 SHIPPED = shipped_sets()
 
 
@@ -129,7 +145,68 @@ def test_the_shipped_sets_are_found():
     assert 'quality_canary' in sum(SHIPPED.values(), []), SHIPPED
     assert 'router_admin' in sum(SHIPPED.values(), []), SHIPPED
     assert 'failure_catalogue' in sum(SHIPPED.values(), []), SHIPPED
-    assert len(SHIPPED) >= 3, SHIPPED
+    assert 'pair' in sum(SHIPPED.values(), []), SHIPPED
+
+
+def test_the_callers_derive_the_node_package_as_the_test_does():
+    """Each role that ships the node package derives its paths from the same globs (no hand list), and hands them to
+    the one task file (roles/_node_package) that its converge checks probe."""
+    for role, var in (('vllm_service', '_vllm_service_node_package'), ('router', '_router_node_package')):
+        text = yaml.safe_load(open(os.path.join(REPO, 'roles', role, 'vars', 'main.yml')))[var]
+        globs = re.findall(r"/plugins/module_utils/([\w/*]*\*\.py)'", text)
+        assert globs == ['*.py', 'node/*.py', 'node/pairguard/*.py'], (role, globs)
+    for path, var in (('roles/vllm_service/tasks/node_files.yml', '_vllm_service_node_package'),
+                      ('roles/router/tasks/install.yml', '_router_node_package')):
+        tasks = yaml.safe_load(open(os.path.join(REPO, path)))
+        includes = [task for task in tasks if (task.get('ansible.builtin.include_role') or {}).get('name') == 'dgxspark.ds4._node_package']
+        assert len(includes) == 1 and includes[0]['vars']['_node_package_files'] == '{{ %s }}' % var, path
+
+
+STDLIB = set(getattr(__import__('sys'), 'stdlib_module_names', ()))
+# Imported only inside the container's torch process (ds4_allreduce.py runs there, not on the node's python3).
+CONTAINER_ONLY = {'torch'}
+
+
+def _top_imports(path):
+    """Imported module names, but the fallbacks of an `except ImportError` (python 2 names, never taken)."""
+    tree = ast.parse(open(path).read(), path)
+    fallback = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler):
+            fallback.update(id(n) for h in node.body for n in ast.walk(h))
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in fallback:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            out.add(node.module or '')
+    return out
+
+
+def test_node_code_imports_only_the_standard_library_and_the_package():
+    """Every node script (roles/*/files/*.py) and what it imports from the package, transitively: the standard
+    library or the collection's module_utils (the node package), nothing else (the nodes' python3 has no more)."""
+    assert STDLIB, 'python >= 3.10 is needed for sys.stdlib_module_names'
+    scripts = _node_scripts()
+    names = set()
+    for path in scripts:
+        names.update(n for room, n in imports_of(path) if room == 'module_utils')
+    pkg = [os.path.join(MU_DIR, p) for p in NODE_PACKAGE if p.startswith('node' + os.sep)]
+    for path in pkg:
+        names.update(n for room, n in imports_of(path) if room == 'module_utils')
+    files = scripts + pkg + [MODULE_UTILS[n] for n in sorted(_closure(names))]
+    bad = {}
+    for path in files:
+        for module in _top_imports(path):
+            top = module.split('.')[0]
+            sibling = os.path.exists(os.path.join(os.path.dirname(path), top + '.py')) and path in scripts
+            if module.startswith(PREFIX + 'module_utils') or top in STDLIB or top in CONTAINER_ONLY or sibling:
+                continue
+            bad.setdefault(os.path.relpath(path, REPO), []).append(module)
+    assert 'quality_canary' in names and 'router_admin' in names, names
+    assert not bad, bad
 
 
 @pytest.mark.parametrize('path', _py_files(os.path.join(PLUGINS, 'modules')) + sorted(MODULE_UTILS.values()),
