@@ -57,7 +57,7 @@ PROFILE = re.compile(r'^(.+?) -+ ([\d.]+)s$', re.M)
 WAITING_TASK = re.compile(
     r'(Restart \| (Stop the head|Then stop|Start the|Wait until)|Ready \| Wait until|Rollback \| .*(Stop|Start|Wait)'
     r'|Drain \| (Wait at each|The pair.s engine reads)|Rolling \| Back into every router.s rotation \(once)')
-# The converge shortcut's line for a role that runs (plugins/module_utils/converge_state.py).
+# The converge shortcut's line for a role that runs (plugins/module_utils/_converge/converge_state.py).
 # The smoke checks' requests (tasks/validate.yml): shown apart from the orchestration, not taken out of it.
 SMOKE_TASK = re.compile(r'^Deterministic answer, tool call, reasoning, garble under concurrency$')
 RAN = re.compile(r'\b([a-z_]+): runs \(')

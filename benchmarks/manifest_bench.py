@@ -39,7 +39,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MU_PATH = os.path.join(HERE, '..', 'plugins', 'module_utils', 'model_manifest.py')
+MU_PATH = os.path.join(HERE, '..', 'plugins', 'module_utils', '_model', 'model_manifest.py')
 MIB = 1024 * 1024
 CHUNK = 8 * MIB
 

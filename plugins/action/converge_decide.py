@@ -5,7 +5,7 @@
 
 Controller only. It does what three tasks of the internal role dgxspark.ds4._converge did (a set_fact of the probe,
 a set_fact of the decision, a set_fact loop of the published facts) plus the debug line, so a no-op deploy forks
-three fewer workers per role and node (module_utils/converge_state.decide holds the rule). The facts are set as
+three fewer workers per role and node (module_utils/_converge/converge_state.decide holds the rule). The facts are set as
 set_fact sets them (ephemeral host facts, the same precedence); the line is printed as ansible.builtin.debug prints
 its msg.
 """
@@ -13,7 +13,7 @@ its msg.
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
 
 try:  # ansible-core 2.21: set_fact's own mechanism (non-persistent facts), ActionBase.register_host_variables and its
     from ansible.plugins.action import VariableLayer  # public VariableLayer

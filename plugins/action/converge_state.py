@@ -26,7 +26,7 @@ import shlex
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
 
 _ARG_SPEC = dict(
     role=dict(type='str', required=True),
@@ -57,7 +57,7 @@ _INTERPRETER_RE = re.compile(r'^/[A-Za-z0-9_./+-]+( [A-Za-z0-9_./+-]+)*$')
 
 
 def _probe_source():
-    """module_utils/converge_state.py's text (read once per controller process)."""
+    """module_utils/_converge/converge_state.py's text (read once per controller process)."""
     if not _SOURCE:
         path = os.path.splitext(cs.__file__)[0] + '.py'
         with open(path) as handle:
@@ -149,7 +149,7 @@ class ActionModule(ActionBase):
         return value if isinstance(value, str) and _INTERPRETER_RE.match(value) else None
 
     def _probe_directly(self, interpreter, module_args):
-        """state=probe without a module upload: module_utils/converge_state.py's own source and the arguments, through
+        """state=probe without a module upload: module_utils/_converge/converge_state.py's own source and the arguments, through
         the connection (pipelined, become as the task has it) to the node's Python, which runs converge_state.probe, the
         function the module runs. A no-op site.yml probes every role on every node: on its nodes a module run took a
         median 0.17 CPU-s (most of it importing ansible.module_utils.basic from the module's zip), a direct probe about

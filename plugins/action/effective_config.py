@@ -29,7 +29,7 @@ from ansible_collections.dgxspark.ds4.plugins.plugin_utils.known_vars import (
 )
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.placeholders import placeholder_errors
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs
-from ansible_collections.dgxspark.ds4.plugins.module_utils import tls_plan
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security import tls_plan
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.pairs import (
     pair_groups,

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action for dgxspark.ds4.vllm_ready: poll this host's rank with the module every interval, print the
 phases on the controller, coordinate with the other rank's instance through a controller-side directory.
-Logic: plugins/plugin_utils/readiness_pair.py (ReadyInstance), one poll: plugins/module_utils/node_probe.py
+Logic: plugins/plugin_utils/readiness_pair.py (ReadyInstance), one poll: plugins/module_utils/_node/node_probe.py
 (poll_command, parse_poll)."""
 
 
@@ -13,8 +13,8 @@ from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node_probe import parse_poll, poll_command
-from ansible_collections.dgxspark.ds4.plugins.module_utils.vllm_ready_spec import ACTION_ARGUMENT_SPEC
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import parse_poll, poll_command
+from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness.vllm_ready_spec import ACTION_ARGUMENT_SPEC
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.readiness_pair import (
     PEER_RECHECK, SETTLE_INTERVAL, WIDEN_INTERVAL, ReadyInstance, state_dir)
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.service_layout import (
@@ -24,7 +24,7 @@ display = Display()
 
 _MODULE = "dgxspark.ds4.vllm_ready"
 
-# The module's options (plugins/module_utils/vllm_ready_spec.py), without defaults: unset options are filled
+# The module's options (plugins/module_utils/_readiness/vllm_ready_spec.py), without defaults: unset options are filled
 # from ds4_effective below, the rest by the module.
 ARGUMENT_SPEC = ACTION_ARGUMENT_SPEC
 

@@ -2,11 +2,11 @@
 # Copyright (c) 2026, dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters of API exposure: the checks of allowed networks and of API keys (plugins/module_utils/api_exposure.py).
+"""Filters of API exposure: the checks of allowed networks and of API keys (plugins/module_utils/_security/api_exposure.py).
 
 Documentation: plugins/filter/<name>.yml (one per filter)."""
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.api_exposure import check_api_key, check_api_keys, normalize_networks
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security.api_exposure import check_api_key, check_api_keys, normalize_networks
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.filter_base import Ds4FilterError, ds4_filter, filter_map
 
 

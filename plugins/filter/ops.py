@@ -7,8 +7,8 @@ kit's verdict and input problems, the upgrade's order.
 
 Documentation: plugins/filter/<name>.yml (one per filter)."""
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import regression_kit
-from ansible_collections.dgxspark.ds4.plugins.module_utils.ops_status import format_table
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import regression_kit
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.ops_status import format_table
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.filter_base import ds4_filter, filter_map
 
 

@@ -6,7 +6,7 @@
 
 Documentation: plugins/filter/<name>.yml (one per filter)."""
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.router_admin import drain_report as _drain_report
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.router_admin import drain_report as _drain_report
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.filter_base import ds4_filter, filter_map
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.keepalived_render import host_config
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.router_config import plan as _router_plan

@@ -12,7 +12,7 @@ import time
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.community.crypto.plugins.filter.x509_certificate_info import FilterModule as _CryptoFilters
-from ansible_collections.dgxspark.ds4.plugins.module_utils.tls_plan import expiry, generated_current, read_pem, site_ca_problem
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security.tls_plan import expiry, generated_current, read_pem, site_ca_problem
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.filter_base import Ds4FilterError, ds4_filter, filter_map
 
 _X509_CERTIFICATE_INFO = _CryptoFilters().filters()['x509_certificate_info']

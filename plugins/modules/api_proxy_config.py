@@ -10,7 +10,7 @@ module: api_proxy_config
 short_description: nginx configuration of the API proxy (endpoint allowlist + key check) and its 0600 keys file
 version_added: 0.1.0
 description:
-  - Renders the nginx configuration of the head's API proxy (logic in C(plugins/module_utils/api_exposure.py));
+  - Renders the nginx configuration of the head's API proxy (logic in C(plugins/module_utils/_security/api_exposure.py));
     only the paths in O(endpoints) are forwarded to vLLM on loopback, every other path answers 404, and paths
     marked C(auth) answer 401 unless the request carries the header C(Authorization) with the value
     C(Bearer <one of api_keys>).
@@ -156,13 +156,13 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils.api_exposure import (
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security.api_exposure import (
     DEFAULT_ENDPOINTS,
     ExposureError,
     render_proxy_conf,
     render_proxy_keys,
 )
-from ansible_collections.dgxspark.ds4.plugins.module_utils.tls_plan import pem_fingerprint
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security.tls_plan import pem_fingerprint
 
 
 def _read(path):

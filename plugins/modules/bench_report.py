@@ -75,7 +75,7 @@ import tempfile
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_benchy, bench_mixed, bench_plot, bench_sweep
+from ansible_collections.dgxspark.ds4.plugins.module_utils._bench import bench_benchy, bench_mixed, bench_plot, bench_sweep
 
 try:
     import matplotlib  # noqa: F401  pylint: disable=unused-import

@@ -16,7 +16,7 @@ description:
     says whether it is warm for O(image_id) (non-empty and marked by that image). With O(custom_ops_all) on a node of at
     most 96 GiB and a cold cache, RV(warning) carries seed 002's words (the freeze of the first compile).
   - O(state=present) writes the marker with the image ID of the running O(container) (after the pair passed readiness).
-  - See plugins/module_utils/compile_cache.py.
+  - See plugins/module_utils/_image/compile_cache.py.
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 extends_documentation_fragment:
@@ -112,7 +112,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import compile_cache
+from ansible_collections.dgxspark.ds4.plugins.module_utils._image import compile_cache
 
 
 def _present(module, p, info):

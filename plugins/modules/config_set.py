@@ -93,7 +93,7 @@ diff_lines:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import config_set as cs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import config_set as cs
 
 
 def main():

@@ -19,7 +19,7 @@ description:
     follow.
   - "Prints one line as C(ansible.builtin.debug) does, C(<role>: runs (<why>)) or C(<role>: as recorded on every node,
     skipped)."
-  - Logic lives in C(plugins/module_utils/converge_state.py) (C(decide)).
+  - Logic lives in C(plugins/module_utils/_converge/converge_state.py) (C(decide)).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 options:

@@ -153,7 +153,7 @@ seen:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
 
 
 def main():

@@ -137,7 +137,7 @@ reason:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.drop_caches import (
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model.drop_caches import (
     DropCachesError,
     drop_caches,
     human_bytes,

@@ -16,7 +16,7 @@ description:
     kernel log lines (C(journalctl -k), NVRM/Xid/OOM lines), C(/proc/meminfo), listening sockets on the master and API
     ports (C(ss -ltnp)), the image ID of the configured image, the rendered env files (secrets redacted), the
     fabric netdev's addresses and RDMA links, and C(/dev/shm) usage.
-  - Matches the units' journal and the kernel log against C(plugins/module_utils/failure_catalogue.py) and
+  - Matches the units' journal and the kernel log against C(plugins/module_utils/_node/failure_catalogue.py) and
     returns the findings with one verdict line each (node, cause, fix and the matching line).
   - Every text returned is redacted (values of names containing KEY, TOKEN, SECRET, PASSWORD; C(--api-key);
     Bearer tokens; C(hf_...) tokens).
@@ -140,9 +140,9 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe, ops_status
-from ansible_collections.dgxspark.ds4.plugins.module_utils.failure_catalogue import diagnose, verdict
-from ansible_collections.dgxspark.ds4.plugins.module_utils.redact import redact
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe, ops_status
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.failure_catalogue import diagnose, verdict
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security.redact import redact
 
 _START_RX = re.compile(r"systemd\[1\]: Starting |systemd\[1\]: Started ")
 _KERNEL_RX = re.compile(r"NVRM|Xid|NV_ERR|Out of memory|oom-kill|oom_reaper|mlx5|segfault|hung_task|BUG:", re.I)

@@ -17,7 +17,7 @@ description:
     every disagreement is returned and emitted as a warning naming both values.
   - Runs the fabric checks and returns them as RV(findings); it never fails because of a finding (the role decides).
   - Computes the node's network env (RV(env), RV(env_file)) from inventory + discovery; writes nothing.
-  - Logic lives in C(plugins/module_utils/fabric_discovery.py) and C(nccl_preflight.py).
+  - Logic lives in C(plugins/module_utils/_fabric/fabric_discovery.py) and C(nccl_preflight.py).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 extends_documentation_fragment:
@@ -161,7 +161,7 @@ errors:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils.nccl_preflight import fabric_facts, ping_args, ping_finding
+from ansible_collections.dgxspark.ds4.plugins.module_utils._fabric.nccl_preflight import fabric_facts, ping_args, ping_finding
 
 
 def main():

@@ -11,7 +11,7 @@ module: file_state
 short_description: What a set of paths on the node is now, in one module run (read-only)
 version_added: 0.2.0
 description:
-  - Observes each of O(paths) as the converge shortcut does (C(plugins/module_utils/converge_state.py)) - a file by
+  - Observes each of O(paths) as the converge shortcut does (C(plugins/module_utils/_converge/converge_state.py)) - a file by
     its SHA-1, mode and owner, a directory by its mode and owner, a symlink by its target - and returns them in one
     mapping. A role compares it with what its tasks would write and skips them when nothing differs (the TLS
     material of the fronts on every deploy, C(roles/api_proxy/tasks/tls.yml)), in one module run where a
@@ -53,7 +53,7 @@ files:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
 
 
 def main():

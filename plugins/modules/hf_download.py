@@ -123,8 +123,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.model_sync import SyncError
-from ansible_collections.dgxspark.ds4.plugins.module_utils.hf_hub import download
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model.model_sync import SyncError
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model.hf_hub import download
 
 
 def main():

@@ -80,7 +80,7 @@ tried:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils.image_python import KNOWN_PYTHONS, parse, probe_argv
+from ansible_collections.dgxspark.ds4.plugins.module_utils._image.image_python import KNOWN_PYTHONS, parse, probe_argv
 
 
 def main():

@@ -13,7 +13,7 @@ version_added: 0.2.0
 description:
   - Runs the llama-benchy executable O(benchy) (installed by bench.yml into its own venv on the controller) once per
     context depth, with the pp/tg/depth/concurrency cells of the profile's seed llama-benchy table
-    (C(plugins/module_utils/bench_benchy.py)), or seed 001's depth-0 cells for a profile without one.
+    (C(plugins/module_utils/_bench/bench_benchy.py)), or seed 001's depth-0 cells for a profile without one.
   - The text corpus (O(corpus), files concatenated) is served by this module on 127.0.0.1 for the run, so llama-benchy
     downloads nothing; its cache lives in a temporary HOME removed afterwards, and C(HF_HUB_OFFLINE=1) keeps the
     tokenizer load off the network.
@@ -113,7 +113,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves import BaseHTTPServer
 from ansible.module_utils.six.moves.urllib.parse import urlparse
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_benchy
+from ansible_collections.dgxspark.ds4.plugins.module_utils._bench import bench_benchy
 
 
 def _corpus_server(data):

@@ -258,7 +258,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.model_manifest import (
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model.model_manifest import (
     ManifestError,
     build,
     check,

@@ -149,7 +149,7 @@ revisions:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.model_revision import (
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model.model_revision import (
     RevisionError, inspect, layout, prepare, prune, switch)
 
 

@@ -179,7 +179,7 @@ throughput_mib_s:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.model_sync import SyncError, sync
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model.model_sync import SyncError, sync
 
 
 def main():

@@ -198,7 +198,7 @@ import shutil
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.mxfp4_patch import (
+from ansible_collections.dgxspark.ds4.plugins.module_utils._image.mxfp4_patch import (
     Mxfp4PatchError,
     analyse,
     compile_text,

@@ -152,7 +152,7 @@ skipped_run:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import nccl_preflight
+from ansible_collections.dgxspark.ds4.plugins.module_utils._fabric import nccl_preflight
 
 
 def main():

@@ -11,7 +11,7 @@ short_description: The collection's own nftables table (API, master port, inter-
 version_added: 0.1.0
 description:
   - Renders the ruleset of one nftables table from structured options (logic in
-    C(plugins/module_utils/nft_ruleset.py)), writes it to O(path) and loads it with C(nft -f) only when the file
+    C(plugins/module_utils/_security/nft_ruleset.py)), writes it to O(path) and loads it with C(nft -f) only when the file
     changed or the live table differs from it.
   - The live table (C(nft list table), normalised) is compared with what the rendered file defines, rule by rule
     and set element by set element, not only the sha256 the table's comment carries; a chain flushed, one rule
@@ -195,7 +195,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils.nft_ruleset import (
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security.nft_ruleset import (
     RulesetError,
     expected_listing,
     listing_differences,

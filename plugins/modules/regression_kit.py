@@ -125,8 +125,8 @@ runs:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import config_set
-from ansible_collections.dgxspark.ds4.plugins.module_utils import regression_kit
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import config_set
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import regression_kit
 
 
 def endpoint(params):

@@ -18,7 +18,7 @@ description:
   - O(state=present) waits until C(<worker_url>/health) answers 200, adds the worker (C(POST /add_worker)) and
     waits until the router's C(GET /workers) shows it healthy, up to O(restore_timeout).
   - Whether anything changes is read from the router's C(GET /list_workers) (a worker evicted by the health
-    checker is still listed, so it counts as in rotation). The logic is in C(module_utils/router_admin.py).
+    checker is still listed, so it counts as in rotation). The logic is in C(module_utils/_node/router_admin.py).
   - Run it where the router runs (O(router_url) is usually V(http://127.0.0.1:30000)), so that the pair's URL
     is reached the way the router reaches it.
 author:
@@ -230,7 +230,7 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import router_admin
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_admin
 
 
 def _diff(router_url, before, after):

@@ -13,7 +13,7 @@ version_added: 0.1.0
 description:
   - For each concurrency level sends that many streamed C(/v1/chat/completions) requests at once (temperature 0,
     C(ignore_eos), O(max_tokens) output tokens, thinking as O(thinking)) and computes, with
-    C(plugins/module_utils/bench_stats.py), the aggregate decode tok/s over the steady-state window (every stream
+    C(plugins/module_utils/_node/bench_stats.py), the aggregate decode tok/s over the steady-state window (every stream
     past its first token, none finished), per-stream decode tok/s (C((completion_tokens - 1) / (t_last - t_first))),
     TTFT p50/p95 and errors. Token counts come from the final streamed C(usage) chunk.
   - Scrapes C(/metrics) before and after each level; speculative-decoding acceptance per draft position is the ratio
@@ -100,7 +100,7 @@ errors:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_sweep
+from ansible_collections.dgxspark.ds4.plugins.module_utils._bench import bench_sweep
 
 
 def main():

@@ -11,7 +11,7 @@ module: vllm_bench_mixed
 short_description: A short request's time to first token while a long prompt prefills, beside the long prompt's own time
 version_added: 0.1.0
 description:
-  - Runs C(plugins/module_utils/bench_mixed.py) C(run_mixed) against the endpoint. First O(short_requests) short streamed
+  - Runs C(plugins/module_utils/_bench/bench_mixed.py) C(run_mixed) against the endpoint. First O(short_requests) short streamed
     requests one after the other (short alone), then one long prompt of about O(long_tokens) tokens, and, O(during_delay)
     seconds later while it prefills, the short requests again one after the other until the long prompt's first token.
   - Returns both figures - the short requests' TTFT during the long prefill over their TTFT alone (median / median), and
@@ -133,7 +133,7 @@ errors:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_mixed
+from ansible_collections.dgxspark.ds4.plugins.module_utils._bench import bench_mixed
 
 
 def main():

@@ -17,7 +17,7 @@ description:
   - A drain (C(tasks/drain.yml)) runs it on the pair's head when a router's in-flight count for the pair stood still
     above 0 (module C(dgxspark.ds4.router_pool), O(dgxspark.ds4.router_pool#module:stale_after)). A long request keeps
     the engine busy and is waited for; a router count with nothing behind it is not.
-  - Reads only; never changes anything. The logic is C(wait_engine_quiet) in C(module_utils/router_admin.py).
+  - Reads only; never changes anything. The logic is C(wait_engine_quiet) in C(module_utils/_node/router_admin.py).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
 extends_documentation_fragment:
@@ -96,7 +96,7 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import router_admin
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_admin
 
 
 def main():

@@ -187,9 +187,9 @@ http:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe
-from ansible_collections.dgxspark.ds4.plugins.module_utils.vllm_ready_spec import ARGUMENT_SPEC
-from ansible_collections.dgxspark.ds4.plugins.module_utils.readiness_http import http_checks
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
+from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness.vllm_ready_spec import ARGUMENT_SPEC
+from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness.readiness_http import http_checks
 
 
 def poll(run, unit, container_name, docker_cli, cursor, max_lines):

@@ -114,7 +114,7 @@ import json
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe, ops_status, vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe, ops_status, vllm_client
 
 PROMPT = 'Reply with exactly: OK'
 

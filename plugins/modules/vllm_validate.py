@@ -16,7 +16,7 @@ description:
   - A tool-call request must return a well-formed tool call (C(finish_reason) C(tool_calls), the named function,
     arguments that parse as a JSON object with the schema's required keys).
   - Then, for each of O(levels), that many English prompts at once (thinking off); every reply is checked with
-    C(plugins/module_utils/garble.py) (unexpected-script ratio and runs, long character runs, token and substring
+    C(plugins/module_utils/_node/garble.py) (unexpected-script ratio and runs, long character runs, token and substring
     loops, leaked chat-template or tool tokens, empty replies).
   - Each failure names the request, the check and an excerpt of the reply.
   - Standard library only; runs on the head (against C(127.0.0.1)) or on the controller.
@@ -96,7 +96,7 @@ ok:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils import smoke_checks
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import smoke_checks
 
 
 def main():

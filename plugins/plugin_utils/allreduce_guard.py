@@ -29,7 +29,7 @@ API:
 from collections.abc import Iterable
 from typing import Any
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node_probe import parse_meminfo
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import parse_meminfo
 
 GIB = 1 << 30
 MIB = 1 << 20

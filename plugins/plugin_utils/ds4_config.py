@@ -21,10 +21,10 @@ import ipaddress
 import json
 import re
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.api_exposure import plan_exposure
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security.api_exposure import plan_exposure
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue
-from ansible_collections.dgxspark.ds4.plugins.module_utils import compile_cache
-from ansible_collections.dgxspark.ds4.plugins.module_utils import nccl_preflight
+from ansible_collections.dgxspark.ds4.plugins.module_utils._image import compile_cache
+from ansible_collections.dgxspark.ds4.plugins.module_utils._fabric import nccl_preflight
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import vllm_schema
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.system_paths import is_system as is_system_dir
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.launch_render import (

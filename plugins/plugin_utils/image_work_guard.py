@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.allreduce_guard import unit_live
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node_probe import parse_meminfo
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import parse_meminfo
 
 GIB = 1 << 30
 SETTING = 'container_image_work_min_available_gib'

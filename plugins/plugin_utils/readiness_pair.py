@@ -157,7 +157,7 @@ def decide(role, own_reason, peer, now, started, timeout, head_ready=False, peer
 
 
 def _diagnose(sources, limit=3):
-    from ansible_collections.dgxspark.ds4.plugins.module_utils.failure_catalogue import diagnose, verdict
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._node.failure_catalogue import diagnose, verdict
     findings = [f for f in diagnose(sources) if f.get("severity") != "info"][:limit]
     return findings, [verdict(f) for f in findings]
 

@@ -20,7 +20,7 @@ role's ``meta/argument_specs.yml``. One source of truth per rule:
   collection's own, or its name carries ``dgxspark``/``ds4``); a unit directory is one systemd reads; ports are
   1-65535, intervals and polls at least 1, every other number at least 0 (:data:`RANGES` for the few others);
   unit names, users, package names, addresses and networks by their own syntax; an API key (a name ending in
-  ``_api_key``) empty or valid by the one API-key rule (module_utils/api_exposure.py ``api_key_problem``); loopback-only listeners
+  ``_api_key``) empty or valid by the one API-key rule (module_utils/_security/api_exposure.py ``api_key_problem``); loopback-only listeners
   (:data:`LOOPBACK_ONLY`) stay on loopback;
 - **secrets** (``no_log`` in the spec, or a name with KEY/TOKEN/PASS/SECRET): the refusal names the variable and the
   rule, never the value.
@@ -39,8 +39,10 @@ import re
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state, memory_guard, quality_canary
-from ansible_collections.dgxspark.ds4.plugins.module_utils.api_exposure import api_key_problem
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard, quality_canary
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security.api_exposure import api_key_problem
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.container_logs import docker_log_args
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.service_layout import ARGV_VARS
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.system_paths import is_system as _system
@@ -141,7 +143,7 @@ def kind(name, option):
     if name.endswith('_client_max_body_size') or name.endswith('_retention_size'):
         return 'size'
     if name.endswith('_api_key'):
-        return 'api-key'  # empty (no key) or a valid API key (module_utils/api_exposure.py api_key_problem)
+        return 'api-key'  # empty (no key) or a valid API key (module_utils/_security/api_exposure.py api_key_problem)
     return 'token'
 
 

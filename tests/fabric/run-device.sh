@@ -30,7 +30,7 @@ rc1=$?
 # Parse with the collection's own parser (same code the role uses).
 python3 - "$log" >"$OUT/parse.txt" 2>&1 <<'PY'
 import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("nccl_log", "plugins/module_utils/nccl_log.py")
+spec = importlib.util.spec_from_file_location("nccl_log", "plugins/module_utils/_fabric/nccl_log.py")
 m = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(m)
 text = open(sys.argv[1]).read()

@@ -6,7 +6,7 @@ of 1.2 x MemTotal is read once through the page cache (no disk space used: the h
 fill the cache), so the kernel's page cache grows until kswapd has to keep MemFree between its watermarks, the
 "full page cache" state of every serving Spark after a model load. Every 0.5 s the real /proc/meminfo,
 /proc/pressure/memory and /proc/zoneinfo are read and judged by the collection's own memory guard
-(plugins/module_utils/memory_guard.py: assess() per reading, MemoryGuard.decide() over the sequence, its default
+(plugins/module_utils/_node/memory_guard.py: assess() per reading, MemoryGuard.decide() over the sequence, its default
 settings). The samples (numbers, levels, actions) and the raw /proc texts of the reading with the lowest MemFree go
 to OUT/memory_band.json; tests/unit/plugins/module_utils/test_memory_guard_real_host.py replays them through the
 current guard.
@@ -23,7 +23,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-GUARD = os.path.join(HERE, '..', '..', 'plugins', 'module_utils', 'memory_guard.py')
+GUARD = os.path.join(HERE, '..', '..', 'plugins', 'module_utils', '_node', 'memory_guard.py')
 
 
 def load_guard():

@@ -42,7 +42,7 @@ from vllm_sim import standin  # noqa: E402  pylint: disable=import-error,wrong-i
 _LINK_ROOT = os.path.join(REPO, ".collections")
 if os.path.isdir(_LINK_ROOT) and _LINK_ROOT not in sys.path:
     sys.path.insert(0, _LINK_ROOT)
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_mixed  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._bench import bench_mixed  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config  # noqa: E402  pylint: disable=wrong-import-position
 
 tokenizers = pytest.importorskip("tokenizers")

@@ -27,7 +27,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import router_admin
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_admin
 from router_rig import Load, Router, Sim, free_port, wait_until  # pylint: disable=import-error
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))

@@ -30,8 +30,10 @@ _LINK_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."
 if os.path.isdir(_LINK_ROOT) and _LINK_ROOT not in sys.path:
     sys.path.insert(0, _LINK_ROOT)
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_sweep, smoke_checks
+from ansible_collections.dgxspark.ds4.plugins.module_utils._bench import bench_sweep
 
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import smoke_checks
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VLLM = os.path.join(REPO, "tests", "vllm_sim", "bin", "vllm")
 if os.path.join(REPO, "tests") not in sys.path:

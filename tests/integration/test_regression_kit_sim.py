@@ -19,7 +19,7 @@ from test_ops_sim import MODEL, REPO, pair_factory  # noqa: F401  pylint: disabl
 _LINK_ROOT = os.path.join(REPO, ".collections")
 if _LINK_ROOT not in sys.path:
     sys.path.insert(0, _LINK_ROOT)
-from ansible_collections.dgxspark.ds4.plugins.module_utils import regression_kit  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import regression_kit  # noqa: E402  pylint: disable=wrong-import-position
 
 with open(os.path.join(REPO, "roles", "config", "files", "regression_kit.yml")) as _fh:
     KIT = yaml.safe_load(_fh)

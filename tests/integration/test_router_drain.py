@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Draining a pair at the real vllm-router (plugins/module_utils/router_admin.py, the module router_pool),
+"""Draining a pair at the real vllm-router (plugins/module_utils/_node/router_admin.py, the module router_pool),
 with the rig of test_router_sim.py (router_rig.py, conftest.py): two vLLM simulators as pair heads on
 127.0.0.1, the router with the role's command line.
 
@@ -20,7 +20,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import router_admin, vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_admin, vllm_client
 from router_rig import Load, Router, free_port, wait_until  # pylint: disable=import-error
 
 LONG_TOKENS = 100  # the simulators make 100 tokens/s: ~1 s per request

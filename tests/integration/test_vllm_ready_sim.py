@@ -26,8 +26,8 @@ _LINK_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."
 if os.path.isdir(_LINK_ROOT) and _LINK_ROOT not in sys.path:
     sys.path.insert(0, _LINK_ROOT)
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe
-from ansible_collections.dgxspark.ds4.plugins.module_utils import readiness_http
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
+from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness import readiness_http
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import readiness_pair
 
 TESTS_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))

@@ -27,7 +27,8 @@ LLAMA_BENCHY_BOOK_URL = 'https://www.gutenberg.org/files/1661/1661-0.txt'   # it
 
 
 def _mods():
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_stats, bench_sweep, vllm_client  # pylint: disable=import-error
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats, vllm_client  # pylint: disable=import-error
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._bench import bench_sweep
     return bench_stats, bench_sweep, vllm_client
 
 

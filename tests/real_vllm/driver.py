@@ -219,7 +219,7 @@ def _metric_key(sample):
 
 def metric_series(text):
     """Every `vllm:` series of a /metrics text except histogram buckets and `_created` timestamps."""
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_stats  # pylint: disable=import-error
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats  # pylint: disable=import-error
     out = {}
     for s in bench_stats.parse_prometheus(text):
         name = s['name']
@@ -973,11 +973,11 @@ def single_argv(argv):
 
 
 def run_bench_mixed(c, out, name, long_tokens, timeout_s):
-    """Optional hook: plugins/module_utils/bench_mixed.run_mixed against the running engine, result saved as
+    """Optional hook: plugins/module_utils/_bench/bench_mixed.run_mixed against the running engine, result saved as
     bench_mixed_<b..>_<t..>.json; a missing module, an exception or a hang never breaks the trace run."""
     path = os.path.join(out, name.replace('starvation_', 'bench_mixed_') + '.json')
     try:
-        from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_mixed  # pylint: disable=import-error
+        from ansible_collections.dgxspark.ds4.plugins.module_utils._bench import bench_mixed  # pylint: disable=import-error
         run_mixed = bench_mixed.run_mixed
     except (ImportError, AttributeError) as exc:
         print('bench_mixed: skipped (%s)' % exc, file=sys.stderr)
@@ -1104,7 +1104,7 @@ def main(argv=None):
     p.add_argument('--threshold', type=int, default=0, help='--ranks 1: --long-prefill-token-threshold (0: flag left out)')
     p.add_argument('--long-tokens', type=int, default=0, help='--ranks 1: the long prompt L in token ids (0: the backend default)')
     p.add_argument('--bench-mixed', action='store_true',
-                   help='--ranks 1: after the scenario, plugins/module_utils/bench_mixed.run_mixed if it exists')
+                   help='--ranks 1: after the scenario, plugins/module_utils/_bench/bench_mixed.run_mixed if it exists')
     args = p.parse_args(argv)
     if args.ranks == 1:
         args.long_tokens = args.long_tokens or starv_pace(args.backend, args.budget)[0]

@@ -201,7 +201,7 @@ def test_concurrent_load_is_spread_over_both_pairs():
 
 def _bench(url, level):
     sys.path.insert(0, os.path.join(d.PROJECT, '.collections'))
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_sweep  # pylint: disable=import-error
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._bench import bench_sweep  # pylint: disable=import-error
     report = bench_sweep.run_sweep(url, 'deepseek-v4-flash', levels=[level], max_tokens=256, api_key=load.API_KEY,
                                    timeout=120.0, pause_s=0)
     lv = report['levels'][0]

@@ -268,7 +268,7 @@ def test_boot_unit_reloads_the_same_table():
 
 
 NFT_TABLE = ('nft', 'list', 'table', 'inet', 'dgxspark_ds4')
-# What the converge record keeps of `nft list table` (plugins/module_utils/converge_state.py observe), computed on the node.
+# What the converge record keeps of `nft list table` (plugins/module_utils/_converge/converge_state.py observe), computed on the node.
 NFT_OBSERVED = ('import hashlib, subprocess\n'
                 'p = subprocess.run(["/usr/sbin/nft", "list", "table", "inet", "dgxspark_ds4"], stdout=subprocess.PIPE,'
                 ' stderr=subprocess.PIPE, universal_newlines=True)\n'

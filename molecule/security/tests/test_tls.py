@@ -62,7 +62,7 @@ def test_a_streamed_chat_through_the_collections_https_client_verifies_the_ca(mo
     """vllm_client (the collection's one HTTP client; the router's pool keeper uses it the same way) trusts the CA
     through SSL_CERT_FILE, as the router units do."""
     sys.path.insert(0, os.path.join(d.PROJECT, '.collections'))
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client  # pylint: disable=import-outside-toplevel
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._node import vllm_client  # pylint: disable=import-outside-toplevel
     body = {'model': 'deepseek-v4-flash', 'max_tokens': 16, 'temperature': 0,
             'messages': [{'role': 'user', 'content': 'What is 2+2? Answer with one word.'}]}
     monkeypatch.setenv('SSL_CERT_FILE', os.path.join(s.CA_DIR, 'ca.crt'))

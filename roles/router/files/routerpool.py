@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ansible_collections.dgxspark.ds4.plugins.module_utils import router_admin  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_admin  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def load(path):

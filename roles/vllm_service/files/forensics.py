@@ -3,7 +3,7 @@
 """dgxspark-ds4 forensics after a hard reset: the previous boot of both nodes, before the pair starts.
 
 Installed by dgxspark.ds4.vllm_service next to prestart.py, with failure_catalogue.py (the collection's
-plugins/module_utils/failure_catalogue.py: its 'kernel' entries are the signatures, one matcher for the
+plugins/module_utils/_node/failure_catalogue.py: its 'kernel' entries are the signatures, one matcher for the
 controller and the node). Python 3 standard library only.
 
 After unified-memory exhaustion or a GSP hang a GB10 freezes or hard-resets; the evidence is in the previous boot's
@@ -56,8 +56,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The collection's node package (the failure catalogue, the pair guard's records and evidence) is installed under
 # <libexec>/ansible_collections/ next to this file; the unit tests import it from the working tree.
 sys.path.insert(0, HERE)
-from ansible_collections.dgxspark.ds4.plugins.module_utils import failure_catalogue  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import jobs, pair  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import failure_catalogue  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import jobs, pair  # noqa: E402  pylint: disable=wrong-import-position
 
 TAG = 'dgxspark-ds4 forensics'
 MODES = ('hold', 'start', 'fallback')

@@ -4,7 +4,7 @@
 (dgxspark-ds4-pairguard.service; playbooks that restart the pair deliberately clear the storm window).
 
 Installed by dgxspark.ds4.vllm_service as /usr/local/libexec/dgxspark-ds4/pairguard.py on the head. The guard itself
-is the collection's node package (plugins/module_utils/node/pairguard/, told in its watch.py), installed by the
+is the collection's node package (plugins/module_utils/_node/pairguard/, told in its watch.py), installed by the
 role under <libexec>/ansible_collections/dgxspark/ds4/plugins/module_utils/ (this file's directory is on sys.path);
 the unit tests import it from the working tree. Python 3 standard library only.
 """
@@ -15,12 +15,12 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.dgxspark.ds4.plugins.module_utils import quality_canary  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.config import check_config  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.pair import TAG, say  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.state import reset_window  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.watch import watch_forever  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import quality_canary  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.config import check_config  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import TAG, say  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.state import reset_window  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.watch import watch_forever  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def main(argv):

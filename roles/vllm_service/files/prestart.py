@@ -43,7 +43,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The pair guard's package (the collection's node package) is installed under <libexec>/ansible_collections/ next to this
 # file; forensics.py next to it.
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import pair  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import pair  # noqa: E402  pylint: disable=wrong-import-position
 import forensics  # noqa: E402  pylint: disable=wrong-import-position
 
 TAG = 'dgxspark-ds4 prestart'

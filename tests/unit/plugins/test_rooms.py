@@ -3,25 +3,25 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Rooms by where code runs (docs/architecture.md "Where code runs").
 
-- ``plugins/plugin_utils/``: controller-only code (action, filter and callback plugins import it). Ansible never
-  ships it to a host, so no module, no ``module_utils`` file and no node-side file may import it: such an import
-  works on the controller and fails on the node.
-- ``plugins/module_utils/``: code that runs on the target: imported by a module (shipped in its AnsiballZ payload)
-  or copied to the nodes by a role (the quality canary's package, the router's admin client, the failure
-  catalogue and memory guard next to the pair guard, the converge probe's source). A file that nothing on the
-  target needs belongs in plugin_utils.
-- A set of files a role copies to the nodes carries every ``module_utils`` file they import (a missing one fails
-  on the node at import time, after the deploy).
+- ``plugins/plugin_utils/``: controller-only code (action, filter, lookup and callback plugins import it). Ansible
+  never ships it to a host, so no module, no ``module_utils`` file and no node-side file may import it: such an
+  import works on the controller and fails on the node.
+- ``plugins/module_utils/<subsystem>/``: code that runs on the target, in private sub-packages by subsystem: imported
+  by a module (shipped in its AnsiballZ payload), sent to the node as source (the converge probe), or part of the node
+  package. A file that nothing on the target needs belongs in plugin_utils.
+- ``plugins/module_utils/_node/``: the node package, standard library only, that every node script
+  (``roles/*/files/*.py``) imports; shipped whole by one task file (``roles/_node_package``), its file list from one
+  place (the lookup ``dgxspark.ds4.node_package``). It imports nothing outside itself.
 
-The import graph is read from the sources (ast), and the shipped sets from the roles' own tasks and vars, so the
-test follows the code instead of a list kept beside it.
+The import graph is read from the sources (ast), and the shipped set from the roles' own tasks and vars, so the test
+follows the code instead of a list kept beside it.
 """
 
-from __future__ import annotations
-
 import ast
+import importlib.util
 import os
 import re
+import sys
 
 import pytest
 import yaml
@@ -31,46 +31,71 @@ PLUGINS = os.path.join(REPO, 'plugins')
 MU_DIR = os.path.join(PLUGINS, 'module_utils')
 PU_DIR = os.path.join(PLUGINS, 'plugin_utils')
 PREFIX = 'ansible_collections.dgxspark.ds4.plugins.'
+NODE = '_node'
 # The converge probe's source goes to the node's Python as text (plugins/action/converge_state.py _probe_source).
-SENT_AS_SOURCE = {'converge_state'}
+SENT_AS_SOURCE = {'_converge.converge_state'}
 SHIP_SRC_RE = re.compile(r'plugins/module_utils/\{\{ *item *\}\}')
+STDLIB = set(getattr(sys, 'stdlib_module_names', ()))
+# Imported only inside the container's torch process (ds4_allreduce.py runs there, not on the node's python3).
+CONTAINER_ONLY = {'torch'}
 
 
-def _py_files(directory):
-    return sorted(os.path.join(directory, name) for name in os.listdir(directory) if name.endswith('.py') and name != '__init__.py')
+def _tree(directory):
+    """{dotted name relative to directory: path} of every .py below it but the (empty) package __init__ files."""
+    out = {}
+    for top, dirs, files in os.walk(directory):
+        dirs[:] = [d for d in dirs if d != '__pycache__']
+        for f in files:
+            if f.endswith('.py') and f != '__init__.py':
+                rel = os.path.relpath(os.path.join(top, f), directory)[:-3]
+                out[rel.replace(os.sep, '.')] = os.path.join(top, f)
+    return out
 
 
-def _name(path):
-    return os.path.splitext(os.path.basename(path))[0]
+MODULE_UTILS = _tree(MU_DIR)
+PLUGIN_UTILS = _tree(PU_DIR)
 
 
-def imports_of(path):
-    """{(room, name)} of the collection's plugin_utils / module_utils imports of a file; a relative import inside
-    module_utils counts as module_utils."""
+def _resolve(room, dotted, names=()):
+    """The collection names one import reaches: `from <room>.<dotted> import names` or `import <room>.<dotted>`."""
+    files = MODULE_UTILS if room == 'module_utils' else PLUGIN_UTILS
+    out = set()
+    for name in names:
+        full = '%s.%s' % (dotted, name) if dotted else name
+        if full in files:
+            out.add((room, full))
+    if not out:
+        out.add((room, dotted))
+    return out
+
+
+def imports_of(path, package_dir=None):
+    """{(room, dotted name)} of the collection's plugin_utils / module_utils imports of a file, relative imports inside
+    module_utils resolved against the file's package (package_dir: the directory it is read as being in)."""
     tree = ast.parse(open(path).read(), path)
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             module = node.module or ''
-            if node.level and os.path.dirname(path) == MU_DIR:
-                out.update(('module_utils', n) for n in ([module.split('.')[0]] if module else [a.name for a in node.names]))
+            names = [a.name for a in node.names]
+            if node.level:
+                package = os.path.relpath(package_dir or os.path.dirname(path), MU_DIR).split(os.sep)
+                package = [p for p in package if p != '.'][:len(package) - (node.level - 1) or None]
+                dotted = '.'.join([p for p in package if p] + ([module] if module else []))
+                out.update(_resolve('module_utils', dotted, names))
                 continue
             for room in ('module_utils', 'plugin_utils'):
                 base = PREFIX + room
                 if module == base:
-                    out.update((room, a.name) for a in node.names)
+                    out.update(_resolve(room, '', names))
                 elif module.startswith(base + '.'):
-                    out.add((room, module[len(base) + 1:].split('.')[0]))
+                    out.update(_resolve(room, module[len(base) + 1:], names))
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 for room in ('module_utils', 'plugin_utils'):
                     if alias.name.startswith(PREFIX + room + '.'):
-                        out.add((room, alias.name[len(PREFIX + room) + 1:].split('.')[0]))
+                        out.update(_resolve(room, alias.name[len(PREFIX + room) + 1:]))
     return out
-
-
-MODULE_UTILS = dict((_name(p), p) for p in _py_files(MU_DIR))
-PLUGIN_UTILS = dict((_name(p), p) for p in _py_files(PU_DIR))
 
 
 def _closure(roots):
@@ -85,9 +110,20 @@ def _closure(roots):
     return seen
 
 
+def _lookup():
+    spec = importlib.util.spec_from_file_location('node_package_lookup', os.path.join(PLUGINS, 'lookup', 'node_package.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+NODE_PACKAGE = _lookup().package_files(MU_DIR)
+NODE_NAMES = sorted(p[:-3].replace(os.sep, '.') for p in NODE_PACKAGE if not p.endswith('__init__.py'))
+
+
 def shipped_sets():
     """{'<role>/<tasks file>: <task name>': [module_utils names]} of every task that copies module_utils files to a
-    host (src .../plugins/module_utils/{{ item }}), its loop resolved from the role's vars/main.yml."""
+    host (src .../plugins/module_utils/{{ item }}), its loop resolved (the node package's role: the lookup's list)."""
     out = {}
     roles = os.path.join(REPO, 'roles')
     for role in sorted(os.listdir(roles)):
@@ -106,55 +142,55 @@ def shipped_sets():
                     match = re.match(r'^\{\{ *(\w+) *\}\}$', loop.strip())
                     assert match, 'a shipped module_utils list must be a list or one role variable: %r' % loop
                     if role == '_node_package' and match.group(1) == '_node_package_files':
-                        loop = NODE_PACKAGE  # what its callers derive from the source tree (every module_utils file)
+                        loop = NODE_PACKAGE
                     else:
                         loop = role_vars[match.group(1)]
-                out['%s/%s: %s' % (role, name, task['name'])] = [_name(item) for item in loop]
+                out['%s/%s: %s' % (role, name, task['name'])] = sorted(
+                    item[:-3].replace('/', '.') for item in loop if not item.endswith('__init__.py'))
     return out
 
 
-def _node_package():
-    """The node package's files as the callers' vars derive them (roles/vllm_service/vars/main.yml
-    _vllm_service_node_package, roles/router/vars/main.yml _router_node_package): every .py under module_utils,
-    module_utils/node and module_utils/node/pairguard."""
-    out = []
-    for sub in ('', 'node', os.path.join('node', 'pairguard')):
-        directory = os.path.join(MU_DIR, sub)
-        if os.path.isdir(directory):
-            out.extend(os.path.relpath(p, MU_DIR) for p in _py_files(directory))
-    return out
-
-
-NODE_PACKAGE = _node_package()
 SHIPPED = shipped_sets()
+
+
+def _node_scripts():
+    out = []
+    for dirpath, _dirs, files in os.walk(os.path.join(REPO, 'roles')):
+        if os.path.basename(dirpath) == 'files' or '/files/' in dirpath:
+            out.extend(os.path.join(dirpath, f) for f in files if f.endswith('.py'))
+    return sorted(out)
 
 
 def target_roots():
     """module_utils names a target needs directly: modules' imports, shipped files, the probe sent as source."""
     roots = set(SENT_AS_SOURCE)
-    for path in _py_files(os.path.join(PLUGINS, 'modules')):
+    for path in _tree(os.path.join(PLUGINS, 'modules')).values():
         roots.update(n for room, n in imports_of(path) if room == 'module_utils')
     for names in SHIPPED.values():
         roots.update(names)
     return roots
 
 
-def test_the_shipped_sets_are_found():
-    """The parser finds the roles' copies (the canary package, the router's client, the pair guard's helpers): an
-    empty result would make the tests below pass on nothing."""
-    assert 'quality_canary' in sum(SHIPPED.values(), []), SHIPPED
-    assert 'router_admin' in sum(SHIPPED.values(), []), SHIPPED
-    assert 'failure_catalogue' in sum(SHIPPED.values(), []), SHIPPED
-    assert 'pair' in sum(SHIPPED.values(), []), SHIPPED
+def test_the_shipped_set_is_found_and_is_the_node_package():
+    """The parser finds the one copy task and it ships the node package (the canary, the router's client, the
+    failure catalogue, the pair guard): an empty result would make the tests below pass on nothing."""
+    assert list(SHIPPED) == ['_node_package/main.yml: Node package | The files of the package'], SHIPPED
+    names = SHIPPED[list(SHIPPED)[0]]
+    assert names == NODE_NAMES
+    for name in ('_node.quality_canary', '_node.router_admin', '_node.failure_catalogue', '_node.pairguard.watch'):
+        assert name in names, names
 
 
-def test_the_callers_derive_the_node_package_as_the_test_does():
-    """Each role that ships the node package derives its paths from the same globs (no hand list), and hands them to
-    the one task file (roles/_node_package) that its converge checks probe."""
+def test_the_lookup_lists_every_file_of_the_node_package():
+    found = sorted(os.path.relpath(p, MU_DIR) for p in _tree(os.path.join(MU_DIR, NODE)).values())
+    assert [p for p in NODE_PACKAGE if not p.endswith('__init__.py')] == found
+    assert '_node/__init__.py' in NODE_PACKAGE and '_node/pairguard/__init__.py' in NODE_PACKAGE
+
+
+def test_the_callers_take_the_node_package_from_the_lookup_and_ship_it_through_the_one_task_file():
     for role, var in (('vllm_service', '_vllm_service_node_package'), ('router', '_router_node_package')):
         text = yaml.safe_load(open(os.path.join(REPO, 'roles', role, 'vars', 'main.yml')))[var]
-        globs = re.findall(r"/plugins/module_utils/([\w/*]*\*\.py)'", text)
-        assert globs == ['*.py', 'node/*.py', 'node/pairguard/*.py'], (role, globs)
+        assert text.replace(' ', '') == "{{query('dgxspark.ds4.node_package')}}", (role, text)
     for path, var in (('roles/vllm_service/tasks/node_files.yml', '_vllm_service_node_package'),
                       ('roles/router/tasks/install.yml', '_router_node_package')):
         tasks = yaml.safe_load(open(os.path.join(REPO, path)))
@@ -162,13 +198,8 @@ def test_the_callers_derive_the_node_package_as_the_test_does():
         assert len(includes) == 1 and includes[0]['vars']['_node_package_files'] == '{{ %s }}' % var, path
 
 
-STDLIB = set(getattr(__import__('sys'), 'stdlib_module_names', ()))
-# Imported only inside the container's torch process (ds4_allreduce.py runs there, not on the node's python3).
-CONTAINER_ONLY = {'torch'}
-
-
 def _top_imports(path):
-    """Imported module names, but the fallbacks of an `except ImportError` (python 2 names, never taken)."""
+    """Imported module names, but the fallbacks of an `except ImportError`."""
     tree = ast.parse(open(path).read(), path)
     fallback = set()
     for node in ast.walk(tree):
@@ -185,31 +216,28 @@ def _top_imports(path):
     return out
 
 
-def test_node_code_imports_only_the_standard_library_and_the_package():
-    """Every node script (roles/*/files/*.py) and what it imports from the package, transitively: the standard
-    library or the collection's module_utils (the node package), nothing else (the nodes' python3 has no more)."""
+def test_node_code_imports_only_the_standard_library_and_the_node_package():
+    """Every node script (roles/*/files/*.py) and every file of the node package: the standard library or the node
+    package, nothing else (the nodes' python3 has no more, and only the package is shipped)."""
     assert STDLIB, 'python >= 3.10 is needed for sys.stdlib_module_names'
     scripts = _node_scripts()
-    names = set()
-    for path in scripts:
-        names.update(n for room, n in imports_of(path) if room == 'module_utils')
-    pkg = [os.path.join(MU_DIR, p) for p in NODE_PACKAGE if p.startswith('node' + os.sep)]
-    for path in pkg:
-        names.update(n for room, n in imports_of(path) if room == 'module_utils')
-    files = scripts + pkg + [MODULE_UTILS[n] for n in sorted(_closure(names))]
+    files = scripts + [MODULE_UTILS[n] for n in NODE_NAMES]
     bad = {}
     for path in files:
         for module in _top_imports(path):
             top = module.split('.')[0]
-            sibling = os.path.exists(os.path.join(os.path.dirname(path), top + '.py')) and path in scripts
-            if module.startswith(PREFIX + 'module_utils') or top in STDLIB or top in CONTAINER_ONLY or sibling:
+            sibling = path in scripts and os.path.exists(os.path.join(os.path.dirname(path), top + '.py'))
+            if (module == PREFIX + 'module_utils.' + NODE or module.startswith(PREFIX + 'module_utils.' + NODE + '.')
+                    or top in STDLIB or top in CONTAINER_ONLY or sibling):
                 continue
             bad.setdefault(os.path.relpath(path, REPO), []).append(module)
-    assert 'quality_canary' in names and 'router_admin' in names, names
+        outside = sorted(n for room, n in imports_of(path) if room != 'module_utils' or not n.startswith(NODE + '.'))
+        if outside:
+            bad.setdefault(os.path.relpath(path, REPO), []).extend(outside)
     assert not bad, bad
 
 
-@pytest.mark.parametrize('path', _py_files(os.path.join(PLUGINS, 'modules')) + sorted(MODULE_UTILS.values()),
+@pytest.mark.parametrize('path', sorted(_tree(os.path.join(PLUGINS, 'modules')).values()) + sorted(MODULE_UTILS.values()),
                          ids=lambda p: os.path.relpath(p, REPO))
 def test_target_code_imports_no_controller_code(path):
     bad = sorted(n for room, n in imports_of(path) if room == 'plugin_utils')
@@ -217,25 +245,30 @@ def test_target_code_imports_no_controller_code(path):
                     'module_utils, or the code that needs it to the controller)' % (os.path.relpath(path, REPO), bad)
 
 
-def _node_scripts():
-    out = []
-    for dirpath, _dirs, files in os.walk(os.path.join(REPO, 'roles')):
-        if os.path.basename(dirpath) == 'files' or '/files/' in dirpath:
-            out.extend(os.path.join(dirpath, f) for f in files if f.endswith('.py'))
-    return sorted(out)
-
-
 @pytest.mark.parametrize('path', _node_scripts(), ids=lambda p: os.path.relpath(p, REPO))
 def test_node_scripts_import_no_controller_code(path):
-    text = open(path).read()
-    assert 'plugin_utils' not in text, '%s runs on a node: plugin_utils never reaches it' % os.path.relpath(path, REPO)
+    bad = sorted(n for room, n in imports_of(path) if room == 'plugin_utils')
+    assert not bad, '%s runs on a node: plugin_utils never reaches it (%s)' % (os.path.relpath(path, REPO), bad)
+
+
+def test_module_utils_is_sub_packages_by_subsystem():
+    """No flat module_utils file; every sub-package private (a leading underscore) with an empty __init__.py."""
+    flat = sorted(n for n in os.listdir(MU_DIR) if n.endswith('.py') and n != '__init__.py')
+    assert not flat, flat
+    packages = sorted(n for n in os.listdir(MU_DIR) if os.path.isdir(os.path.join(MU_DIR, n)) and n != '__pycache__')
+    assert len(packages) >= 5 and all(p.startswith('_') for p in packages), packages
+    for top, dirs, _files in os.walk(MU_DIR):
+        dirs[:] = [d for d in dirs if d != '__pycache__']
+        if top != MU_DIR:
+            init = os.path.join(top, '__init__.py')
+            assert os.path.isfile(init) and os.path.getsize(init) == 0, init
 
 
 def test_module_utils_holds_only_what_a_target_runs():
     reached = _closure(target_roots())
     idle = sorted(set(MODULE_UTILS) - reached)
-    assert not idle, ('plugins/module_utils/%s: no module imports it and no role ships it to a host; controller-only '
-                      'code lives in plugins/plugin_utils' % ', '.join(idle))
+    assert not idle, ('plugins/module_utils: %s: no module imports it, it is not in the node package and not sent as '
+                      'source; controller-only code lives in plugins/plugin_utils' % ', '.join(idle))
 
 
 def test_plugin_utils_holds_no_target_code():
@@ -250,18 +283,19 @@ def test_plugin_utils_holds_no_target_code():
 def test_a_shipped_set_carries_what_it_imports(task):
     names = SHIPPED[task]
     missing = sorted(_closure(names) - set(names))
-    assert not missing, '%s copies %s to the host, which import %s from module_utils too (add them to the list)' % (
-        task, names, missing)
+    assert not missing, '%s copies %s to the host, which import %s from module_utils too' % (task, names, missing)
 
 
-def test_the_graph_sees_a_violation():
-    """The parser is not blind: a module_utils file that imports plugin_utils, absolute or relative, is seen."""
-    tmp = os.path.join(os.path.dirname(__file__), '_rooms_probe.py')
-    try:
-        with open(tmp, 'w') as handle:
-            handle.write('from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config\n'
-                         'from ansible_collections.dgxspark.ds4.plugins.plugin_utils.pairs import x\n'
-                         'import ansible_collections.dgxspark.ds4.plugins.module_utils.garble\n')
-        assert imports_of(tmp) == {('plugin_utils', 'ds4_config'), ('plugin_utils', 'pairs'), ('module_utils', 'garble')}
-    finally:
-        os.unlink(tmp)
+def test_the_graph_sees_a_violation(tmp_path):
+    """The parser is not blind: imports of plugin_utils and module_utils, absolute and relative, are seen."""
+    probe = str(tmp_path / '_rooms_probe.py')
+    with open(probe, 'w') as handle:
+        handle.write('from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config\n'
+                     'from ansible_collections.dgxspark.ds4.plugins.plugin_utils.pairs import x\n'
+                     'import ansible_collections.dgxspark.ds4.plugins.module_utils._node.garble\n'
+                     'from ansible_collections.dgxspark.ds4.plugins.module_utils._security import tls_plan\n'
+                     'from . import hang\n'
+                     'from .. import vllm_client\n')
+    assert imports_of(probe, os.path.join(MU_DIR, NODE, 'pairguard')) == {
+        ('plugin_utils', 'ds4_config'), ('plugin_utils', 'pairs'), ('module_utils', '_node.garble'),
+        ('module_utils', '_security.tls_plan'), ('module_utils', '_node.pairguard.hang'), ('module_utils', '_node.vllm_client')}

@@ -23,8 +23,8 @@ import os
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import quality_canary as qc
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import watch as pg_watch
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import quality_canary as qc
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import watch as pg_watch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..'))

@@ -27,7 +27,7 @@ if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
 
 from real_vllm import observe  # noqa: E402  pylint: disable=import-error,wrong-import-position
-from ansible_collections.dgxspark.ds4.plugins.module_utils import router_admin, vllm_client  # noqa: E402
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_admin, vllm_client  # noqa: E402
 
 FIXTURES = os.path.join(TESTS, 'fixtures', 'real_vllm')
 LONGEST_PROMPT = 1048576  # the 1M-context recipes

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The regression kit's bench figures from streams real vLLM sent: what the kit relies on is there.
 
-The kit (plugins/module_utils/regression_kit.py) times a decode stream (tokens after the first over the time after
+The kit (plugins/module_utils/_converge/regression_kit.py) times a decode stream (tokens after the first over the time after
 the first) and a long prompt with max_tokens 1 (the prompt's tokens, from the stream's final usage chunk, over the
 time to the first token). tests/fixtures/real_vllm/bench_result.json holds every SSE line real vLLM 0.26.0 sent to the
 collection's bench (two independent recordings), folded here by the same client code the kit uses
@@ -25,7 +25,7 @@ if TESTS not in sys.path:
 from real_vllm import bench, driver, observe, recipe  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 recipe.production_effective()  # puts the collection (ansible_collections.dgxspark.ds4) on sys.path
-from ansible_collections.dgxspark.ds4.plugins.module_utils import regression_kit  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import regression_kit  # noqa: E402  pylint: disable=wrong-import-position
 
 FIXTURES = os.path.join(TESTS, 'fixtures', 'real_vllm')
 PATHS = (os.path.join(FIXTURES, driver.BENCH_RESULT), os.path.join(FIXTURES, 'run2', driver.BENCH_RESULT + '.gz'))

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import garble
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import garble
 from conftest import stream_chat  # pylint: disable=import-error
 
 FREE_RE = (r'ValueError: Free memory on device cuda:0 \((\d+\.\d\d)/119\.67 GiB\) on startup is less than desired GPU '

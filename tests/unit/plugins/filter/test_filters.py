@@ -26,8 +26,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from ansible_collections.dgxspark.ds4.plugins.filter import tls
-from ansible_collections.dgxspark.ds4.plugins.module_utils import api_exposure as x
-from ansible_collections.dgxspark.ds4.plugins.module_utils import tls_plan
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security import api_exposure as x
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security import tls_plan
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs as ri
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.filter_base import Ds4FilterError
 
@@ -256,7 +256,7 @@ def test_every_check_of_an_api_key_is_the_one_rule():
 
 
 def test_no_role_or_plugin_spells_the_api_key_rule_itself():
-    """The character set and length of a key are written once: module_utils/api_exposure.py (_API_KEY_RE); the
+    """The character set and length of a key are written once: module_utils/_security/api_exposure.py (_API_KEY_RE); the
     monitoring passwords' rule (printable, 16-256) is another rule."""
     spelled = []
     for top in ('roles', 'playbooks', 'plugins'):
@@ -267,4 +267,4 @@ def test_no_role_or_plugin_spells_the_api_key_rule_itself():
                     with open(path, encoding='utf-8') as handle:
                         if '._~+/=-]{16,256}' in handle.read():
                             spelled.append(os.path.relpath(path, REPO))
-    assert spelled == ['plugins/module_utils/api_exposure.py']
+    assert spelled == ['plugins/module_utils/_security/api_exposure.py']

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import api_exposure as x
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security import api_exposure as x
 
 KEY_A = 'k3y-A.value_with~all+chars/=0123'
 KEY_B = 'second-client-key-000000000000'

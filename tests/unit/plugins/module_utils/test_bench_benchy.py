@@ -9,8 +9,8 @@ import os
 
 import yaml
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_benchy as bb
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_plot
+from ansible_collections.dgxspark.ds4.plugins.module_utils._bench import bench_benchy as bb
+from ansible_collections.dgxspark.ds4.plugins.module_utils._bench import bench_plot
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 

@@ -24,8 +24,8 @@ import time
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_mixed
-from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils._bench import bench_mixed
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import vllm_client
 
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from socketserver import ThreadingMixIn

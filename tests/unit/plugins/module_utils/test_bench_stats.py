@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_stats as bs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats as bs
 
 
 def _stream(t_start, t_first, rate, tokens, error=None):

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import compile_cache as cc
+from ansible_collections.dgxspark.ds4.plugins.module_utils._image import compile_cache as cc
 
 IMG = 'sha256:' + 'a' * 64
 OTHER = 'sha256:' + 'b' * 64

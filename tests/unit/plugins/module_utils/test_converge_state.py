@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
 
 
 def _run_factory(outputs):

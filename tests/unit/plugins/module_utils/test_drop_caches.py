@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import drop_caches as dc
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model import drop_caches as dc
 
 GIB = 1024 ** 3
 

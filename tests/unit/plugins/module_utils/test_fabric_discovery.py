@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import fabric_discovery as fd
+from ansible_collections.dgxspark.ds4.plugins.module_utils._fabric import fabric_discovery as fd
 
 _MAKER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "sysfs", "make_fixtures.py")
 _SPEC = importlib.util.spec_from_file_location("ds4_sysfs_fixtures", _MAKER)

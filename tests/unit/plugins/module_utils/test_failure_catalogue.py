@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import failure_catalogue as fc
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import failure_catalogue as fc
 
 # (entry id, verbatim line, role, source).  Lines are copied from the vllm-ops note (docs/vllm-ops-notes.md),
 # the seeds (docs/sources.md), or the upstream issue named in the entry's 'source'.

@@ -6,7 +6,7 @@
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import garble
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import garble
 
 CLEAN_PROSE = (
     "Tensor parallelism splits each weight matrix across the two GPUs, so every layer needs an all-reduce. "

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import hf_hub
-from ansible_collections.dgxspark.ds4.plugins.module_utils.model_sync import SyncError
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model import hf_hub
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model.model_sync import SyncError
 
 SHA = '0123456789abcdef0123456789abcdef01234567'
 

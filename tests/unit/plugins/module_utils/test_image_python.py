@@ -8,7 +8,7 @@ import venv
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import image_python
+from ansible_collections.dgxspark.ds4.plugins.module_utils._image import image_python
 
 
 def _venv(path, with_vllm, dist_only=False):

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard as mg
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard as mg
 
 
 GIB = 1 << 30

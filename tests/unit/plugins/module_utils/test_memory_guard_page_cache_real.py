@@ -23,7 +23,7 @@ Proven here, replayed through the guard as it is now (not the judgement recorded
 import json
 import os
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard as mg
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard as mg
 
 BAND = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'fixtures', 'memory', 'real-x86-host',
                     'memory_band.json')

@@ -20,7 +20,7 @@ formula (min equal, low/high 2x-3x the kernel's)."""
 
 import os
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard as mg
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard as mg
 
 PROC = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'fixtures', 'memory', 'real-x86-host',
                     'proc-files.txt')

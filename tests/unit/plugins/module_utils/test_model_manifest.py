@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import model_manifest as mm
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model import model_manifest as mm
 
 SHARDS = ['model-00001-of-00003.safetensors', 'model-00002-of-00003.safetensors', 'model-00003-of-00003.safetensors']
 

@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import model_revision as mr
-from ansible_collections.dgxspark.ds4.plugins.module_utils import model_sync as ms
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model import model_revision as mr
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model import model_sync as ms
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))
@@ -283,11 +283,17 @@ def test_flat_directory_with_links_inside_itself_still_adopted(host_dir):
 
 
 def test_unit_mounts_the_stable_path_not_a_revision():
-    """Docker resolves a link when it creates the container: the unit must mount host_dir (the link)."""
+    """Docker resolves a link when it creates the container: the unit must mount host_dir (the link). The unit's
+    docker run words are built once by the config play (plugins/plugin_utils/service_layout.py docker_run) and the
+    template renders them."""
+    with open(os.path.join(REPO, 'plugins', 'plugin_utils', 'service_layout.py')) as f:
+        builder = f.read()
     with open(os.path.join(REPO, 'roles', 'vllm_service', 'templates', 'vllm.service.j2')) as f:
         unit = f.read()
-    assert "ds4_effective['model']['host_dir'] ~ ':' ~ ds4_effective['model']['container_dir'] ~ ':ro'" in unit
-    assert '.revs' not in unit and 'rev_dir' not in unit
+    assert "'%s:%s:ro' % (model['host_dir'], model['container_dir'])" in builder
+    assert "ds4_effective['service']['docker_run']" in unit
+    for text in (builder, unit):
+        assert '.revs' not in text and 'rev_dir' not in text
 
 
 @pytest.mark.skipif(shutil.which('rsync') is None and not os.environ.get('CI'), reason='rsync not installed (CI=true makes this a failure)')

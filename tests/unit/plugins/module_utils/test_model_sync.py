@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import model_sync as ms
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model import model_sync as ms
 
 # Under CI=true a missing rsync fails these tests (tests/harness/bootstrap.sh installs it) instead of skipping them.
 HAVE_RSYNC = shutil.which('rsync') is not None or bool(os.environ.get('CI'))
@@ -299,7 +299,7 @@ def test_a_replaced_file_is_renamed_over_the_old_copy_never_rewritten_in_place(s
 
 
 def test_drop_behind_runs_the_same_command_here_and_over_ssh():
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import drop_caches as dc
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._model import drop_caches as dc
     calls = []
 
     def run(argv):
@@ -316,7 +316,7 @@ def test_drop_behind_runs_the_same_command_here_and_over_ssh():
 
 
 def test_drop_behind_command_runs_for_real(tmp_path):
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import drop_caches as dc
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._model import drop_caches as dc
     write(tmp_path / 'a b.bin', os.urandom(4096))
     proc = subprocess.run(['sh', '-c', dc.drop_behind_command(str(tmp_path), ['a b.bin'])], stderr=subprocess.PIPE,
                           check=False)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import mxfp4_patch as mp
+from ansible_collections.dgxspark.ds4.plugins.module_utils._image import mxfp4_patch as mp
 
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'mxfp4')
 DEL = '        del w13, w2, w13_scale, w2_scale, w13_bias, w2_bias\n'

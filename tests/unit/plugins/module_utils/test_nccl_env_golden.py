@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import nccl_preflight
+from ansible_collections.dgxspark.ds4.plugins.module_utils._fabric import nccl_preflight
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import nccl_preflight as npf
+from ansible_collections.dgxspark.ds4.plugins.module_utils._fabric import nccl_preflight as npf
 
 _MAKER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "sysfs", "make_fixtures.py")
 _SPEC = importlib.util.spec_from_file_location("ds4_sysfs_fixtures_role", _MAKER)

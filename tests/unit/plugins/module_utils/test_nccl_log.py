@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import nccl_log
+from ansible_collections.dgxspark.ds4.plugins.module_utils._fabric import nccl_log
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "logs")
 

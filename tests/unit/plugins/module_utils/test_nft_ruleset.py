@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import nft_ruleset as n
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security import nft_ruleset as n
 
 
 def spec(**kw):

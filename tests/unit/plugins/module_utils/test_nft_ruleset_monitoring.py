@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import nft_ruleset as n
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security import nft_ruleset as n
 
 PROM = {'port': 9090, 'allow': 'monitoring', 'name': 'prometheus'}
 GRAFANA = {'port': 3000, 'allow': 'loopback', 'name': 'grafana'}

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import nft_ruleset as n
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security import nft_ruleset as n
 
 PROM = {'port': 9090, 'allow': 'clients', 'name': 'prometheus'}
 NODE = {'port': 9100, 'allow': 'fabric', 'name': 'node exporter'}

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""plugins/module_utils/node_probe.py with a fake run(argv) callable: the argv each probe runs, and what it
+"""plugins/module_utils/_node/node_probe.py with a fake run(argv) callable: the argv each probe runs, and what it
 makes of systemctl / docker / journalctl output and /proc/meminfo."""
 
 
@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe as np
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe as np
 
 
 class FakeRun(object):

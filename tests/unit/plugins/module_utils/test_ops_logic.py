@@ -12,8 +12,9 @@ import re
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import (
-    bench_plot, bench_sweep, config_set, ops_status, smoke_checks, vllm_client)
+from ansible_collections.dgxspark.ds4.plugins.module_utils._bench import bench_plot, bench_sweep
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import config_set
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import ops_status, smoke_checks, vllm_client
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""plugins/module_utils/quality_canary.py: the canary's checks on stream records, the timing judgement against the
+"""plugins/module_utils/_node/quality_canary.py: the canary's checks on stream records, the timing judgement against the
 pair's own baseline, the saturation skip and the settings' refusals."""
 
 import json
@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import quality_canary as qc
-from ansible_collections.dgxspark.ds4.plugins.module_utils import smoke_checks
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import quality_canary as qc
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import smoke_checks
 
 CJK = '我们 的 模型 在 这个 问题 上 给出 了 答案 。 然后 继续 生成 中文 文本'
 GOOD_DECODE = ('The sky looks blue because air molecules scatter the short blue wavelengths of sunlight far more '

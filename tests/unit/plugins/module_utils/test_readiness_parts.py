@@ -13,7 +13,11 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe, readiness_http, redact, vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe, vllm_client
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness import readiness_http
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security import redact
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import readiness_pair, readiness_phases
 
 PARTS = (readiness_phases, readiness_pair, readiness_http, redact, node_probe)

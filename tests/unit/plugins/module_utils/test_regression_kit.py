@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""plugins/module_utils/regression_kit.py: the kit per recipe (the shipped data file), its run on fake endpoints, the
+"""plugins/module_utils/_converge/regression_kit.py: the kit per recipe (the shipped data file), its run on fake endpoints, the
 verdict in both directions and at its thresholds, and the refusals of bad thresholds."""
 
 import glob
@@ -11,7 +11,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import regression_kit as rk
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import regression_kit as rk
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 with open(os.path.join(REPO, 'roles', 'config', 'files', 'regression_kit.yml')) as _fh:

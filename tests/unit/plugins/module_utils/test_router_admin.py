@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import router_admin as ra
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_admin as ra
 from .fake_router import FakeRouter
 
 

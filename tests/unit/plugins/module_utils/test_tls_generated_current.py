@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import tls_plan as t
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security import tls_plan as t
 
 NOW = datetime.datetime(2026, 12, 1, tzinfo=datetime.timezone.utc)
 SANS = ['DNS:spark1', 'DNS:ds4-replicas-spark1', 'IP:10.77.5.11', 'IP:127.0.0.1', 'DNS:localhost']

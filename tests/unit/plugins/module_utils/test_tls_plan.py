@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import api_exposure as x
-from ansible_collections.dgxspark.ds4.plugins.module_utils import tls_plan as t
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security import api_exposure as x
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security import tls_plan as t
 
 NOW = datetime.datetime(2026, 11, 26, tzinfo=datetime.timezone.utc)
 NAMES = ['spark1', '192.0.2.10', '192.168.100.10', '127.0.0.1', 'localhost']

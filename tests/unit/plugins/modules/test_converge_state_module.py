@@ -61,7 +61,7 @@ def test_record_refuses_drift_left_as_found_until_repaired(tmp_path):
 
 def _probe(tmp_path, secrets, check_mode=False):
     """A probe with secret inputs {name: value}, sent as the action sends them (converge_state.split_secrets)."""
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
     extra = dict(_ansible_check_mode=True) if check_mode else {}
     return call(tmp_path, 'probe', {}, role='router', inputs={'router_listen_port': 'h1'},
                 secret_inputs=cs.split_secrets(secrets)[1], **extra)
@@ -71,7 +71,7 @@ def test_secret_inputs_are_hashed_on_the_node_under_its_own_salt_and_a_change_is
     """The probe's result (shown with -v) carries no plain hash of a secret: a secret input is hashed with the node's
     random salt, so a short one (a VRRP password) cannot be guessed back from the output; stable across runs on the
     node, and a changed secret is still named among the inputs that differ."""
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
     secrets = {'router_vrrp_auth_pass': 'pa55'}
     first = _probe(tmp_path, secrets)
     salt_file = tmp_path / 'state' / '.salt'
@@ -100,7 +100,7 @@ def test_check_mode_writes_no_salt(tmp_path):
 
 
 def test_split_secrets_by_name():
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
     plain, secret = cs.split_secrets({'ds4_api_keys': ['a'], 'router_vrrp_auth_pass': 'p', 'ds4_effective': {'x': 1},
                                       'model_cache_hf_token': 't', 'vllm_service_api_key': 'k'})
     assert plain == {'ds4_effective': {'x': 1}}
@@ -112,7 +112,7 @@ def test_split_secrets_by_name():
 def test_a_name_that_only_holds_a_secret_word_is_no_secret():
     """A secret by the name's last word: counts and kinds that hold such a word inside are plain inputs (as secrets,
     their values - 64, 400, ed25519 - were masked by Ansible wherever they occurred in the module's results)."""
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
     plain, secret = cs.split_secrets({'vllm_service_canary_decode_tokens': 64, 'vllm_service_hang_prefill_tokens_per_s': 400,
                                       'peer_access_host_key_type': 'ed25519', 'peer_access_key_comment': 'c',
                                       'monitoring_grafana_admin_password_file': '/etc/p', 'ds4_tls_private_key': 'k',
@@ -130,7 +130,7 @@ def test_a_secret_value_inside_a_hash_does_not_corrupt_the_record(tmp_path, monk
     there and recorded so; every later probe differed from that record and the role ran on every deploy. Exits
     here through Ansible's own masking (AnsibleModule._return_formatted's remove_values)."""
     from ansible.module_utils import basic
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
 
     def masked_exit(self, **kwargs):
         raise ExitJson(basic.remove_values(kwargs, self.no_log_values))

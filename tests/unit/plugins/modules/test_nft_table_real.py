@@ -139,7 +139,7 @@ print(json.dumps(out))
 def test_real_owner_rule_lets_only_the_listed_uids_reach_the_owned_ports(tmp_path):
     """The output rule by socket owner, on real sockets: root and uid 33 (www-data, the proxy) reach the owned ports
     (vLLM's, vllm-router's admin and metrics), uid 65534 (nobody) is reset; a port not owned stays open to it."""
-    from ansible_collections.dgxspark.ds4.plugins.module_utils.nft_ruleset import render_ruleset
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._security.nft_ruleset import render_ruleset
     ruleset = tmp_path / 'ruleset.nft'
     ruleset.write_text(render_ruleset({
         'table': 'dgxspark_ds4', 'api_port': 8000, 'upstream_port': 8001, 'master_port': 29501,
@@ -237,7 +237,7 @@ def test_real_served_ports_answer_from_their_services_only_a_local_squatter_rece
     owner alone would let it through); root and a DynamicUser uid (vllm-router) serve as before; a port the collection
     does not serve stays a user's. The control plane: another user's connection to the master port or an inter-node
     port on the fabric address is reset, root's gets through."""
-    from ansible_collections.dgxspark.ds4.plugins.module_utils.nft_ruleset import (expected_listing, normalise_listing,
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._security.nft_ruleset import (expected_listing, normalise_listing,
                                                                                    render_ruleset)
     spec = {'table': 'dgxspark_ds4', 'api_port': 8000, 'upstream_port': 8001, 'master_port': 29501,
             'allowed_networks': [], 'fabric_addresses': ['10.77.0.11', '10.77.0.12'], 'self_address': '10.77.0.11',

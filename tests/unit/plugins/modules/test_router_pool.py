@@ -7,7 +7,7 @@ tests/unit/plugins/module_utils/fake_router.py: changed told truthfully, check m
 
 import pytest
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import router_admin
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_admin
 from ansible_collections.dgxspark.ds4.plugins.modules import router_pool as mod
 from module_utils.fake_router import FakeRouter  # pylint: disable=import-error
 from .module_harness import ExitJson, FailJson, patch_exit, run_main

@@ -12,7 +12,7 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import ops_status
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import ops_status
 from ansible_collections.dgxspark.ds4.plugins.modules import vllm_status as mod
 from .module_harness import ExitJson, FailJson, patch_exit
 

@@ -11,7 +11,7 @@ import os
 import yaml
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import allreduce_guard as ag
-from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 ROLE = os.path.join(REPO, "roles", "nccl_fabric")

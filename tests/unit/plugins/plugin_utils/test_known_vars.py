@@ -19,7 +19,7 @@ NOT_VARIABLES = {
     "api_proxy_config": "module dgxspark.ds4.api_proxy_config",
     "config_set": "module dgxspark.ds4.config_set",
     "router_pool": "module dgxspark.ds4.router_pool",
-    "router_admin": "plugins/module_utils/router_admin.py (installed on the router host for the pool keeper)",
+    "router_admin": "plugins/module_utils/_node/router_admin.py (installed on the router host for the pool keeper)",
     "router_config": "playbooks/tasks/router_config.yml and plugins/plugin_utils/router_config.py",
     "router_url": "option of module dgxspark.ds4.router_pool",
     "router_metrics_url": "option of module dgxspark.ds4.router_pool",

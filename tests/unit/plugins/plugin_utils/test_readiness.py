@@ -9,9 +9,9 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe
-from ansible_collections.dgxspark.ds4.plugins.module_utils import readiness_http
-from ansible_collections.dgxspark.ds4.plugins.module_utils import redact
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
+from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness import readiness_http
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security import redact
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import readiness_pair
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import readiness_phases
 

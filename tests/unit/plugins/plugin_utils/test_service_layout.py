@@ -108,17 +108,17 @@ def test_vllm_ready_reads_the_published_names():
 
 
 def test_vllm_ready_argument_spec_matches_the_module():
-    """The module and the action take their options from one spec (module_utils/vllm_ready_spec.py): the module
+    """The module and the action take their options from one spec (module_utils/_readiness/vllm_ready_spec.py): the module
     passes ARGUMENT_SPEC to AnsibleModule, the action validates the same names and types without defaults (an
     unset option is filled from ds4_effective there)."""
     import ast
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_ready_spec
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness import vllm_ready_spec
     with open(os.path.join(REPO, "plugins", "modules", "vllm_ready.py")) as f:
         tree = ast.parse(f.read())
     passed = [node.value for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg == "argument_spec"]
     assert len(passed) == 1 and isinstance(passed[0], ast.Name) and passed[0].id == "ARGUMENT_SPEC", passed
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                and node.module.endswith("module_utils.vllm_ready_spec") for alias in node.names]
+                and node.module.endswith("module_utils._readiness.vllm_ready_spec") for alias in node.names]
     assert imported == ["ARGUMENT_SPEC"], imported
     module_spec = vllm_ready_spec.ARGUMENT_SPEC
     assert ready_action.ARGUMENT_SPEC is vllm_ready_spec.ACTION_ARGUMENT_SPEC

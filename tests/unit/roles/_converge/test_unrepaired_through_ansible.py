@@ -114,7 +114,7 @@ __cvtest_converge_checks:
 def test_a_secret_input_reaches_no_output_not_even_as_its_plain_hash(tmp_path):
     """-v shows the probe's result (its per-input hashes): a secret input's is an HMAC under the node's own salt,
     never the secret nor its plain hash; the run after is as recorded, and a changed secret is named."""
-    from ansible_collections.dgxspark.ds4.plugins.module_utils import converge_state as cs
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
     dummy, state = _throwaway_role(tmp_path, SECRET_VARS)
     secret = 'vrrp-pw1'
     outputs = []

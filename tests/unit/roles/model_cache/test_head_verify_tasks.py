@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import model_manifest as mm
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model import model_manifest as mm
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..'))
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), 'ansible-playbook')

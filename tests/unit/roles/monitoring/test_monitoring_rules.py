@@ -22,9 +22,9 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import hang as pg_hang
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import state as pg_state
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import hang as pg_hang
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import state as pg_state
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))

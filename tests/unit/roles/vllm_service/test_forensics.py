@@ -19,8 +19,8 @@ from .role_files import load
 
 forensics = load('forensics.py')
 prestart = load('prestart.py')
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import pair as pg_pair
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import watch as pg_watch
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import pair as pg_pair
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import watch as pg_watch
 
 FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'kernel'))
 CLEAN = os.path.join(FIXTURES, 'prev-boot-clean-benign.log')

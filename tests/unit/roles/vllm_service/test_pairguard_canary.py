@@ -16,12 +16,12 @@ from .role_files import load
 from .test_pairguard import HEAD, SSH, WORKER, FakeSystemd
 from .test_pairguard_memory import Clock, gate
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import canary as pg_canary
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import hang as pg_hang
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import pair as pg_pair
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import state as pg_state
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import watch as pg_watch
-from ansible_collections.dgxspark.ds4.plugins.module_utils import quality_canary
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import canary as pg_canary
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import hang as pg_hang
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import pair as pg_pair
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import state as pg_state
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import watch as pg_watch
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import quality_canary
 pairguard = load('pairguard.py')
 
 IDLE = 'vllm:num_requests_running 0.0\nvllm:num_requests_waiting 0.0\nvllm:generation_tokens_total 10.0\n'

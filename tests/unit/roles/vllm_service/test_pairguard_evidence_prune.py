@@ -15,8 +15,8 @@ import pytest
 
 from .role_files import load
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import config as pg_config
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import jobs as pg_jobs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import config as pg_config
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import jobs as pg_jobs
 pairguard = load('pairguard.py')
 forensics = load('forensics.py')
 

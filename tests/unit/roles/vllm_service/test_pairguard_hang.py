@@ -18,11 +18,11 @@ import pytest
 
 from .role_files import load
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import config as pg_config
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import hang as pg_hang
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import jobs as pg_jobs
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import pair as pg_pair
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import watch as pg_watch
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import config as pg_config
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import hang as pg_hang
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import jobs as pg_jobs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import pair as pg_pair
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import watch as pg_watch
 pairguard = load('pairguard.py')
 
 SSH = ['ssh', '-i', '/etc/dgxspark-ds4/peer/id_ed25519', 'root@10.77.0.12']

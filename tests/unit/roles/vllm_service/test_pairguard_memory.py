@@ -14,9 +14,9 @@ import os
 from .role_files import load
 from .test_pairguard import HEAD, SSH, WORKER, FakeSystemd
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import pair as pg_pair
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import watch as pg_watch
-from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import pair as pg_pair
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import watch as pg_watch
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'fixtures', 'memory')
 BAND = ('band-min', 'band-low', 'band-mid', 'band-high')

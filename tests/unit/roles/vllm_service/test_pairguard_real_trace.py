@@ -17,7 +17,7 @@ import pytest
 
 from .role_files import load
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard import hang as pg_hang
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import hang as pg_hang
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 PREFILL = os.path.join(REPO, 'tests', 'fixtures', 'real_vllm', 'prefill.json')

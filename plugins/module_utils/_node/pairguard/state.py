@@ -4,10 +4,10 @@
 
 import os
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard as memguard
-from ansible_collections.dgxspark.ds4.plugins.module_utils import quality_canary
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.jobs import _utc_stamp
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.pair import load_record, save_record, say
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard as memguard
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import quality_canary
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.jobs import _utc_stamp
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import load_record, save_record, say
 
 
 # --------------------------------------------------------------------------- guard state + textfile

@@ -78,9 +78,9 @@ except ImportError:  # pragma: no cover  (Python 2 is not supported by the colle
     from httplib import HTTPException  # type: ignore
     from urllib import quote  # type: ignore
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_stats
-from ansible_collections.dgxspark.ds4.plugins.module_utils import ops_status
-from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import ops_status
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import vllm_client
 
 HTTP_TIMEOUT_S = 10.0
 POLL_S = 0.5

@@ -41,7 +41,7 @@ import random
 import threading
 import time
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import ops_status, vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import ops_status, vllm_client
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The watch config's own checks (the memory guard and the canary check theirs)."""
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.jobs import evidence_problems
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.jobs import evidence_problems
 
 
 # config key -> (role variable that sets it, smallest value allowed)

@@ -48,12 +48,13 @@ API:
 
 
 import re
+from typing import Any
 
 ROLES_BOTH = ("head", "worker")
 
 # rank bands: 10 environment/host, 20 network/fabric, 30 image/software, 40 memory,
 # 60 peer failure symptoms, 80 benign/info, 90 generic wrappers.
-CATALOGUE = (
+CATALOGUE: tuple[dict[str, Any], ...] = (
     {
         "id": "unit-exec-missing",
         "patterns": (

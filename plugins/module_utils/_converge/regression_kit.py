@@ -36,10 +36,10 @@ import copy
 import os
 import time
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_stats
-from ansible_collections.dgxspark.ds4.plugins.module_utils import garble
-from ansible_collections.dgxspark.ds4.plugins.module_utils import smoke_checks
-from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import garble
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import smoke_checks
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import vllm_client
 
 # threshold key -> (playbook variable, default percent, smallest, largest)
 THRESHOLDS = (

@@ -22,8 +22,8 @@ import os
 import re
 import time
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.drop_caches import drop_behind
-from ansible_collections.dgxspark.ds4.plugins.module_utils.model_sync import (
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model.drop_caches import drop_behind
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model.model_sync import (
     DEFAULT_EXCLUDES, SyncError, _run, free_bytes, human, local_listing, nearest_existing)
 
 PINNED_RE = re.compile(r'^[0-9a-f]{40}$')

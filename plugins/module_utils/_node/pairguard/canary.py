@@ -6,12 +6,12 @@ import json
 import os
 import time
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import quality_canary
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.hang import (
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import quality_canary
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.hang import (
     fetch_metrics, metric_total, parse_prometheus)
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.jobs import (
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.jobs import (
     ChildJob, _utc_stamp, _write, evidence_path)
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.pair import load_record, say
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import load_record, say
 
 
 def run_canary_child(cfg, result_path):

@@ -8,7 +8,7 @@ poll), state (guard state, the textfile), watch (the watch loop), config (its ch
 roles/vllm_service/files/pairguard.py.
 
 The entry point is installed by dgxspark.ds4.vllm_service as /usr/local/libexec/dgxspark-ds4/pairguard.py on the head,
-this package under <libexec>/ansible_collections/dgxspark/ds4/plugins/module_utils/node/pairguard/.
+this package under <libexec>/ansible_collections/dgxspark/ds4/plugins/module_utils/_node/pairguard/.
 Python 3 standard library only. Two entry points share one record, the worker unit's systemd
 InvocationID that the running head was paired with (state file, JSON):
 
@@ -84,15 +84,15 @@ evidence (journalctl, docker top/exec, /proc/meminfo, nvidia-smi).
 import os
 import time
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard as memguard
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.canary import (
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard as memguard
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.canary import (
     CanaryJob, CanaryWatch, canary_deadline_s, canary_request_timeout_s)
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.hang import HangDetector, fetch_metrics
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.jobs import EvidenceJob, _write
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.memory import MemoryWatch
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.pair import (
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.hang import HangDetector, fetch_metrics
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.jobs import EvidenceJob, _write
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.memory import MemoryWatch
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import (
     GuardError, load_record, prepare_control_dir, run, say, set_phase, ssh_control_options, unit_state, with_ssh_options)
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.state import GuardState
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.state import GuardState
 
 
 class Watch(CanaryWatch, MemoryWatch):

@@ -27,8 +27,8 @@ import json
 import re
 import time
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_stats
-from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 
 UNIT_PROPS = ("ActiveState", "SubState", "Result", "NRestarts", "MainPID", "ExecMainStatus", "ActiveEnterTimestamp",
               "LoadState", "UnitFileState")

@@ -16,8 +16,8 @@ the HTTP client is vllm_client's.
 
 import time
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import bench_stats
-from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import vllm_client
 
 DEFAULT_LEVELS = (1, 2, 4, 8, 16)        # seed 000 sweep
 DEFAULT_MAX_TOKENS = 256                 # seed 000: 256 output tokens

@@ -21,7 +21,7 @@ value and the raw text (doctor keeps the raw text as evidence).
 
 Used by ``plugins/modules/ds4_doctor.py``, ``plugins/modules/vllm_ready.py`` and ``plugins/action/vllm_ready.py``
 (through ``readiness_pair``), ``plugins/modules/vllm_status.py`` (through ``ops_status``) and
-``plugins/module_utils/drop_caches.py`` (meminfo).
+``plugins/module_utils/_model/drop_caches.py`` (meminfo).
 """
 
 

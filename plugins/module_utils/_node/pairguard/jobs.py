@@ -12,7 +12,7 @@ import signal
 import stat
 import time
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.pair import load_record, say
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import load_record, say
 
 
 def _num(value):

@@ -19,8 +19,8 @@ A failure is {'request': name, 'check': name, 'excerpt': str, 'detail': str}.
 import json
 import re
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import garble
-from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import garble
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import vllm_client
 
 DETERMINISTIC_PROMPT = "What is 2+2? Answer with one word."
 DETERMINISTIC_EXPECTED = ("four", "4")

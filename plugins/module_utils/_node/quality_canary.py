@@ -50,9 +50,9 @@ failures); only its timings are not (`busy`: the pair guard judges timings on a 
 
 import threading
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import garble
-from ansible_collections.dgxspark.ds4.plugins.module_utils import smoke_checks
-from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import garble
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import smoke_checks
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import vllm_client
 
 KNOWN_ANSWERS = (
     ('arithmetic', smoke_checks.DETERMINISTIC_PROMPT, smoke_checks.DETERMINISTIC_EXPECTED),

@@ -22,7 +22,7 @@ API:
 """
 
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import fabric_discovery, nccl_log
+from ansible_collections.dgxspark.ds4.plugins.module_utils._fabric import fabric_discovery, nccl_log
 
 PER_NODE_KEYS = ("VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX")
 GID_MODES = ("auto", "discover", "inventory", "unset")

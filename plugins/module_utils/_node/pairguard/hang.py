@@ -6,8 +6,8 @@ import math
 import re
 import http.client as httplib
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.jobs import _num, _ratio
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.pair import GuardError
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.jobs import _num, _ratio
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import GuardError
 
 
 # --------------------------------------------------------------------------- Prometheus text format

@@ -14,7 +14,7 @@ import os
 import re
 import shlex
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import node_probe
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 
 
 LEVELS = (1, 2, 3)

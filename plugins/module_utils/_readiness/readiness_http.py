@@ -12,7 +12,7 @@ Used by the module ``dgxspark.ds4.vllm_ready`` (run on the head node itself).
 import json
 import time
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import vllm_client
 
 
 def check_models(status, text, served_name, max_model_len):

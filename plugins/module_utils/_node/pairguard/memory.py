@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The watch loop's memory guard poll (the logic: the collection's memory_guard)."""
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils import memory_guard as memguard
-from ansible_collections.dgxspark.ds4.plugins.module_utils.node.pairguard.pair import say
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard as memguard
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import say
 
 
 class MemoryWatch(object):

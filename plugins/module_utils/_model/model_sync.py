@@ -36,7 +36,7 @@ import subprocess
 import tempfile
 import time
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils.drop_caches import drop_behind
+from ansible_collections.dgxspark.ds4.plugins.module_utils._model.drop_caches import drop_behind
 
 DEFAULT_EXCLUDES = ['.cache/**', '*.lock', '*.incomplete']
 # Where a replacement is written before it is renamed over the destination's file (excluded like the hub's .cache).
