@@ -7,8 +7,8 @@ import os
 import time
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import quality_canary
-from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.hang import (
-    fetch_metrics, metric_total, parse_prometheus)
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.bench_stats import parse_prometheus
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.hang import fetch_metrics, metric_total
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.jobs import (
     ChildJob, _utc_stamp, _write, evidence_path)
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import load_record, say

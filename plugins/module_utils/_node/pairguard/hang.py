@@ -6,51 +6,18 @@ import math
 import re
 import http.client as httplib
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.bench_stats import parse_prometheus
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.jobs import _num, _ratio
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import GuardError
 
 
 # --------------------------------------------------------------------------- Prometheus text format
-_SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+-?\d+)?\s*$')
-_LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
-
-
-def _prom_float(text):
-    low = text.lower()
-    if low in ('nan',):
-        return float('nan')
-    if low in ('+inf', 'inf'):
-        return float('inf')
-    if low == '-inf':
-        return float('-inf')
-    return float(text)
-
-
-def parse_prometheus(text):
-    """Prometheus text exposition -> [(name, {label: value}, float)]; comments and bad lines skipped."""
-    out = []
-    for line in (text or '').splitlines():
-        line = line.strip()
-        if not line or line.startswith('#'):
-            continue
-        m = _SAMPLE_RE.match(line)
-        if not m:
-            continue
-        labels = {}
-        if m.group(3):
-            for lm in _LABEL_RE.finditer(m.group(3)):
-                labels[lm.group(1)] = lm.group(2).replace('\\"', '"').replace('\\n', '\n').replace('\\\\', '\\')
-        try:
-            value = _prom_float(m.group(4))
-        except ValueError:
-            continue
-        out.append((m.group(1), labels, value))
-    return out
+# The text is parsed by the node package's one parser, bench_stats.parse_prometheus ({'name', 'labels', 'value'}).
 
 
 def metric_total(samples, name):
     """Sum of every sample of that name (all engines / label sets); None when the series is absent."""
-    values = [v for n, _l, v in samples if n == name and not math.isnan(v)]
+    values = [sample['value'] for sample in samples if sample['name'] == name and not math.isnan(sample['value'])]
     return sum(values) if values else None
 
 

@@ -16,6 +16,7 @@ from .role_files import load
 from .test_pairguard import HEAD, SSH, WORKER, FakeSystemd
 from .test_pairguard_memory import Clock, gate
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import canary as pg_canary
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import hang as pg_hang
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import pair as pg_pair
@@ -110,7 +111,7 @@ def test_a_healthy_pair_sets_its_baseline_then_runs_every_interval_never_gated(t
                  'dgxspark_ds4_canary_last_run_timestamp_seconds %d' % clock.now, 'dgxspark_ds4_canary_ttft_seconds 0.25',
                  'dgxspark_ds4_canary_decode_tokens_per_second 48.0'):
         assert line in prom, (line, prom)
-    assert len(pg_hang.parse_prometheus(prom)) == len([ln for ln in prom.splitlines() if ln and not ln.startswith('#')])
+    assert len(bench_stats.parse_prometheus(prom)) == len([ln for ln in prom.splitlines() if ln and not ln.startswith('#')])
 
 
 def test_a_garbled_pair_is_gated_at_once_evidence_kept_and_restarted_after_n_failures(tmp_path, capsys):

@@ -18,6 +18,7 @@ import pytest
 
 from .role_files import load
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import config as pg_config
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import hang as pg_hang
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import jobs as pg_jobs
@@ -156,8 +157,8 @@ def test_prometheus_text_parsed_with_labels_escapes_and_histograms():
             'vllm:num_requests_running{engine="1",model_name="m"} 2\n'
             'vllm:iteration_tokens_total_count{engine="0"} 17 1764000000000\n'
             'garbage line here\nvllm:kv_cache_usage_perc NaN\n')
-    samples = pg_hang.parse_prometheus(text)
-    assert ('vllm:num_requests_running', {'engine': '0', 'model_name': 'a "b"'}, 3.0) in samples
+    samples = bench_stats.parse_prometheus(text)
+    assert {'name': 'vllm:num_requests_running', 'labels': {'engine': '0', 'model_name': 'a "b"'}, 'value': 3.0} in samples
     assert pg_hang.metric_total(samples, 'vllm:num_requests_running') == 5.0
     assert pg_hang.metric_total(samples, 'vllm:iteration_tokens_total_count') == 17.0
     assert pg_hang.metric_total(samples, 'vllm:kv_cache_usage_perc') is None
@@ -560,7 +561,7 @@ def test_state_file_and_textfile_export(tmp_path):
     assert 'dgxspark_ds4_guard_watchdog_enabled 1' in prom
     assert not [f for f in os.listdir(os.path.dirname(c['textfile'])) if f.endswith('.tmp')]
     # every sample line parses as Prometheus text, with HELP and TYPE for each family
-    samples = pg_hang.parse_prometheus(prom)
+    samples = bench_stats.parse_prometheus(prom)
     assert len(samples) == len([ln for ln in prom.splitlines() if ln and not ln.startswith('#')])
     assert prom.count('# TYPE ') == prom.count('# HELP ') == 12  # 10 + dgxspark_ds4_memguard_enabled, dgxspark_ds4_canary_enabled (both off)
     # a new guard process keeps the counters

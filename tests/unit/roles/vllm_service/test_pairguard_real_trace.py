@@ -17,6 +17,7 @@ import pytest
 
 from .role_files import load
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import hang as pg_hang
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
@@ -42,7 +43,7 @@ def recorded_polls():
 
 
 def _values(text):
-    samples = pg_hang.parse_prometheus(text)
+    samples = bench_stats.parse_prometheus(text)
     return pg_hang.metric_total(samples, 'vllm:num_requests_running'), pg_hang.progress_values(samples)
 
 
