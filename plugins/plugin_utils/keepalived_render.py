@@ -74,7 +74,7 @@ def priority(index: int) -> int:
     return max(TOP_PRIORITY - PRIORITY_STEP * index, 1)
 
 
-def vip_errors(vip: Any, router_addresses: list[tuple[str, str]], taken: dict[str, str]) -> list[str]:
+def vip_errors(vip: Any, router_addresses: list[tuple[str, str | None]], taken: dict[str, str]) -> list[str]:
     """The inventory check of ds4_router_vip. router_addresses: [(host, address)] of the router hosts;
     taken: {address: host} of every address a Spark already uses (ansible_host, router and fabric addresses)."""
     iface, why = parse_vip(vip)

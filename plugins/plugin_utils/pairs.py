@@ -26,6 +26,7 @@ calls ``validate_pairs`` first, computes each host's configuration within its ow
 
 import ipaddress
 import re
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue, keepalived_render
 
@@ -36,7 +37,7 @@ DEFAULT_API_PORT = 8000
 DEFAULT_ROUTER_PORT = 8080
 
 
-def _recipe_layer(hv):
+def _recipe_layer(hv: dict[str, Any]) -> dict[str, Any] | None:
     """The host's recipe layer as the config role resolves it (catalogue.resolve: the user's own ds4_profile_config,
     else the shipped recipe ds4_profile names, with ds4_model's checkpoint); None when it cannot be resolved (the
     config check names why)."""
@@ -45,7 +46,7 @@ def _recipe_layer(hv):
     return layer if isinstance(layer, dict) else None
 
 
-def _layered(layers, *path):
+def _layered(layers: tuple[Any, ...], *path: str) -> Any:
     """A profile-layer value: ds4_site_overrides wins over the recipe layer (None when neither has it)."""
     for node in layers:
         for key in path:
@@ -55,7 +56,7 @@ def _layered(layers, *path):
     return None
 
 
-def host_facts(name, hv):
+def host_facts(name: str, hv: dict[str, Any]) -> dict[str, Any]:
     """What pair validation reads of one host."""
     layers = (hv.get('ds4_site_overrides'), _recipe_layer(hv))
     served = _layered(layers, 'serve_args', 'served-model-name')
@@ -78,19 +79,19 @@ def host_facts(name, hv):
     }
 
 
-def _network(fact):
+def _network(fact: dict[str, Any]) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
     try:
         return ipaddress.ip_interface('%s/%s' % (fact['fabric_ip'], fact['fabric_prefix'])).network
     except (ValueError, TypeError):
         return None
 
 
-def pair_groups(groups):
+def pair_groups(groups: dict[str, Any] | None) -> list[str]:
     return sorted(g for g in (groups or {}) if PAIR_GROUP_RE.match(g))
 
 
-def _check_pair(name, hosts, facts):
-    errors = []
+def _check_pair(name: str, hosts: list[str], facts: dict[str, dict[str, Any]]) -> tuple[list[str], dict[str, Any] | None]:
+    errors: list[str] = []
     ranks = dict((h, facts[h]['rank']) for h in hosts)
     heads = [h for h in hosts if ranks[h] == 0]
     workers = [h for h in hosts if ranks[h] == 1]
@@ -126,7 +127,7 @@ def _check_pair(name, hosts, facts):
                 'master_port': hf['master_port'], 'fabric_network': distinct[0]}
 
 
-def validate_pairs(groups, hostvars):
+def validate_pairs(groups: dict[str, Any] | None, hostvars: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
     """(pairs, errors): the pair list (sorted by name) and every problem (empty when valid)."""
     groups = groups or {}
     hostvars = hostvars or {}
@@ -137,7 +138,7 @@ def validate_pairs(groups, hostvars):
     members = dict((g, list(groups.get(g) or [])) for g in names)
     all_hosts = sorted(set(spark) | set(h for hs in members.values() for h in hs))
     facts = dict((h, host_facts(h, hostvars.get(h) or {})) for h in all_hosts)
-    errors = []
+    errors: list[str] = []
     if not names:
         if len(spark) > 2:
             return [], ['group spark holds %d hosts (%s) but no pair group; with more than two Sparks each pair is a '
@@ -147,7 +148,7 @@ def validate_pairs(groups, hostvars):
         members = {'spark': list(spark)}
         names = ['spark']
     else:
-        where = {}
+        where: dict[str, list[str]] = {}
         for g in names:
             for h in members[g]:
                 where.setdefault(h, []).append(g)
@@ -161,7 +162,7 @@ def validate_pairs(groups, hostvars):
         for h in sorted(set(spark) - set(where)):
             errors.append('%s is in spark but in no pair group (%s). Fix: add it to one of them, or a new '
                           'spark_pair<N> with its partner' % (h, ', '.join(names)))
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for g in names:
         errs, pair = _check_pair(g, list(members[g]), facts)
         errors.extend(errs)
@@ -172,11 +173,11 @@ def validate_pairs(groups, hostvars):
     return (pairs if not errors else []), errors
 
 
-def _cross_pair_errors(pairs, facts):
-    errors = []
+def _cross_pair_errors(pairs: list[dict[str, Any]], facts: dict[str, dict[str, Any]]) -> list[str]:
+    errors: list[str] = []
     # ports on one machine: two inventory hosts with the same ansible_host are one machine
     for port_key, what in (('master_port', 'master port'), ('api_port', 'API port')):
-        used = {}
+        used: dict[tuple[Any, Any], dict[str, set[str]]] = {}
         for pair in pairs:
             for h in (pair['hosts'] if port_key == 'master_port' else [pair['head']]):
                 port = facts[h][port_key] if port_key == 'master_port' else pair['api_port']
@@ -188,7 +189,7 @@ def _cross_pair_errors(pairs, facts):
                               '%s (ds4_site_overrides.%s)' % (machine, what, port, ' and '.join(sorted(by_pair)),
                                                               ', '.join(sorted(hosts)), what,
                                                               'master_port' if port_key == 'master_port' else 'api.port'))
-    by_model = {}
+    by_model: dict[Any, list[dict[str, Any]]] = {}
     for pair in pairs:
         by_model.setdefault(pair['served_model'], []).append(pair)
     for model in sorted(by_model, key=str):
@@ -201,7 +202,7 @@ def _cross_pair_errors(pairs, facts):
     return errors
 
 
-def pair_of(pairs, host):
+def pair_of(pairs: list[dict[str, Any]], host: str) -> dict[str, Any] | None:
     """The pair holding `host` (None when it is in none)."""
     for pair in pairs:
         if host in pair['hosts']:
@@ -209,14 +210,14 @@ def pair_of(pairs, host):
     return None
 
 
-def router_needed(pairs, enabled=None):
+def router_needed(pairs: list[dict[str, Any]], enabled: Any = None) -> bool:
     """A router when there is more than one pair, or when asked (ds4_router_enabled: true)."""
     if enabled is None or str(enabled).lower() == 'auto':
         return len(pairs) > 1
     return bool(enabled)
 
 
-def _is_ip(text):
+def _is_ip(text: Any) -> bool:
     try:
         ipaddress.ip_address(str(text))
         return True
@@ -224,7 +225,7 @@ def _is_ip(text):
         return False
 
 
-def _router_hosts(pairs, host, hosts, vip):
+def _router_hosts(pairs: list[dict[str, Any]], host: Any, hosts: Any, vip: Any) -> tuple[list[Any], list[str]]:
     """(router hosts, errors): ds4_router_hosts with a VIP (default the heads of the first two pairs), else the one
     ds4_router_host (default the first pair's head)."""
     heads = [p['head'] for p in pairs]
@@ -252,7 +253,9 @@ def _router_hosts(pairs, host, hosts, vip):
     return chosen, []
 
 
-def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None, vip=None, vrrp_auth_pass=None, scheme='http'):
+def router_plan(pairs: list[dict[str, Any]], hostvars: dict[str, Any], enabled: Any = None, host: Any = None, port: Any = None,
+                hosts: Any = None, vip: Any = None, vrrp_auth_pass: Any = None,
+                scheme: str = 'http') -> tuple[dict[str, Any], list[str]]:
     """(plan, errors): where the routers run and how the heads let them in.
 
     enabled: ds4_router_enabled (None/'auto' = more than one pair); host: ds4_router_host (one router, default the
@@ -266,7 +269,7 @@ def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None,
     vip (address/prefix or None), vrrp_hosts ([{host, address}] with a VIP: role dgxspark.ds4.router's
     router_vrrp_hosts), port, endpoint (what clients use), workers (one URL per pair, in pair order); scheme: https when
     the fronts serve TLS (ds4_tls), in the endpoint and the workers' URLs."""
-    errors = []
+    errors: list[str] = []
     if enabled is not None and not isinstance(enabled, bool) and str(enabled).lower() != 'auto':
         errors.append('ds4_router_enabled = %r: must be true, false or auto (a router when there is more than one '
                       'pair). Fix: remove it or set true/false' % (enabled,))
@@ -288,7 +291,7 @@ def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None,
                           'default (%s)' % (var, name, ', '.join(all_hosts), heads[0] if heads else '?'))
     if errors:
         return plan, errors
-    addresses = []
+    addresses: list[str | None] = []
     for name in chosen:
         hv = hostvars.get(name) or {}
         addr = hv.get('ds4_router_address') or hv.get('ansible_host')
@@ -297,7 +300,7 @@ def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None,
                           'ansible_host (%r). Fix: set ds4_router_address (host_vars/%s.yml) to the IP %s reaches the '
                           'heads from' % (hv.get('ds4_router_address'), name, name, hv.get('ansible_host'), name, name))
         addresses.append(str(addr) if _is_ip(addr) else None)
-    seen = {}
+    seen: dict[str | None, str] = {}
     for name, addr in zip(chosen, addresses):
         if addr is not None and addr in seen:
             errors.append('ds4_router_address = %r on both %s and %s: each router host needs its own address (the heads '
@@ -314,7 +317,7 @@ def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None,
                     errors.append('ds4_router_port = %r is already used on %s by pair %s (API, vLLM or master port). '
                                   'Fix: pick another port, e.g. %d' % (plan['port'], name, p['name'], DEFAULT_ROUTER_PORT))
     if vip not in (None, ''):
-        taken = {}
+        taken: dict[str, str] = {}
         for name in sorted(hostvars):
             hv = hostvars[name] or {}
             for key in ('ansible_host', 'ds4_router_address', 'ds4_fabric_ip'):
@@ -326,8 +329,9 @@ def router_plan(pairs, hostvars, enabled=None, host=None, port=None, hosts=None,
             errors.append('router_vrrp_auth_pass (%s): with ds4_router_vip the router hosts authenticate their VRRP '
                           'adverts with it; %s. Fix: set router_vrrp_auth_pass in group_vars/spark (vault it)'
                           % ('not set' if vrrp_auth_pass in (None, '') else 'value not shown', why))
-        if not errors:
-            plan['vip'] = keepalived_render.parse_vip(vip)[0].with_prefixlen
+        iface = keepalived_render.parse_vip(vip)[0]
+        if not errors and iface is not None:  # no error: vip_errors parsed the VIP
+            plan['vip'] = iface.with_prefixlen
             plan['vrrp_hosts'] = [{'host': h, 'address': a} for h, a in zip(chosen, addresses)]
     plan['addresses'] = addresses
     plan['address'] = addresses[0] if addresses else None

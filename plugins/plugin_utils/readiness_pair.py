@@ -21,6 +21,7 @@ import re
 import tempfile
 import time
 from collections import deque
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.readiness_phases import PhaseTracker
 
@@ -35,7 +36,7 @@ WIDEN_POLLS = 3
 PEER_RECHECK = 0.1
 
 
-def unit_down(status):
+def unit_down(status: dict[str, Any]) -> str | None:
     """Why the unit/container is not (going to be) running, or None.
 
     status: {'active_state', 'sub_state', 'n_restarts', 'main_pid', 'exec_main_status',
@@ -65,11 +66,11 @@ class NodeWatch(object):
     unit's main PID changed, or the container that was running stopped or was replaced.
     """
 
-    def __init__(self):
-        self.base = None
-        self.container_seen = None
+    def __init__(self) -> None:
+        self.base: dict[str, Any] | None = None
+        self.container_seen: str | None = None
 
-    def observe(self, status):
+    def observe(self, status: dict[str, Any]) -> str | None:
         reason = unit_down(status)
         if reason:
             return reason
@@ -94,7 +95,7 @@ class NodeWatch(object):
 # coordination of the head and worker poller instances on the controller
 
 
-def state_dir(key, base=None):
+def state_dir(key: Any, base: str | None = None) -> str:
     """Controller-side directory shared by the poller instances of one task run."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", str(key))
     path = os.path.join(base or tempfile.gettempdir(), "dgxspark-ds4-ready-%s" % safe)
@@ -107,7 +108,7 @@ def state_dir(key, base=None):
     return path
 
 
-def publish(path, role, data, now=None):
+def publish(path: str, role: str, data: dict[str, Any], now: float | None = None) -> None:
     """Atomically write this instance's status ({'state': starting|ready|failed|done, ...})."""
     doc = dict(data)
     doc["role"] = role
@@ -118,7 +119,7 @@ def publish(path, role, data, now=None):
     os.rename(tmp, os.path.join(path, "%s.json" % role))
 
 
-def read_peer(path, role):
+def read_peer(path: str, role: str) -> Any:
     """The other instance's last status, or None."""
     try:
         with open(os.path.join(path, "%s.json" % role)) as fh:
@@ -127,11 +128,12 @@ def read_peer(path, role):
         return None
 
 
-def peer_role(role):
+def peer_role(role: str) -> str:
     return "worker" if role == "head" else "head"
 
 
-def decide(role, own_reason, peer, now, started, timeout, head_ready=False, peer_grace=60.0, peer_stale=20.0):
+def decide(role: str, own_reason: str | None, peer: dict[str, Any] | None, now: float, started: float, timeout: float,
+           head_ready: bool = False, peer_grace: float = 60.0, peer_stale: float = 20.0) -> tuple[str, str]:
     """What this instance does next: ('continue'|'ready'|'done'|'fail', message).
 
     own_reason: NodeWatch reason for this node or None.  peer: read_peer() or None.
@@ -156,7 +158,7 @@ def decide(role, own_reason, peer, now, started, timeout, head_ready=False, peer
     return "continue", ""
 
 
-def _diagnose(sources, limit=3):
+def _diagnose(sources: list[dict[str, Any]], limit: int = 3) -> tuple[list[dict[str, Any]], list[Any]]:
     from ansible_collections.dgxspark.ds4.plugins.module_utils._node.failure_catalogue import diagnose, verdict
     findings = [f for f in diagnose(sources) if f.get("severity") != "info"][:limit]
     return findings, [verdict(f) for f in findings]
@@ -176,8 +178,9 @@ class ReadyInstance(object):
     other instance can report the cause from the node where it happened.
     """
 
-    def __init__(self, role, node, sdir, timeout, started=None, peer_grace=60.0, peer_stale=20.0, keep=400, tail=40,
-                 settle=1.0 + WIDEN_POLLS * WIDEN_INTERVAL):
+    def __init__(self, role: str, node: str | None, sdir: str, timeout: float, started: float | None = None,
+                 peer_grace: float = 60.0, peer_stale: float = 20.0, keep: int = 400, tail: int = 40,
+                 settle: float = 1.0 + WIDEN_POLLS * WIDEN_INTERVAL) -> None:
         self.role = role
         self.node = node or role
         self.sdir = sdir
@@ -188,25 +191,25 @@ class ReadyInstance(object):
         self.peer_stale = peer_stale
         self.tracker = PhaseTracker(self.node, self.started)
         self.watch = NodeWatch()
-        self.lines = deque(maxlen=keep)
+        self.lines: deque[str] = deque(maxlen=keep)
         self.tail = tail
-        self.complete_at = None
-        self.ready_at = None
-        self.http = None
+        self.complete_at: float | None = None
+        self.ready_at: float | None = None
+        self.http: dict[str, Any] | None = None
         self.state = "starting"
-        self.peer = None
+        self.peer: dict[str, Any] | None = None
         self.settle = settle
-        self.fail_since = None
-        self.own_reason = None
-        self.exit_time = None
+        self.fail_since: float | None = None
+        self.own_reason: str | None = None
+        self.exit_time: float | None = None
         self.fail_polls = 0
         self.widen_left = WIDEN_POLLS
-        self.peer_failing_since = None
-        self.last_status = {}
+        self.peer_failing_since: float | None = None
+        self.last_status: dict[str, Any] = {}
 
-    def step(self, snap, now=None):
+    def step(self, snap: dict[str, Any], now: float | None = None) -> tuple[list[dict[str, Any]], str, str]:
         now = time.monotonic() if now is None else now
-        events = []
+        events: list[dict[str, Any]] = []
         if snap.get("window"):
             # the whole journal since the wait began (a widened re-read): it replaces what the polls collected
             self.lines = deque(snap.get("lines") or [], maxlen=self.lines.maxlen)
@@ -263,8 +266,9 @@ class ReadyInstance(object):
                 return events, "wait_peer", ""
         decision, message = decide(self.role, reason, peer, now, self.started, self.timeout, head_ready,
                                    self.peer_grace, self.peer_stale)
-        doc = {"node": self.node, "lines": list(self.lines)[-self.tail:],
-               "phase": max(self.tracker.timings, key=self.tracker.timings.get) if self.tracker.timings else None}
+        timings = self.tracker.timings
+        doc: dict[str, Any] = {"node": self.node, "lines": list(self.lines)[-self.tail:],
+                               "phase": max(timings, key=lambda phase: timings[phase]) if timings else None}
         if decision == "fail":
             self.state = "failed"
             self.failed_wall = time.time()
@@ -298,11 +302,11 @@ class ReadyInstance(object):
         publish(self.sdir, self.role, doc)
         return events, decision, message
 
-    def recheck(self, now=None):
+    def recheck(self, now: float | None = None) -> tuple[list[dict[str, Any]], str, str]:
         """Re-decide on the last snapshot (no new poll): used while waiting for the other poller's final report."""
         return self.step({"status": self.last_status, "lines": []}, now)
 
-    def result(self):
+    def result(self) -> dict[str, Any]:
         s = self.tracker.summary()
         out = {"phases": s["timings"], "kv_cache_tokens": s["kv_cache_tokens"], "max_concurrency": s["max_concurrency"],
                "max_concurrency_len": s["max_concurrency_len"], "shards": s["shards"], "node": self.node, "role": self.role}

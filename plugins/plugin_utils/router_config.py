@@ -28,6 +28,7 @@ The pairs are in the pool keeper's file (``pool_config``), not on the command li
 
 import ipaddress
 import re
+from typing import Any
 
 ROUTER_VERSION = '0.1.17'
 
@@ -87,17 +88,17 @@ _PAIR_KEYS = ('name', 'head', 'api_host', 'api_port', 'served_model', 'profile')
 _HOST_RE = re.compile(r'^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$')
 
 
-def _is_int(value):
+def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def settings_with_defaults(settings):
+def settings_with_defaults(settings: dict[str, Any] | None) -> dict[str, Any]:
     merged = dict(DEFAULTS)
     merged.update(dict(settings or {}))
     return merged
 
 
-def eviction_bound_s(settings):
+def eviction_bound_s(settings: dict[str, Any] | None) -> Any:
     """Worst case from a pair's death (or freeze) to its leaving rotation: every one of the
     failure_threshold failed checks may wait a whole interval and then its whole timeout."""
     s = settings_with_defaults(settings)
@@ -108,7 +109,7 @@ def eviction_bound_s(settings):
 DRAIN_MARGIN_S = 10
 
 
-def drain_timeout_s(settings, requested=None):
+def drain_timeout_s(settings: dict[str, Any] | None, requested: Any = None) -> tuple[int | None, list[str]]:
     """(seconds, errors): how long a rolling operation waits for a drained pair's requests.
 
     vllm-router cuts every request it forwards at --request-timeout-secs (measured, 0.1.17: a longer one fails
@@ -136,7 +137,7 @@ def drain_timeout_s(settings, requested=None):
     return max(requested, derived), []
 
 
-def _host_ok(host):
+def _host_ok(host: Any) -> bool:
     if not isinstance(host, str) or not host:
         return False
     try:
@@ -146,7 +147,7 @@ def _host_ok(host):
         return bool(_HOST_RE.match(host))
 
 
-def check_settings(settings):
+def check_settings(settings: dict[str, Any] | None) -> list[str]:
     """Problems of the router settings, one sentence each naming the role variable and the fix."""
     s = settings_with_defaults(settings)
     errors = []
@@ -203,30 +204,30 @@ def check_settings(settings):
     return errors
 
 
-def worker_url(pair, scheme='http'):
+def worker_url(pair: dict[str, Any], scheme: str = 'http') -> str:
     host = pair['api_host']
     if ':' in host:
         host = '[%s]' % host
     return '%s://%s:%d' % (scheme, host, pair['api_port'])
 
 
-def worker_scheme(settings):
+def worker_scheme(settings: dict[str, Any] | None) -> str:
     """https when the router trusts a CA for the heads' fronts (worker_ca_file), else http."""
     return 'https' if settings_with_defaults(settings)['worker_ca_file'] else 'http'
 
 
-def environment(settings):
+def environment(settings: dict[str, Any] | None) -> dict[str, str]:
     """The router's and the pool keeper's environment: SSL_CERT_FILE = the CA of the heads' fronts (TLS on)."""
     ca = settings_with_defaults(settings)['worker_ca_file']
     return {'SSL_CERT_FILE': ca} if ca else {}
 
 
-def check_pairs(pairs):
+def check_pairs(pairs: Any) -> list[str]:
     """Problems of the pair list the router fronts, one sentence each."""
     if not isinstance(pairs, list) or not pairs:
         return ['router_pairs: no pair to route to. Fix: give the pair list of dgxspark.ds4 pairs validation '
                 '(one entry per TP=2 pair: name, head, api_host, api_port, served_model, profile)']
-    errors = []
+    errors: list[str] = []
     for index, pair in enumerate(pairs):
         if not isinstance(pair, dict):
             errors.append('router_pairs[%d] = %r: not a mapping' % (index, pair))
@@ -242,7 +243,8 @@ def check_pairs(pairs):
                           % (index, pair['name'], pair['api_host']))
     if errors:
         return errors
-    seen_names, seen_urls = {}, {}
+    seen_names: dict[str, dict[str, Any]] = {}
+    seen_urls: dict[str, str] = {}
     for pair in pairs:
         if pair['name'] in seen_names:
             errors.append('router_pairs: pair name %s given twice. Fix: one entry per pair' % pair['name'])
@@ -265,12 +267,12 @@ def check_pairs(pairs):
     return errors
 
 
-def worker_urls(pairs, scheme='http'):
+def worker_urls(pairs: list[dict[str, Any]], scheme: str = 'http') -> list[str]:
     """The head API URL of every pair, in pair-name order."""
     return [worker_url(p, scheme) for p in sorted(pairs, key=lambda p: p['name'])]
 
 
-def router_argv(settings, binary='vllm-router'):
+def router_argv(settings: dict[str, Any] | None, binary: str = 'vllm-router') -> list[str]:
     """The router's command line (a list of words; no worker: the pool keeper adds them). Call check_settings
     first."""
     s = settings_with_defaults(settings)
@@ -296,11 +298,11 @@ def router_argv(settings, binary='vllm-router'):
     return argv
 
 
-def _num(value):
+def _num(value: Any) -> str:
     return repr(float(value))
 
 
-def systemd_quote(word):
+def systemd_quote(word: Any) -> str:
     """One word of a systemd ExecStart= line: %-specifiers and $ expansions escaped, quoted when needed."""
     text = str(word).replace('%', '%%').replace('$', '$$')
     if text and not re.search(r'[\s"\'\\;]', text):
@@ -308,11 +310,11 @@ def systemd_quote(word):
     return '"%s"' % text.replace('\\', '\\\\').replace('"', '\\"')
 
 
-def exec_start(argv):
+def exec_start(argv: list[str]) -> str:
     return ' '.join(systemd_quote(w) for w in argv)
 
 
-def plan(pairs, settings, binary='vllm-router', drain_timeout=None):
+def plan(pairs: Any, settings: dict[str, Any] | None, binary: str = 'vllm-router', drain_timeout: Any = None) -> dict[str, Any]:
     """Everything the role needs: errors (empty when valid), worker_urls (the pool keeper's list), argv,
     exec_start, the eviction bound, drain_timeout_s (drain_timeout_s(); drain_timeout: ds4_rolling_drain_timeout)."""
     errors = check_pairs(pairs) + check_settings(settings)
