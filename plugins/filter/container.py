@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Filters of the container image and the vLLM container: the image pins and cache, whether image work may run now,
-the image's own vLLM version against the config, the container's logging arguments, the unpinned inputs.
+the image's own vLLM version against the config, the unpinned inputs.
 
 Documentation: plugins/filter/<name>.yml (one per filter)."""
 
@@ -12,7 +12,6 @@ import base64
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import image_cache
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import image_pins as pins
-from ansible_collections.dgxspark.ds4.plugins.plugin_utils.container_logs import docker_log_args
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.filter_base import Ds4FilterError, ds4_filter, filter_map
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.image_work_guard import GIB, plan as work_plan
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.unpinned import unpinned
@@ -61,11 +60,6 @@ def vllm_image_check(effective, version, image=None):
     return {'errors': errors, 'warnings': warnings, 'version': version}
 
 
-@ds4_filter('container_log_args')
-def container_log_args(driver, max_size='100m', max_file=3):
-    return docker_log_args(driver, max_size, max_file)
-
-
 @ds4_filter('unpinned_inputs', 'dict', none_ok=True)
 def unpinned_inputs(effective, model_source='hub', image_source='pull'):
     return unpinned(effective, model_source, image_source)
@@ -73,4 +67,4 @@ def unpinned_inputs(effective, model_source='hub', image_source='pull'):
 
 class FilterModule(object):
     def filters(self):
-        return filter_map(image_pins, image_work_plan, vllm_image_check, container_log_args, unpinned_inputs)
+        return filter_map(image_pins, image_work_plan, vllm_image_check, unpinned_inputs)

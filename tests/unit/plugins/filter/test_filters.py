@@ -112,7 +112,6 @@ def test_every_filter_has_its_documentation_beside_it_and_no_documentation_is_le
 BAD = {
     'allreduce_plan': ((42,), {}, 'the input must be a list, got int'),
     'api_key_errors': (([], None), {}, "var must be the variable's name"),
-    'container_log_args': (('journald',), {}, 'stores every vLLM line twice'),
     'drain_report': ((42, {}), {}, 'the input must be a dict, got int'),
     'image_pins': (({}, 'nosuchstep'), {}, "unknown step 'nosuchstep'"),
     'image_work_plan': (('units', [], 'w', 1), {}, 'the input must be a list, got str'),
@@ -122,6 +121,7 @@ BAD = {
     'network_errors': ((['10.0.0.0/8'], None), {}, "var must be the variable's name"),
     'package_hold_errors': ((['docker-ce'], None, 42), {}, 'not iterable'),
     'package_hold_plan': ((42,), {}, 'the input must be a str, got int'),
+    'record_launch': ((42,), {}, 'the input must be a dict, got int'),
     'regression_kit_problems': (([], {}, 'p'), {}, 'the input must be a dict, got list'),
     'regression_verdict': ((42, {}), {}, 'the input must be a dict, got int'),
     'status_table': ((42,), {}, 'the input must be a list, got int'),
