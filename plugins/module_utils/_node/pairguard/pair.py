@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
+
 
 TAG = 'dgxspark-ds4 pairguard'
 
@@ -32,15 +34,6 @@ def run(argv, timeout=30):
     return proc.returncode, proc.stdout, proc.stderr.strip()
 
 
-def parse_show(text):
-    out = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition('=')
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
-
-
 def unit_state(unit, ssh=None, runner=run):
     """ActiveState, SubState, InvocationID of a unit, local or over ssh; raises GuardError if unreadable."""
     argv = list(ssh or []) + ['systemctl', 'show', '-p', 'ActiveState', '-p', 'SubState', '-p', 'InvocationID',
@@ -48,7 +41,7 @@ def unit_state(unit, ssh=None, runner=run):
     rc, out, err = runner(argv)
     if rc != 0:
         raise GuardError('cannot read %s%s (rc %d): %s' % (unit, ' on ' + ssh[-1] if ssh else '', rc, err or out))
-    state = parse_show(out)
+    state = node_probe.parse_unit_show(out)
     if 'ActiveState' not in state:
         raise GuardError('no ActiveState for %s in %r' % (unit, out))
     return state
