@@ -27,6 +27,7 @@ import copy
 import json
 import os
 import re
+from typing import Any
 
 # plugins/module_utils/<this file> -> the collection root (a checkout or an installed collection).
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,7 +44,7 @@ MODEL_CONTAINER_ROOT = '/models'
 # ---------------------------------------------------------------------------------------------- models
 # kv_cache_dtypes / speculative_methods: what a cited source ran with this checkpoint ('auto' = vLLM's default,
 # the checkpoint's own dtype). A value not listed is refused naming both; add it here with its source.
-MODELS = {
+MODELS: dict[str, dict[str, Any]] = {
     'deepseek-v4-flash': {
         'repo_id': 'deepseek-ai/DeepSeek-V4-Flash',
         # No cited source publishes a full commit of the May checkpoint (seeds 000-002 serve the repo as
@@ -103,7 +104,7 @@ MODELS = {
 # kv_cache_dtypes: what the family's vLLM has (a dtype not listed is refused naming the family).
 # load_formats: the newer load formats (NEW_LOAD_FORMATS) the family has; any recipe may opt into one of them.
 NEW_LOAD_FORMATS = ('instanttensor', 'fastsafetensors')
-IMAGE_FAMILIES = {
+IMAGE_FAMILIES: dict[str, dict[str, Any]] = {
     'eugr-nightly': {
         'description': "spark-arena's nightly of eugr's spark-vllm-docker (SM120 torch + vLLM main)",
         'vllm': "the image's python3 site-packages (a main-branch build, seed 000 build-metadata.yaml)",
@@ -168,22 +169,22 @@ IMAGE_FAMILIES = {
 }
 
 
-def _fmt(value):
+def _fmt(value: Any) -> str:
     try:
         return json.dumps(value)
     except (TypeError, ValueError):
         return repr(value)
 
 
-def _msg(var, value, why, fix):
+def _msg(var: str, value: Any, why: str, fix: str) -> str:
     return '%s = %s: %s. Fix: %s.' % (var, _fmt(value), why, fix)
 
 
-def recipes_dir(root=COLLECTION_ROOT):
+def recipes_dir(root: str = COLLECTION_ROOT) -> str:
     return os.path.join(root, *RECIPES_DIR)
 
 
-def recipe_names(root=COLLECTION_ROOT):
+def recipe_names(root: str = COLLECTION_ROOT) -> list[str]:
     """The shipped recipes (file names under roles/config/files/recipes/), sorted."""
     folder = recipes_dir(root)
     if not os.path.isdir(folder):
@@ -191,7 +192,7 @@ def recipe_names(root=COLLECTION_ROOT):
     return sorted(n[:-4] for n in os.listdir(folder) if n.endswith('.yml') and NAME_RE.match(n[:-4]))
 
 
-def _safe_load(text):
+def _safe_load(text: str) -> Any:
     import yaml  # controller side only (the config action); not needed by the rest of this module
     try:
         loader = yaml.CSafeLoader
@@ -200,7 +201,7 @@ def _safe_load(text):
     return yaml.load(text, Loader=loader)  # nosec: a safe loader
 
 
-def load_recipe(name, root=COLLECTION_ROOT):
+def load_recipe(name: Any, root: str = COLLECTION_ROOT) -> Any:
     """The recipe `name` as a dict; KeyError when no such recipe ships."""
     if not isinstance(name, str) or name not in recipe_names(root):
         raise KeyError(name)
@@ -208,11 +209,11 @@ def load_recipe(name, root=COLLECTION_ROOT):
         return _safe_load(handle.read())
 
 
-def known(kind):
+def known(kind: str) -> str:
     return ', '.join(sorted(MODELS if kind == 'model' else IMAGE_FAMILIES))
 
 
-def _pins(value, errors):
+def _pins(value: Any, errors: list[str]) -> dict[str, str | None]:
     """ds4_model_revisions: {model name: 40-hex commit}."""
     if value is None:
         return {}
@@ -220,7 +221,7 @@ def _pins(value, errors):
         errors.append(_msg('ds4_model_revisions', value, 'must be a mapping of model name -> 40-hex commit',
                            'write e.g. {deepseek-v4-flash: <commit>} (models: %s)' % known('model')))
         return {}
-    out = {}
+    out: dict[str, str | None] = {}
     for name, rev in value.items():
         var = 'ds4_model_revisions[%s]' % name
         if name not in MODELS:
@@ -233,26 +234,26 @@ def _pins(value, errors):
     return out
 
 
-def revision_how(repo_id):
+def revision_how(repo_id: str) -> str:
     """How to find the commit of a Hub repository (both ways print the full 40-hex id)."""
     return ('take the commit you downloaded (or want) from https://huggingface.co/%s/commits/main, or print main\'s '
             'with `git ls-remote https://huggingface.co/%s refs/heads/main` or `python3 -c "from huggingface_hub '
             'import HfApi; print(HfApi().model_info(\'%s\').sha)"`' % (repo_id, repo_id, repo_id))
 
 
-def revision_fix(choice, repo_id):
+def revision_fix(choice: dict[str, Any], repo_id: str | None) -> tuple[str, str]:
     """(variable to set, how) for an unpinned revision of the chosen model."""
     name = choice.get('model')
     if name:
         var = 'ds4_model_revisions'
         how = ('set %s: {%s: <40-hex commit>} once for the site (group spark vars, e.g. inventories/sample-site/group_vars/spark/site.yml); '
-               % (var, name)) + revision_how(repo_id)
+               % (var, name)) + revision_how(str(repo_id))
         return '%s[%s]' % (var, name), how
     return ('ds4_site_overrides.model.revision',
             'set ds4_site_overrides.model.revision to the 40-hex commit; ' + revision_how(repo_id or '<repo>'))
 
 
-def _model_section(recipe_model, model_name, own):
+def _model_section(recipe_model: dict[str, Any], model_name: str, own: bool) -> dict[str, Any]:
     """The layer's model section for catalogue model `model_name` (recipe paths kept only for its own model)."""
     spec = MODELS[model_name]
     host_dir = '%s/%s' % (MODEL_HOST_ROOT, spec['dir_name'])
@@ -266,16 +267,16 @@ def _model_section(recipe_model, model_name, own):
     return section
 
 
-def resolve(inputs, root=COLLECTION_ROOT):
+def resolve(inputs: dict[str, Any], root: str = COLLECTION_ROOT) -> tuple[Any, dict[str, Any], list[str], list[str]]:
     """(layer, choice, errors, warnings) from ds4_profile / ds4_profile_config / ds4_model / ds4_model_revisions.
 
     layer: the recipe layer in ds4_profile_config shape (None when it cannot be built); choice: {'recipe', 'model',
     'family', 'own_config', 'measured_with'} for check_choice and ds4_effective."""
-    errors = []
-    warnings = []
+    errors: list[str] = []
+    warnings: list[str] = []
     name = inputs.get('ds4_profile')
     user = inputs.get('ds4_profile_config')
-    choice = {'recipe': None, 'model': None, 'family': None, 'own_config': user is not None, 'measured_with': []}
+    choice: dict[str, Any] = {'recipe': None, 'model': None, 'family': None, 'own_config': user is not None, 'measured_with': []}
     if user is not None:
         # The user's own full recipe wins; the name is only a label then.
         if not isinstance(name, str) or not NAME_RE.match(name):
@@ -300,7 +301,8 @@ def resolve(inputs, root=COLLECTION_ROOT):
     measured = layer.pop('measured_with', None) or []
     choice['measured_with'] = list(measured) if isinstance(measured, list) else []
     pins = _pins(inputs.get('ds4_model_revisions'), errors)
-    recipe_model = layer.get('model') if isinstance(layer.get('model'), dict) else {}
+    model_value = layer.get('model')
+    recipe_model: dict[str, Any] = model_value if isinstance(model_value, dict) else {}
     own = recipe_model.get('name')
     wanted = inputs.get('ds4_model')
     model_name = wanted if wanted not in (None, '') else own
@@ -325,7 +327,8 @@ def resolve(inputs, root=COLLECTION_ROOT):
         for key, spec in sorted(MODELS.items()):
             if spec['repo_id'] == recipe_model.get('repo_id'):
                 choice['model'] = key
-    image = layer.get('image') if isinstance(layer.get('image'), dict) else {}
+    image_value = layer.get('image')
+    image: dict[str, Any] = image_value if isinstance(image_value, dict) else {}
     family = image.get('family')
     if family in IMAGE_FAMILIES:
         choice['family'] = family
@@ -335,13 +338,14 @@ def resolve(inputs, root=COLLECTION_ROOT):
     return layer, choice, errors, warnings
 
 
-def check_choice(merged, choice, errors):
+def check_choice(merged: dict[str, Any], choice: dict[str, Any], errors: list[str]) -> None:
     """Mismatches between the merged serve_args and the chosen model / image family (each names both)."""
     args = merged.get('serve_args') or {}
     sources = merged.get('sources') or {}
-    model = MODELS.get(choice.get('model'))
-    family = IMAGE_FAMILIES.get((merged.get('image') or {}).get('family'))
-    family_name = (merged.get('image') or {}).get('family')
+    model_name: Any = choice.get('model')  # a catalogue name or None
+    model = MODELS.get(model_name)
+    family_name: Any = (merged.get('image') or {}).get('family')  # free-form YAML
+    family = IMAGE_FAMILIES.get(family_name)
     spec = args.get('speculative-config')
     method = spec.get('method') if isinstance(spec, dict) else None
     if model and method is not None and method not in model['speculative_methods']:

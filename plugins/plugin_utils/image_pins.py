@@ -23,6 +23,7 @@ The head keeps one record (``/var/lib/dgxspark-ds4/image-pins.json``)::
 
 import copy
 import re
+from typing import Any
 
 RECORD_VERSION = 1
 HISTORY_KEEP = 10
@@ -32,20 +33,20 @@ _COMMIT_LINE = re.compile(r'^([0-9a-f]{40})\s+(\S+)\s*$')
 _IMAGE_ID = re.compile(r'sha256:[0-9a-f]{64}')
 
 
-def split_ref(ref):
+def split_ref(ref: str | None) -> tuple[str, str | None, str | None]:
     """``(repository, tag, digest)`` of an image reference (tag None when absent, digest None when absent)."""
     ref = (ref or '').strip()
-    digest = None
+    digest: str | None = None
     if '@' in ref:
         ref, digest = ref.rsplit('@', 1)
-    tag = None
+    tag: str | None = None
     last = ref.rsplit('/', 1)[-1]
     if ':' in last:
         ref, tag = ref.rsplit(':', 1)
     return ref, tag, digest
 
 
-def _canonical_repo(repo):
+def _canonical_repo(repo: str) -> str:
     """docker.io/library/x, docker.io/x and x are the same repository."""
     for prefix in ('docker.io/library/', 'index.docker.io/library/', 'docker.io/', 'index.docker.io/'):
         if repo.startswith(prefix):
@@ -56,7 +57,7 @@ def _canonical_repo(repo):
     return repo
 
 
-def repo_digest(ref, repo_digests):
+def repo_digest(ref: str, repo_digests: list[str] | None) -> str | None:
     """The ``repo@sha256:...`` of ``ref``'s repository among an image's RepoDigests (None when there is none:
     a loaded or locally built image has no registry digest)."""
     repo = _canonical_repo(split_ref(ref)[0])
@@ -67,11 +68,11 @@ def repo_digest(ref, repo_digests):
     return None
 
 
-def empty_record():
+def empty_record() -> dict[str, Any]:
     return {'version': RECORD_VERSION, 'images': {}, 'deepgemm': {}}
 
 
-def load_record(data):
+def load_record(data: Any) -> dict[str, Any]:
     """Normalise a parsed record (None, {} or an older/garbled file -> an empty record)."""
     rec = empty_record()
     if isinstance(data, dict):
@@ -81,7 +82,7 @@ def load_record(data):
     return rec
 
 
-def plan(record, ref, update=False, source='pull', recorded_present=False):
+def plan(record: Any, ref: str, update: bool = False, source: str = 'pull', recorded_present: bool = False) -> dict[str, Any]:
     """What to obtain before inspecting the tag.
 
     Returns ``{'action', 'pinned', 'pull_ref', 'reason'}``, action one of:
@@ -94,7 +95,7 @@ def plan(record, ref, update=False, source='pull', recorded_present=False):
     """
     rec = load_record(record)
     entry = rec['images'].get(ref)
-    out = {'pinned': entry, 'pull_ref': None}
+    out: dict[str, Any] = {'pinned': entry, 'pull_ref': None}
     if update:
         out.update(action='refresh', reason='container_image_update=true: %s is obtained again (source %s) and the record '
                                             'moves to what it points to' % (ref, source))
@@ -111,7 +112,8 @@ def plan(record, ref, update=False, source='pull', recorded_present=False):
     return out
 
 
-def settle(record, ref, update=False, source='pull', tag_image=None, recorded_image=None):
+def settle(record: Any, ref: str, update: bool = False, source: str = 'pull', tag_image: dict[str, Any] | None = None,
+           recorded_image: dict[str, Any] | None = None) -> dict[str, Any]:
     """The image this run uses, after obtaining.
 
     ``tag_image``: docker image info (``Id``, ``RepoDigests``) of what ``ref`` points to now, or None.
@@ -123,8 +125,8 @@ def settle(record, ref, update=False, source='pull', tag_image=None, recorded_im
     rec = load_record(record)
     entry = rec['images'].get(ref)
     tag_id = (tag_image or {}).get('Id')
-    out = {'id': None, 'digest': None, 'inspect': None, 'record': rec, 'moved': False, 'drift': False,
-           'tag_id': tag_id, 'messages': [], 'error': None}
+    out: dict[str, Any] = {'id': None, 'digest': None, 'inspect': None, 'record': rec, 'moved': False, 'drift': False,
+                           'tag_id': tag_id, 'messages': [], 'error': None}
     if entry and not update:
         out.update(id=entry['id'], digest=entry.get('digest'), inspect=entry['id'])
         if not recorded_image or recorded_image.get('Id') != entry['id']:
@@ -148,12 +150,13 @@ def settle(record, ref, update=False, source='pull', tag_image=None, recorded_im
     if not tag_id:
         out['error'] = '%s is not on the node after container_image_source=%s. Fix: make the source provide exactly that ref.' % (ref, source)
         return out
+    digest: str | None
     if split_ref(ref)[2]:
         digest = ref
     else:
         digest = repo_digest(ref, (tag_image or {}).get('RepoDigests'))
-    new = {'id': tag_id, 'digest': digest, 'source': source,
-           'history': list((entry or {}).get('history') or [])}
+    new: dict[str, Any] = {'id': tag_id, 'digest': digest, 'source': source,
+                           'history': list((entry or {}).get('history') or [])}
     out.update(id=tag_id, digest=digest, inspect=tag_id)
     if entry and entry['id'] != tag_id:
         new['history'] = (new['history'] + [{'from_id': entry['id'], 'from_digest': entry.get('digest'),
@@ -170,7 +173,7 @@ def settle(record, ref, update=False, source='pull', tag_image=None, recorded_im
     return out
 
 
-def deepgemm_choice(record, repo, pinned='', update=False):
+def deepgemm_choice(record: Any, repo: str, pinned: str = '', update: bool = False) -> dict[str, Any]:
     """Which DeepGEMM commit the derived image installs.
 
     Returns ``{'commit', 'source', 'resolve'}``: source ``pinned`` (container_image_deepgemm_ref), ``recorded``
@@ -184,7 +187,7 @@ def deepgemm_choice(record, repo, pinned='', update=False):
     return {'commit': None, 'source': 'resolve', 'resolve': True}
 
 
-def parse_ls_remote(stdout):
+def parse_ls_remote(stdout: str | None) -> str | None:
     """The commit of ``HEAD`` in ``git ls-remote <repo> HEAD`` output (None when there is none)."""
     for line in (stdout or '').splitlines():
         match = _COMMIT_LINE.match(line.strip())
@@ -193,11 +196,11 @@ def parse_ls_remote(stdout):
     return None
 
 
-def deepgemm_settle(record, repo, choice, resolved_stdout=None):
+def deepgemm_settle(record: Any, repo: str, choice: dict[str, Any], resolved_stdout: str | None = None) -> dict[str, Any]:
     """Record a resolved commit. Returns ``{'commit', 'source', 'record', 'moved', 'messages', 'error'}``."""
     rec = load_record(record)
-    out = {'commit': choice.get('commit'), 'source': choice.get('source'), 'record': rec, 'moved': False,
-           'messages': [], 'error': None}
+    out: dict[str, Any] = {'commit': choice.get('commit'), 'source': choice.get('source'), 'record': rec, 'moved': False,
+                           'messages': [], 'error': None}
     if not choice.get('resolve'):
         return out
     commit = parse_ls_remote(resolved_stdout)
@@ -221,19 +224,20 @@ def deepgemm_settle(record, repo, choice, resolved_stdout=None):
     return out
 
 
-def valid_commit(value):
+def valid_commit(value: str | None) -> bool:
     return bool(_HEX40.match(value or ''))
 
 
-def referenced_ids(texts):
+def referenced_ids(texts: list[str | None] | None) -> set[str]:
     """Every image ID (``sha256:<64 hex>``) written in the given texts (unit files, kept sets)."""
-    ids = set()
+    ids: set[str] = set()
     for text in texts or []:
         ids.update(_IMAGE_ID.findall(text or ''))
     return ids
 
 
-def prune_plan(images, keep_ids, repository, label=DERIVED_LABEL):
+def prune_plan(images: list[dict[str, Any]] | None, keep_ids: list[str | None] | None, repository: str,
+               label: str = DERIVED_LABEL) -> list[dict[str, Any]]:
     """Derived images of this collection to remove.
 
     ``images``: docker image info dicts (``Id``, ``RepoTags``, ``Config.Labels``). A candidate carries ``label`` (the
@@ -243,7 +247,7 @@ def prune_plan(images, keep_ids, repository, label=DERIVED_LABEL):
     Returns ``[{'id', 'tags'}]`` sorted by ID.
     """
     keep = set(i for i in keep_ids or [] if i)
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for image in images or []:
         labels = ((image.get('Config') or {}).get('Labels')) or {}
         inputs_hash = labels.get(label) or ''

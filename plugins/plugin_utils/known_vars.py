@@ -31,6 +31,8 @@ YAML loader).
 import difflib
 import os
 import re
+from collections.abc import Callable, Iterable
+from typing import Any
 
 # Collection-wide variables read somewhere with `| default(...)` and declared nowhere else
 # (no argument spec, no defaults, no play vars). name -> where it is read.
@@ -58,7 +60,7 @@ _SET_FACT = ('set_fact', 'ansible.builtin.set_fact', 'ansible.legacy.set_fact')
 _SET_FACT_OPTIONS = ('cacheable',)
 
 
-def prefixes(role_names):
+def prefixes(role_names: Iterable[str]) -> tuple[str, ...]:
     """The collection's variable prefixes: ds4_ and <role>_ for each role, longest first."""
     out = set(['ds4_'])
     for name in role_names:
@@ -67,13 +69,13 @@ def prefixes(role_names):
     return tuple(sorted(out, key=lambda p: (-len(p), p)))
 
 
-def has_prefix(name, prefix_list):
+def has_prefix(name: str, prefix_list: Iterable[str]) -> bool:
     return any(name.startswith(p) for p in prefix_list)
 
 
-def argument_spec_names(doc):
+def argument_spec_names(doc: Any) -> set[str]:
     """Option names of every entry point of a parsed meta/argument_specs.yml."""
-    names = set()
+    names: set[str] = set()
     specs = (doc or {}).get('argument_specs') if isinstance(doc, dict) else None
     for entry in (specs or {}).values():
         if isinstance(entry, dict) and isinstance(entry.get('options'), dict):
@@ -81,15 +83,15 @@ def argument_spec_names(doc):
     return names
 
 
-def mapping_names(doc):
+def mapping_names(doc: Any) -> set[str]:
     """Top-level keys of a vars-style file (defaults/main.yml, vars/main.yml, playbooks/vars/*.yml)."""
     return set(str(k) for k in doc) if isinstance(doc, dict) else set()
 
 
-def assigned_names(doc):
+def assigned_names(doc: Any) -> set[str]:
     """Every variable name a task/play/playbook document assigns: `vars:` keys, `register:`,
     `set_fact` keys, `loop_control.loop_var` and `index_var`. Walks the whole document (blocks, rescue, roles)."""
-    names = set()
+    names: set[str] = set()
     stack = [doc]
     while stack:
         node = stack.pop()
@@ -112,7 +114,7 @@ def assigned_names(doc):
     return names
 
 
-def _yaml_files(top):
+def _yaml_files(top: str) -> list[str]:
     out = []
     for dirpath, dirnames, filenames in os.walk(top):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith('.'))
@@ -122,7 +124,7 @@ def _yaml_files(top):
     return out
 
 
-def scan_collection(root, load_yaml):
+def scan_collection(root: str, load_yaml: Callable[[str], Any]) -> tuple[set[str], list[str]]:
     """-> (known names, role names) from the collection at `root` (see the module docstring).
 
     `load_yaml(text)` parses one YAML document (yaml.safe_load). Unreadable files are skipped:
@@ -132,7 +134,7 @@ def scan_collection(root, load_yaml):
     role_names = sorted(d for d in (os.listdir(roles_dir) if os.path.isdir(roles_dir) else [])
                         if os.path.isdir(os.path.join(roles_dir, d)) and not d.startswith('.'))
 
-    def load(path):
+    def load(path: str) -> Any:
         if not os.path.isfile(path):
             return None
         try:
@@ -160,7 +162,7 @@ def scan_collection(root, load_yaml):
     return known, role_names
 
 
-def closest(name, known):
+def closest(name: str, known: Iterable[str]) -> str | None:
     """The closest known name (difflib ratio >= 0.75); None if nothing is close."""
     if not known:
         return None
@@ -169,7 +171,7 @@ def closest(name, known):
     return match[0] if match else None
 
 
-def _show_value(name, value, suggestion=None):
+def _show_value(name: str, value: Any, suggestion: str | None = None) -> str:
     if SECRET_RE.search(name) or SECRET_RE.search(suggestion or '') or 'Encrypted' in type(value).__name__ or 'Vault' in type(value).__name__:
         return '(value not shown)'
     try:
@@ -179,7 +181,8 @@ def _show_value(name, value, suggestion=None):
     return text if len(text) <= 60 else text[:57] + '...'
 
 
-def find_unknown(candidates, known, prefix_list, allowed=()):
+def find_unknown(candidates: dict[str, Any], known: Iterable[str], prefix_list: Iterable[str],
+                 allowed: Iterable[str] | None = ()) -> list[dict[str, Any]]:
     """Unknown prefixed names.
 
     candidates: {name: {'hosts': [host, ...], 'where': 'group_vars/spark/site.yml:3' or None,
@@ -198,7 +201,7 @@ def find_unknown(candidates, known, prefix_list, allowed=()):
     return out
 
 
-def format_unknown(item, spark_hosts=()):
+def format_unknown(item: dict[str, Any], spark_hosts: Iterable[str] = ()) -> str:
     """One error line for an unknown variable: the variable, its value, where it was set, why, the fix."""
     name = item['name']
     hosts = item.get('hosts') or []
@@ -218,7 +221,7 @@ def format_unknown(item, spark_hosts=()):
     return '%s%s = %s (set in %s): %s. Fix: %s.' % (scope, name, _show_value(name, item.get('value'), item.get('suggestion')), where, why, fix)
 
 
-def describe_origin(path, line=None, cwd=None):
+def describe_origin(path: str | None, line: Any = None, cwd: str | None = None) -> str | None:
     """'inventories/x/group_vars/spark/site.yml:3' (relative to cwd when below it)."""
     if not path:
         return None
