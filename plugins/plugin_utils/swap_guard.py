@@ -13,16 +13,10 @@ Pure Python (no Ansible imports).
 """
 
 
-import re
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import parse_meminfo
 
-_MEMINFO_RE = re.compile(r'^(\w+):\s+(\d+)\s*kB', re.M)
 GIB = 1024.0 * 1024 * 1024
 MARGIN_VAR = 'host_hardening_swapoff_margin_mib'
-
-
-def parse_meminfo(text):
-    """/proc/meminfo -> {key: bytes} (values are in kB, i.e. KiB)."""
-    return dict((key, int(value) * 1024) for key, value in _MEMINFO_RE.findall(text or ''))
 
 
 def _gib(num):
@@ -34,7 +28,7 @@ def swapoff_refusals(meminfo_text, margin_mib, gpu_processes=None, vllm_units=No
 
     ``gpu_processes``: lines of `nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader`;
     ``vllm_units``: the collection's vLLM units that run; ``vllm_processes``: lines of `pgrep -a` for vLLM."""
-    info = parse_meminfo(meminfo_text)
+    info = parse_meminfo(meminfo_text, in_bytes=True)
     problems = []
     missing = [key for key in ('MemAvailable', 'SwapTotal', 'SwapFree') if key not in info]
     if missing:

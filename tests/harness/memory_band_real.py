@@ -15,22 +15,27 @@ current guard.
 """
 
 import argparse
-import importlib.util
+import importlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-GUARD = os.path.join(HERE, '..', '..', 'plugins', 'module_utils', '_node', 'memory_guard.py')
+REPO = os.path.realpath(os.path.join(HERE, '..', '..'))
 
 
 def load_guard():
-    spec = importlib.util.spec_from_file_location('memory_guard', GUARD)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """The node package by its collection names (as on a node): a temporary ansible_collections/dgxspark/ds4 -> this
+    checkout on sys.path. Returns (memory_guard, node_probe)."""
+    root = tempfile.mkdtemp(prefix='ds4-harness-')
+    os.makedirs(os.path.join(root, 'ansible_collections', 'dgxspark'))
+    os.symlink(REPO, os.path.join(root, 'ansible_collections', 'dgxspark', 'ds4'))
+    sys.path.insert(0, root)
+    node = importlib.import_module('ansible_collections.dgxspark.ds4.plugins.module_utils._node')
+    return (importlib.import_module(node.__name__ + '.memory_guard'), importlib.import_module(node.__name__ + '.node_probe'))
 
 
 def read(path):
@@ -53,10 +58,10 @@ def main(argv):
     ap.add_argument('--factor', type=float, default=1.2)
     ap.add_argument('--dir', default=None, help='where the sparse file goes (a disk filesystem, not tmpfs)')
     args = ap.parse_args(argv)
-    mg = load_guard()
+    mg, node_probe = load_guard()
     os.makedirs(args.out, exist_ok=True)
     first = snapshot()
-    total = mg.parse_meminfo(first['meminfo'])['MemTotal']
+    total = node_probe.parse_meminfo(first['meminfo'], in_bytes=True)['MemTotal']
     where = args.dir
     if where is None:
         for cand in ('/var/tmp', '/root', '/tmp'):
@@ -81,7 +86,7 @@ def main(argv):
             reading = guard.assess('host', snap['meminfo'], snap['psi'], zoneinfo_text=snap['zoneinfo'],
                                    min_free_text=snap['min_free_kbytes'])
             action = guard.decide([reading])
-            info = mg.parse_meminfo(snap['meminfo'])
+            info = node_probe.parse_meminfo(snap['meminfo'], in_bytes=True)
             psi = mg.parse_psi(snap['psi'])
             sample = {'t': round(time.monotonic() - t0, 2), 'level': reading.get('level'), 'action': action,
                       'why': reading.get('why'), 'mem_free': info.get('MemFree'), 'mem_available': info.get('MemAvailable'),

@@ -87,11 +87,9 @@ def read_mem_available(proc_root):
     """MemAvailable from <proc_root>/meminfo, in bytes."""
     path = meminfo_path(proc_root)
     try:
-        with open(path) as handle:
-            text = handle.read()
+        text, values = node_probe.read_meminfo(path, in_bytes=True)
     except (IOError, OSError) as exc:
         raise DropCachesError('cannot read %s: %s (is proc_root=%s right?)' % (path, exc, proc_root))
-    values = node_probe.parse_meminfo(text, in_bytes=True)
     if 'MemAvailable' in values:
         return values['MemAvailable']
     if any(line.startswith('MemAvailable:') for line in text.splitlines()):

@@ -45,6 +45,8 @@ Molecule point them at fixture files built from the kernel's formula (docs/testi
 """
 
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
+
 GIB = float(1 << 30)
 LEVELS = ('ok', 'gate', 'stop')
 
@@ -59,16 +61,6 @@ PAGE_SIZES = (4096, 16384, 65536)
 # The kernel's default vm.watermark_scale_factor (Documentation/admin-guide/sysctl/vm.rst); the collection leaves it.
 WATERMARK_SCALE_FACTOR = 10
 WATERMARK_KEYS = ('free', 'boost', 'min', 'low', 'high', 'promo', 'spanned', 'present', 'managed', 'cma')
-
-
-def parse_meminfo(text):
-    """/proc/meminfo text -> {key: bytes} (kB lines only)."""
-    out = {}
-    for line in (text or '').splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0].endswith(':') and parts[1].isdigit():
-            out[parts[0][:-1]] = int(parts[1]) * (1024 if len(parts) > 2 and parts[2] == 'kB' else 1)
-    return out
 
 
 def parse_psi(text):
@@ -209,7 +201,7 @@ def assess(node, meminfo_text, psi_text, settings=None, zoneinfo_text='', min_fr
 
     settings: the PSI thresholds (settings_of(cfg)); the free-memory level is the node's min watermark (watermarks())."""
     settings = settings or settings_of({})
-    info = parse_meminfo(meminfo_text)
+    info = node_probe.parse_meminfo(meminfo_text, in_bytes=True)
     psi = parse_psi(psi_text)
     if 'MemFree' not in info or 'MemTotal' not in info:
         return {'node': node, 'level': None, 'why': '%s: no MemFree/MemTotal in its meminfo source' % node}

@@ -21,7 +21,8 @@ value and the raw text (doctor keeps the raw text as evidence).
 
 Used by ``plugins/modules/ds4_doctor.py``, ``plugins/modules/vllm_ready.py`` and ``plugins/action/vllm_ready.py``
 (through ``readiness_pair``), ``plugins/modules/vllm_status.py`` (through ``ops_status``) and
-``plugins/module_utils/_model/drop_caches.py`` (meminfo).
+``plugins/module_utils/_model/drop_caches.py``, the memory guard, prestart, the swap, image-work and all-reduce guards
+(meminfo: the one parser and reader of ``/proc/meminfo``).
 """
 
 
@@ -242,11 +243,11 @@ def parse_meminfo(text, in_bytes=False):
     return out
 
 
-def read_meminfo(path="/proc/meminfo"):
-    """(text, parse_meminfo(text)); IOError/OSError propagate (the caller says what it could not read)."""
+def read_meminfo(path="/proc/meminfo", in_bytes=False):
+    """(text, parse_meminfo(text, in_bytes)); IOError/OSError propagate (the caller says what it could not read)."""
     with open(path) as fh:
         text = fh.read()
-    return text, parse_meminfo(text)
+    return text, parse_meminfo(text, in_bytes)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The pair guard's package (the collection's node package) is installed under <libexec>/ansible_collections/ next to this
 # file; forensics.py next to it.
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import pair  # noqa: E402  pylint: disable=wrong-import-position
 import forensics  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -288,12 +289,10 @@ def previous_boot(cfg, runner=None):
 # ------------------------------------------------------------------ 6. memory
 
 def meminfo(cfg):
-    text = _read(os.path.join(cfg.get('proc_root', '/proc'), 'meminfo')) or ''
-    out = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[1].isdigit():
-            out[parts[0].rstrip(':')] = int(parts[1]) * 1024
+    try:
+        _text, out = node_probe.read_meminfo(os.path.join(cfg.get('proc_root', '/proc'), 'meminfo'), in_bytes=True)
+    except (IOError, OSError):
+        out = {}
     missing = [k for k in ('MemTotal', 'MemFree', 'MemAvailable') if k not in out]
     if missing:
         raise PrestartError('cannot read %s from %s/meminfo' % ('/'.join(missing), cfg.get('proc_root', '/proc')))

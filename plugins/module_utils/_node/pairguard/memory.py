@@ -26,7 +26,7 @@ class MemoryWatch(object):
         for peer in cfg.get('peers') or []:
             if peer.get('ssh'):
                 # cat prints what it can read (a kernel without PSI: the others only, rc 1); each parser skips the
-                # other files' lines (memory_guard.parse_*).
+                # other files' lines (node_probe.parse_meminfo, memory_guard.parse_*).
                 _rc, out, _err = self.runner(list(peer['ssh']) + ['cat'] + paths, timeout=15)
                 readings.append(self.memory.assess(peer['name'], out, out, out, out))
         return readings

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard as mg
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 
 
 GIB = 1 << 30
@@ -48,7 +49,7 @@ def test_the_fixtures_are_what_make_fixtures_writes():
 
 
 def test_watermarks_read_from_zoneinfo_are_the_kernel_formula():
-    info = mg.parse_meminfo(fixture('meminfo-band-mid.txt'))
+    info = node_probe.parse_meminfo(fixture('meminfo-band-mid.txt'), in_bytes=True)
     zones = mg.parse_zoneinfo(fixture(ZONEINFO[0]))
     assert [(z['zone'], z['managed']) for z in zones] == [('DMA', 0), ('DMA32', 0), ('Normal', 31372377), ('Movable', 0),
                                                           ('Device', 0)]
@@ -65,7 +66,7 @@ def test_watermarks_read_from_zoneinfo_are_the_kernel_formula():
 
 
 def test_watermarks_fall_back_to_min_free_kbytes_and_a_boost_is_not_the_floor():
-    info = mg.parse_meminfo(fixture('meminfo-band-mid.txt'))
+    info = node_probe.parse_meminfo(fixture('meminfo-band-mid.txt'), in_bytes=True)
     assert mg.parse_min_free_kbytes(fixture('min_free_kbytes.txt')) == 1572864
     marks = mg.watermarks(info, [], 1572864)
     assert (marks['source'], marks['min'], marks['low'], marks['high']) == ('min_free_kbytes', MIN, LOW, HIGH)
@@ -89,7 +90,7 @@ def test_watermarks_fall_back_to_min_free_kbytes_and_a_boost_is_not_the_floor():
 def test_one_cat_of_all_four_sources_parses_each():
     text = ''.join(fixture(n) for n in ('meminfo-band-mid.txt', 'pressure-memory-some-high.txt', ZONEINFO[0],
                                         'min_free_kbytes.txt'))
-    assert mg.parse_meminfo(text)['MemTotal'] == 125489508 * 1024
+    assert node_probe.parse_meminfo(text, in_bytes=True)['MemTotal'] == 125489508 * 1024
     assert mg.parse_psi(text)['some']['avg10'] == 35.0
     assert len(mg.parse_zoneinfo(text)) == 5 and mg.parse_min_free_kbytes(text) == 1572864
     one = mg.assess('spark2', text, text, None, text, text)

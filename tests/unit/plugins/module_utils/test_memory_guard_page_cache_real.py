@@ -24,6 +24,7 @@ import json
 import os
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard as mg
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 
 BAND = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'fixtures', 'memory', 'real-x86-host',
                     'memory_band.json')
@@ -47,7 +48,7 @@ def psi_text(some, full):
 
 def replay(rec, samples, guard):
     texts = rec['lowest']['texts']
-    total_kb = mg.parse_meminfo(texts['meminfo'])['MemTotal'] // 1024
+    total_kb = node_probe.parse_meminfo(texts['meminfo'], in_bytes=True)['MemTotal'] // 1024
     out = []
     for sample in samples:
         reading = guard.assess('host', meminfo_text(total_kb, sample),

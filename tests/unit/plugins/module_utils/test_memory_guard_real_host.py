@@ -21,6 +21,7 @@ formula (min equal, low/high 2x-3x the kernel's)."""
 import os
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard as mg
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 
 PROC = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'fixtures', 'memory', 'real-x86-host',
                     'proc-files.txt')
@@ -65,7 +66,7 @@ def test_every_zone_watermark_is_the_kernel_formula_at_the_hosts_settings():
 
 def test_the_reader_takes_the_min_watermark_from_this_zoneinfo_and_it_is_min_free_kbytes():
     s = sections()
-    info = mg.parse_meminfo(s['/proc/meminfo'])
+    info = node_probe.parse_meminfo(s['/proc/meminfo'], in_bytes=True)
     zones = mg.parse_zoneinfo(s['/proc/zoneinfo'])
     marks = mg.watermarks(info, zones, mg.parse_min_free_kbytes(s['/proc/sys/vm/min_free_kbytes']))
     assert marks['source'] == 'zoneinfo' and marks['page_size'] == 4096

@@ -4,6 +4,7 @@
 
 
 from ansible_collections.dgxspark.ds4.plugins.filter.maintenance import FilterModule
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import swap_guard as sg
 
 GIB_KB = 1024 * 1024
@@ -16,7 +17,7 @@ def meminfo(available_gib, swap_total_gib, swap_free_gib):
 
 
 def test_parse_meminfo_in_bytes():
-    info = sg.parse_meminfo(meminfo(15, 32, 12))
+    info = node_probe.parse_meminfo(meminfo(15, 32, 12), in_bytes=True)
     assert info['MemAvailable'] == 15 * 1024 ** 3 and info['SwapTotal'] - info['SwapFree'] == 20 * 1024 ** 3
 
 
