@@ -122,8 +122,9 @@ NODE_NAMES = sorted(p[:-3].replace(os.sep, '.') for p in NODE_PACKAGE if not p.e
 
 
 def shipped_sets():
-    """{'<role>/<tasks file>: <task name>': [module_utils names]} of every task that copies module_utils files to a
-    host (src .../plugins/module_utils/{{ item }}), its loop resolved (the node package's role: the lookup's list)."""
+    """{'<role>/<tasks file>: <task name>': [module_utils names]} of every task that writes module_utils files to a
+    host: a copy of src .../plugins/module_utils/{{ item }} (its loop resolved from the role's vars), or a
+    dgxspark.ds4.file_set of the lookup dgxspark.ds4.node_package's files (the node package)."""
     out = {}
     roles = os.path.join(REPO, 'roles')
     for role in sorted(os.listdir(roles)):
@@ -134,6 +135,10 @@ def shipped_sets():
         role_vars = yaml.safe_load(open(vars_path)) if os.path.exists(vars_path) else {}
         for name in sorted(os.listdir(tasks_dir)):
             for task in yaml.safe_load(open(os.path.join(tasks_dir, name))) or []:
+                files = str((task.get('dgxspark.ds4.file_set') or {}).get('files', ''))
+                if 'dgxspark.ds4.node_package' in files:
+                    out['%s/%s: %s' % (role, name, task['name'])] = NODE_NAMES
+                    continue
                 copy = task.get('ansible.builtin.copy') or {}
                 if not SHIP_SRC_RE.search(str(copy.get('src', ''))):
                     continue
@@ -141,10 +146,7 @@ def shipped_sets():
                 if isinstance(loop, str):
                     match = re.match(r'^\{\{ *(\w+) *\}\}$', loop.strip())
                     assert match, 'a shipped module_utils list must be a list or one role variable: %r' % loop
-                    if role == '_node_package' and match.group(1) == '_node_package_files':
-                        loop = NODE_PACKAGE
-                    else:
-                        loop = role_vars[match.group(1)]
+                    loop = role_vars[match.group(1)]
                 out['%s/%s: %s' % (role, name, task['name'])] = sorted(
                     item[:-3].replace('/', '.') for item in loop if not item.endswith('__init__.py'))
     return out
@@ -175,6 +177,8 @@ def test_the_shipped_set_is_found_and_is_the_node_package():
     """The parser finds the one copy task and it ships the node package (the canary, the router's client, the
     failure catalogue, the pair guard): an empty result would make the tests below pass on nothing."""
     assert list(SHIPPED) == ['_node_package/main.yml: Node package | The files of the package'], SHIPPED
+    task = yaml.safe_load(open(os.path.join(REPO, 'roles', '_node_package', 'tasks', 'main.yml')))[1]
+    assert task['dgxspark.ds4.file_set']['files'].replace(' ', '') == "{{query('dgxspark.ds4.node_package',root=_node_package_root)}}"
     names = SHIPPED[list(SHIPPED)[0]]
     assert names == NODE_NAMES
     for name in ('_node.quality_canary', '_node.router_admin', '_node.failure_catalogue', '_node.pairguard.watch'):
@@ -187,15 +191,14 @@ def test_the_lookup_lists_every_file_of_the_node_package():
     assert '_node/__init__.py' in NODE_PACKAGE and '_node/pairguard/__init__.py' in NODE_PACKAGE
 
 
-def test_the_callers_take_the_node_package_from_the_lookup_and_ship_it_through_the_one_task_file():
+def test_the_callers_probe_the_lookups_list_and_ship_it_through_the_one_task_file():
     for role, var in (('vllm_service', '_vllm_service_node_package'), ('router', '_router_node_package')):
         text = yaml.safe_load(open(os.path.join(REPO, 'roles', role, 'vars', 'main.yml')))[var]
         assert text.replace(' ', '') == "{{query('dgxspark.ds4.node_package')}}", (role, text)
-    for path, var in (('roles/vllm_service/tasks/node_files.yml', '_vllm_service_node_package'),
-                      ('roles/router/tasks/install.yml', '_router_node_package')):
+    for path in ('roles/vllm_service/tasks/node_files.yml', 'roles/router/tasks/install.yml'):
         tasks = yaml.safe_load(open(os.path.join(REPO, path)))
         includes = [task for task in tasks if (task.get('ansible.builtin.include_role') or {}).get('name') == 'dgxspark.ds4._node_package']
-        assert len(includes) == 1 and includes[0]['vars']['_node_package_files'] == '{{ %s }}' % var, path
+        assert len(includes) == 1 and sorted(includes[0]['vars']) == ['_node_package_notify', '_node_package_root'], path
 
 
 def _top_imports(path):
