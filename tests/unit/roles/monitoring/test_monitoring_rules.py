@@ -22,6 +22,7 @@ import sys
 import pytest
 import yaml
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import forensics
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import hang as pg_hang
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import state as pg_state
@@ -86,8 +87,7 @@ def guard_series():
     state.memory = {'spark1': memory_guard.assess('spark1', 'MemTotal: 125489508 kB\nMemFree: 4194304 kB\n'
                                                   'MemAvailable: 9437184 kB\n', psi, None, '', '1572864\n')}
     text = state.render(0)
-    # the boot forensics' textfile (roles/vllm_service/files/forensics.py), written by the head's prestart
-    forensics = load('forensics.py')
+    # the boot forensics' textfile (the node package's forensics.py), written by the head's prestart
     path = os.path.join(TESTS, '..', '.cache', 'forensics-series.prom')
     finding = {'node': 'spark1', 'id': 'gsp-timeout'}
     forensics.export({'textfile': path}, [finding], True, 0)

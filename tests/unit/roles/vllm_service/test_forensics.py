@@ -15,12 +15,10 @@ import types
 
 import pytest
 
-from .role_files import load
-
-forensics = load('forensics.py')
-prestart = load('prestart.py')
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import forensics
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import pair as pg_pair
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import watch as pg_watch
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import prestart
 
 FIXTURES = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'kernel'))
 CLEAN = os.path.join(FIXTURES, 'prev-boot-clean-benign.log')

@@ -11,11 +11,9 @@ import json
 
 import pytest
 
-from .role_files import load
-
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import pair as pg_pair
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import watch as pg_watch
-prestart = load('prestart.py')
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import prestart
 
 SSH = ['ssh', '-i', '/etc/dgxspark-ds4/peer/id_ed25519', 'root@10.77.0.12']
 HEAD = 'dgxspark-ds4-head.service'

@@ -15,10 +15,10 @@ import pytest
 
 from .role_files import load
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import forensics
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import config as pg_config
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import jobs as pg_jobs
 pairguard = load('pairguard.py')
-forensics = load('forensics.py')
 
 DAY = 86400
 NOW = 1796083200.0  # 2026-12-01T00:00:00Z

@@ -14,11 +14,12 @@ import pytest
 
 from .role_files import load
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import prestart
+
 CID_DEAD = 'a' * 64
 CID_LIVE = 'b' * 64
 
 
-prestart = load('prestart.py')
 verify_unit = load('verify_unit.py')
 
 
