@@ -1,4 +1,5 @@
-"""Make `ansible_collections.dgxspark.ds4` importable from the working tree."""
+"""Make `ansible_collections.dgxspark.ds4` importable from the working tree, and the unit tests' own helpers in
+tests/unit (golden_regen: the one loader of tests/golden/regen.py)."""
 import os
 import sys
 
@@ -12,3 +13,6 @@ if not os.path.islink(LINK) and not os.path.isdir(LINK):
     os.symlink(REPO, LINK)
 if LINK_ROOT not in sys.path:
     sys.path.insert(0, LINK_ROOT)
+# pytest's default import mode puts this directory on sys.path already (this conftest's); said here for any mode
+if HERE not in sys.path:
+    sys.path.append(HERE)

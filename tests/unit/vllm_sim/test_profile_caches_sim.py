@@ -10,19 +10,13 @@ read-only model mount.
 """
 
 
-import importlib.util
-import os
-
 import pytest
 
 from vllm_sim import checks  # pylint: disable=import-error
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config as c
+from golden_regen import regen  # pylint: disable=import-error
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..'))
-_spec = importlib.util.spec_from_file_location('ds4_golden_regen_sim', os.path.join(REPO, 'tests', 'golden', 'regen.py'))
-regen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(regen)
 
 ENV_NAMES = ('VLLM_CACHE_ROOT', 'XDG_CACHE_HOME', 'TRITON_CACHE_DIR', 'TORCHINDUCTOR_CACHE_DIR', 'FLASHINFER_WORKSPACE_BASE',
              'VLLM_DISABLE_COMPILE_CACHE')

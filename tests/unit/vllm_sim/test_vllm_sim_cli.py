@@ -15,6 +15,7 @@ import pytest
 from conftest import VLLM  # pylint: disable=import-error
 from vllm_sim import cli  # pylint: disable=import-error
 from vllm_sim import schema as flag_schema  # pylint: disable=import-error
+from golden_regen import regen  # pylint: disable=import-error
 
 SEED_000 = """serve /models/DeepSeek-V4-Flash --served-model-name deepseek-v4-flash --host 0.0.0.0 --port 8000
 --trust-remote-code --tensor-parallel-size 2 --pipeline-parallel-size 1 --kv-cache-dtype fp8 --block-size 256
@@ -168,15 +169,6 @@ def golden_argv(path):
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'golden')
 
 
-def _regen():
-    sys.path.insert(0, GOLDEN)
-    try:
-        import regen  # pylint: disable=import-error,import-outside-toplevel
-    finally:
-        sys.path.pop(0)
-    return regen
-
-
 # tests/golden/<profile>/, and tests/golden/_variants/<variant>/ (a profile plus a collection setting: regen.VARIANTS)
 RENDERED = sorted(d for d in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, d)) and not d.startswith('_'))
 VARIANTS_DIR = os.path.join(GOLDEN, '_variants')
@@ -187,7 +179,6 @@ RENDERED += sorted('_variants/' + d for d in (os.listdir(VARIANTS_DIR) if os.pat
 @pytest.mark.parametrize('profile', RENDERED)
 def test_every_profile_argv_parses_with_its_declared_version(profile):
     """Each profile's rendered argv (both ranks) parses with the schema of the vLLM its image declares."""
-    regen = _regen()
     base = profile
     if profile.startswith('_variants/'):
         base = getattr(regen, 'VARIANTS', {})[profile.split('/', 1)[1]][0]

@@ -306,11 +306,7 @@ def test_molecule_test_deployment_starts(tmp_path):
 
 
 def _profile_inputs(profile):
-    sys.path.insert(0, GOLDEN)
-    try:
-        import regen  # pylint: disable=import-error,import-outside-toplevel
-    finally:
-        sys.path.pop(0)
+    from golden_regen import regen  # pylint: disable=import-error,import-outside-toplevel
     # the effective config of -i inventories/sample-site -e ds4_profile=<profile> (model paths from the catalogue where the recipe gives none)
     return ds4_config.compute_effective(regen.inventory_inputs(profile), 'spark1')
 

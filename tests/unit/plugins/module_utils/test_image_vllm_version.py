@@ -7,7 +7,6 @@ run here by a local Python over a site directory), the comparison with the decla
 way real vLLM images do (tests/vllm_sim/install_dist.py)."""
 
 import copy
-import importlib.util
 import os
 import subprocess
 import sys
@@ -18,12 +17,10 @@ import yaml
 from ansible_collections.dgxspark.ds4.plugins.filter import container as flt
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config as c
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import vllm_schema as vs
+from golden_regen import regen  # pylint: disable=import-error
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))
-_spec = importlib.util.spec_from_file_location('ds4_golden_regen_iv', os.path.join(REPO, 'tests', 'golden', 'regen.py'))
-regen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(regen)
 INSTALL_DIST = os.path.join(REPO, 'tests', 'vllm_sim', 'install_dist.py')
 SIM_VLLM = os.path.join(REPO, 'tests', 'vllm_sim', 'bin', 'vllm')
 with open(os.path.join(REPO, 'roles', 'container_image', 'vars', 'main.yml')) as _fh:

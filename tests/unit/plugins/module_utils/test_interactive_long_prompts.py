@@ -10,20 +10,14 @@ names the variable, the value and the fix.
 """
 
 import copy
-import importlib.util
 import json
-import os
 
 import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config as c
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import vllm_schema
+from golden_regen import regen  # pylint: disable=import-error
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))
-_spec = importlib.util.spec_from_file_location('ds4_golden_regen_ilp', os.path.join(REPO, 'tests', 'golden', 'regen.py'))
-regen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(regen)
 
 FLAG = '--long-prefill-token-threshold'
 

@@ -15,6 +15,7 @@ import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._fabric import nccl_preflight
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config
+from golden_regen import regen  # pylint: disable=import-error
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 
@@ -26,7 +27,6 @@ def _load(name, path):
     return mod
 
 
-regen = _load('ds4_golden_regen_nccl', os.path.join(REPO, 'tests', 'golden', 'regen.py'))
 fixtures = _load('ds4_sysfs_fixtures_nccl', os.path.join(REPO, 'tests', 'fixtures', 'sysfs', 'make_fixtures.py'))
 GOLDENS = sorted((os.path.basename(os.path.dirname(os.path.dirname(p))), os.path.basename(os.path.dirname(p)))
                  for p in glob.glob(os.path.join(REPO, 'tests', 'golden', '*', 'spark*', 'nccl.env'))

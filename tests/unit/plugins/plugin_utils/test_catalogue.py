@@ -5,18 +5,13 @@
 name, refusing unknown names with the list, refusing recipe/model/family mismatches naming both, the revision pin."""
 
 import copy
-import importlib.util
-import os
 import re
 
 import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue, ds4_config as c, vllm_schema
+from golden_regen import regen  # pylint: disable=import-error
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
-_spec = importlib.util.spec_from_file_location('regen', os.path.join(REPO, 'tests', 'golden', 'regen.py'))
-regen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(regen)
 
 UPSTREAM = ('upstream-0731-dspark', 'upstream-mtp')
 SHA = '0123456789abcdef0123456789abcdef01234567'

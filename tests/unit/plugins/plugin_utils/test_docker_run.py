@@ -5,7 +5,6 @@ ds4_effective.service.docker_run) from the recipe and the vllm_service variables
 checked there before any host changes; the unit only appends the node's image Id (tests/golden/_units/ hold the units)."""
 
 
-import importlib.util
 import os
 
 import pytest
@@ -13,11 +12,9 @@ import pytest
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import service_layout as sl
+from golden_regen import regen  # pylint: disable=import-error
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..'))
-_spec = importlib.util.spec_from_file_location('ds4_golden_regen_docker_run', os.path.join(REPO, 'tests', 'golden', 'regen.py'))
-regen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(regen)
 OPTIONS = regen.role_options()
 
 

@@ -4,19 +4,16 @@
 """Merge and validation rules of ds4_config: every refusal shows its message."""
 
 import copy
-import importlib.util
 import json
 import os
 
 import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config as c
+from golden_regen import regen  # pylint: disable=import-error
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))
-_spec = importlib.util.spec_from_file_location('ds4_golden_regen_cfg', os.path.join(REPO, 'tests', 'golden', 'regen.py'))
-regen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(regen)
 
 
 @pytest.fixture

@@ -6,18 +6,13 @@ computed once by the config compile (ds4_config.launch_facts) and copied into th
 from the rendered script. For every shipped recipe, every variant and both ranks they equal what the rendered
 script itself says (config_set.launch_facts, kept only to read a record written before the slice existed)."""
 
-import importlib.util
-import os
 
 import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import config_set
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config
+from golden_regen import regen  # pylint: disable=import-error
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
-_SPEC = importlib.util.spec_from_file_location('ds4_golden_regen_lf', os.path.join(REPO, 'tests', 'golden', 'regen.py'))
-regen = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(regen)
 
 CASES = [('profile', p) for p in ds4_config.PROFILES] + [('variant', v) for v in sorted(regen.VARIANTS)]
 # the script's word for each published key

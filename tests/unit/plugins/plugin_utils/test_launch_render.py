@@ -4,7 +4,6 @@
 """Render every profile for both nodes, run the script with real bash, compare argv/env."""
 
 import copy
-import importlib.util
 import json
 import os
 import stat
@@ -13,12 +12,8 @@ import subprocess
 import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue, ds4_config, launch_render
+from golden_regen import regen  # pylint: disable=import-error
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))
-_spec = importlib.util.spec_from_file_location('ds4_golden_regen', os.path.join(REPO, 'tests', 'golden', 'regen.py'))
-regen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(regen)
 
 CASES = [(p, h) for p in ds4_config.PROFILES for h in ('spark1', 'spark2')]
 

@@ -4,20 +4,14 @@
 """serve_args and env against vLLM's own flag schema."""
 
 import copy
-import importlib.util
 import json
-import os
 
 import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config as c
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import vllm_schema as vs
+from golden_regen import regen  # pylint: disable=import-error
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.abspath(os.path.join(HERE, '..', '..', '..', '..'))
-_spec = importlib.util.spec_from_file_location('ds4_golden_regen_vs', os.path.join(REPO, 'tests', 'golden', 'regen.py'))
-regen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(regen)
 
 COMMITTED = ('0.21.0', '0.22.0', '0.27.1', '0.33.0')
 

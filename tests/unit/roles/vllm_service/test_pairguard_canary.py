@@ -552,12 +552,8 @@ def test_a_passing_canary_that_saw_the_pair_busy_neither_judges_timings_nor_sets
 # --------------------------------------------------------------------------- time limits from the recipe
 def _effective(recipe):
     """ds4_effective of the head as the config compile publishes it for a shipped recipe (the goldens' inventory)."""
-    import importlib.util  # pylint: disable=import-outside-toplevel
     from ansible_collections.dgxspark.ds4.plugins.plugin_utils import ds4_config  # pylint: disable=import-outside-toplevel
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..')
-    spec = importlib.util.spec_from_file_location('ds4_golden_regen_canary', os.path.join(root, 'tests', 'golden', 'regen.py'))
-    regen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(regen)
+    from golden_regen import regen  # pylint: disable=import-error,import-outside-toplevel
     return ds4_config.compute_effective(regen.inventory_inputs(recipe), 'spark1')
 
 
