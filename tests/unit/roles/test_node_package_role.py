@@ -53,6 +53,8 @@ def test_the_shipped_tree_is_what_the_node_scripts_import_and_a_second_run_chang
     assert shipped == expected and '_node/pairguard/watch.py' in shipped, shipped
     for path in package.rglob('*.py'):
         assert oct(path.stat().st_mode & 0o777) == '0o644', path
+        with open(os.path.join(source, str(path.relative_to(package.parent))), 'rb') as handle:
+            assert path.read_bytes() == handle.read(), path  # byte for byte (nothing templated, no newline lost)
     # the node scripts beside the tree, each loaded (imports and module body, not main) by the node's python3 -I
     for script in SCRIPTS:
         shutil.copy(script, root / os.path.basename(script))
