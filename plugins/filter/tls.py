@@ -11,11 +11,20 @@ import datetime
 import time
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.community.crypto.plugins.filter.x509_certificate_info import FilterModule as _CryptoFilters
 from ansible_collections.dgxspark.ds4.plugins.module_utils._security.tls_plan import expiry, generated_current, read_pem, site_ca_problem
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.filter_base import Ds4FilterError, ds4_filter, filter_map
 
-_X509_CERTIFICATE_INFO = _CryptoFilters().filters()['x509_certificate_info']
+
+def _x509_certificate_info():
+    """community.crypto's x509_certificate_info filter (a dependency of this collection, galaxy.yml), imported when a
+    certificate is read: the collection's own plugins load without it (ansible-test sanity, a bare install)."""
+    try:
+        from ansible_collections.community.crypto.plugins.filter.x509_certificate_info import FilterModule
+    except ImportError as exc:
+        raise Ds4FilterError('dgxspark.ds4.tls_certificate_info: needs the community.crypto collection (>= 2.10.0, a '
+                             'dependency of dgxspark.ds4; the ansible package ships it): %s' % exc) from exc
+    return FilterModule().filters()['x509_certificate_info']
+
 
 # RFC 4514's short names of the attribute types (section 3), keyed by the long names community.crypto reports
 _RFC4514_NAMES = {'commonName': 'CN', 'localityName': 'L', 'stateOrProvinceName': 'ST', 'organizationName': 'O',
@@ -48,7 +57,9 @@ def _rfc4514(ordered):
 @ds4_filter('tls_certificate_info', 'str')
 def tls_certificate_info(pem, renew_days=30):
     try:
-        facts = _X509_CERTIFICATE_INFO(pem)
+        facts = _x509_certificate_info()(pem)
+    except Ds4FilterError:
+        raise
     except AnsibleFilterError as exc:
         raise Ds4FilterError('dgxspark.ds4.tls_certificate_info: not a PEM certificate: %s' % exc) from exc
     not_after = int(datetime.datetime.strptime(facts['not_after'], '%Y%m%d%H%M%SZ')

@@ -8,7 +8,6 @@ test_benchy_sim.py) point them at a simulator with ds4_endpoint_url."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 

@@ -237,8 +237,8 @@ def test_real_served_ports_answer_from_their_services_only_a_local_squatter_rece
     owner alone would let it through); root and a DynamicUser uid (vllm-router) serve as before; a port the collection
     does not serve stays a user's. The control plane: another user's connection to the master port or an inter-node
     port on the fabric address is reset, root's gets through."""
-    from ansible_collections.dgxspark.ds4.plugins.module_utils._security.nft_ruleset import (expected_listing, normalise_listing,
-                                                                                   render_ruleset)
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._security.nft_ruleset import (
+        expected_listing, normalise_listing, render_ruleset)
     spec = {'table': 'dgxspark_ds4', 'api_port': 8000, 'upstream_port': 8001, 'master_port': 29501,
             'allowed_networks': [], 'fabric_addresses': ['10.77.0.11', '10.77.0.12'], 'self_address': '10.77.0.11',
             'ephemeral_ports': '32768-60999', 'owned_ports': [8001, 29000, 30000], 'owner_uids': [0, 33],
