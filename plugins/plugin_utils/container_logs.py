@@ -20,12 +20,13 @@ API:
 
 
 import re
+from typing import Any
 
 DRIVERS = ('none', 'json-file')
 _SIZE = re.compile(r'^[1-9][0-9]*[kmg]$')
 
 
-def docker_log_args(driver: str, max_size: str = '100m', max_file: int | str = 3) -> list[str]:
+def docker_log_args(driver: str | None, max_size: Any = '100m', max_file: Any = 3) -> list[str]:
     """The logging part of the serving ``docker run`` argv (exactly one --log-driver)."""
     if driver == 'journald':
         raise ValueError("vllm_service_container_log_driver='journald' stores every vLLM line twice in the journal: the "

@@ -12,11 +12,12 @@ Pure Python, no Ansible imports.
 
 import json
 import shlex
+from typing import Any
 
 JSON_SEPARATORS = (',', ':')
 
 
-def render_value(value):
+def render_value(value: Any) -> list[str]:
     """One flag value -> list of argv words (empty for a bare boolean flag)."""
     if value is True:
         return []
@@ -27,7 +28,7 @@ def render_value(value):
     return [render_scalar(value)]
 
 
-def render_scalar(value):
+def render_scalar(value: Any) -> str:
     if isinstance(value, bool):
         return 'true' if value else 'false'
     if isinstance(value, float):
@@ -37,12 +38,12 @@ def render_scalar(value):
     return str(value)
 
 
-def _json_flag_value(flag, value):
+def _json_flag_value(flag: str, value: Any) -> list[str]:
     # JSON-valued flags given as a list (rare) still render as one JSON word.
     return [json.dumps(value, separators=JSON_SEPARATORS)]
 
 
-def build_argv_groups(eff):
+def build_argv_groups(eff: dict[str, Any]) -> list[list[str]]:
     """argv as groups: [entrypoint words], [model], [--flag, value...], ..."""
     from ansible_collections.dgxspark.ds4.plugins.plugin_utils.ds4_config import JSON_FLAGS
     groups = [list(eff['entrypoint']), [str(eff['model']['serve_arg'])]]
@@ -64,18 +65,18 @@ def build_argv_groups(eff):
     return groups
 
 
-def build_argv(eff):
-    argv = []
+def build_argv(eff: dict[str, Any]) -> list[str]:
+    argv: list[str] = []
     for group in build_argv_groups(eff):
         argv.extend(group)
     return argv
 
 
-def _q(word):
+def _q(word: str) -> str:
     return shlex.quote(word)
 
 
-def render_launch_script(eff):
+def render_launch_script(eff: dict[str, Any]) -> str:
     """Text of launch-head.sh / launch-worker.sh."""
     role = eff['role']
     lines = [

@@ -19,6 +19,8 @@ they are not placeholders and are not refused here; a TEST-NET fabric address is
 
 
 import ipaddress
+from collections.abc import Callable, Iterable
+from typing import Any
 
 # RFC 5737 documentation ranges (never routed on the Internet or a LAN).
 PLACEHOLDER_NETWORKS = (
@@ -37,7 +39,7 @@ CHECKED_VARS = (
 SHIPPED_HOSTS_FILE = 'inventories/sample-site/hosts.yml'
 
 
-def placeholder_network(value):
+def placeholder_network(value: Any) -> tuple[ipaddress.IPv4Network, str] | None:
     """(network, name) of the documentation range holding value, or None (not an IPv4 literal, or a real one)."""
     try:
         addr = ipaddress.IPv4Address(str(value).strip())
@@ -49,7 +51,8 @@ def placeholder_network(value):
     return None
 
 
-def placeholder_errors(hostvars, hosts, where=None):
+def placeholder_errors(hostvars: dict[str, Any], hosts: Iterable[str],
+                       where: Callable[[str, str], str | None] | None = None) -> list[str]:
     """Error lines for every placeholder address of hosts.
 
     hostvars: {host: {var: value}}; where: optional callable (host, var) -> 'path[:line]' where Ansible read

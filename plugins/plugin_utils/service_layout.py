@@ -20,6 +20,7 @@ Pure Python, no Ansible imports.
 
 
 import re
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.container_logs import docker_log_args
 
@@ -50,23 +51,23 @@ CONTAINER_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$')
 _TEMPLATE_MARKS = ('{{', '{%')
 
 
-def _err(var, value, why, fix, host=None):
+def _err(var: str, value: Any, why: str, fix: str, host: str | None = None) -> str:
     prefix = '[host %s] ' % host if host else ''
     return '%s%s = %r: %s. Fix: %s.' % (prefix, var, value, why, fix)
 
 
-def _path_ok(value):
+def _path_ok(value: Any) -> bool:
     return (isinstance(value, str) and value.startswith('/') and value.rstrip('/') != ''
             and '..' not in value.split('/') and not any(c in value for c in ' \t\n\'"$`\\'))
 
 
-def service_layout(role, values, host=None):
+def service_layout(role: str, values: dict[str, Any], host: str | None = None) -> tuple[dict[str, Any], list[str]]:
     """-> (layout, errors) for a rank.
 
     role: 'head' or 'worker'. values: {inventory variable: value} for the LAYOUT_VARS the
     inventory (or -e) sets for this host; a missing or None value takes the default."""
-    errors = []
-    layout = dict(DEFAULTS)
+    errors: list[str] = []
+    layout: dict[str, Any] = dict(DEFAULTS)
     layout['unit_name'] = UNIT_NAME % role
     layout['container_name'] = CONTAINER_NAME % role
     for var, key in sorted(LAYOUT_VARS.items()):
@@ -97,7 +98,7 @@ def service_layout(role, values, host=None):
     return layout, errors
 
 
-def paths(layout, role):
+def paths(layout: dict[str, Any], role: str) -> dict[str, str]:
     """The files of a rank's live config set, derived from the directories and names."""
     cdir, sdir = layout['config_dir'].rstrip('/'), layout['state_dir'].rstrip('/')
     return {
@@ -126,7 +127,8 @@ DEFAULT_ULIMITS = {'memlock': -1, 'stack': 67108864}
 RDMA_DEVICE = '/dev/infiniband:/dev/infiniband'
 
 
-def docker_run(effective, layout, settings, host=None):
+def docker_run(effective: dict[str, Any], layout: dict[str, Any], settings: dict[str, Any],
+               host: str | None = None) -> tuple[dict[str, Any], list[str], list[str]]:
     """-> ({'docker_run': [word, ...], 'devices': [...], 'cache_volumes': {host dir: container dir}}, errors, warnings)
 
     The rank's ``docker run`` argv, every word after ``run`` up to the image (the unit appends the image's Id, known on
@@ -137,7 +139,7 @@ def docker_run(effective, layout, settings, host=None):
     warnings: a privileged container, or a recipe asking for one that the role runs with named capabilities."""
     role = effective['role']
     c = effective.get('container') or {}
-    warnings = []
+    warnings: list[str] = []
     try:
         log_args = docker_log_args(settings.get('vllm_service_container_log_driver'),
                                    settings.get('vllm_service_container_log_max_size'),
@@ -168,7 +170,7 @@ def docker_run(effective, layout, settings, host=None):
             words += ['--runtime', str(c['runtime'])]
         words += ['--gpus', str(c.get('gpus') or 'all')]
     rdma = settings.get('vllm_service_rdma_devices')
-    devices = []
+    devices: list[str] = []
     for dev in list(c.get('devices') or []) + ([RDMA_DEVICE] if rdma else []):
         # without the RDMA devices no /dev/infiniband entry of the recipe either; never an empty word
         if dev and not (not rdma and dev.startswith('/dev/infiniband')) and dev not in devices:
@@ -201,7 +203,7 @@ def docker_run(effective, layout, settings, host=None):
     return {'docker_run': words, 'devices': devices, 'cache_volumes': cache_volumes}, argv_problems(words, host), warnings
 
 
-def _mounts(words):
+def _mounts(words: list[str]) -> list[tuple[str, str, bool]]:
     """(container path, host path, read-only) of every -v of a docker run argv, in order."""
     out = []
     for i, word in enumerate(words[:-1]):
@@ -211,13 +213,13 @@ def _mounts(words):
     return out
 
 
-def argv_problems(words, host=None):
+def argv_problems(words: list[str], host: str | None = None) -> list[str]:
     """The rules of the unit's docker run argv that its inputs decide, beyond how docker_run() builds it (one log
     driver from docker_log_args, the launch script as a read-only bind of the same host path, the entrypoint): no
     container path mounted twice (a recipe's volume or a cache volume over the launch script, nccl.env, the model or
     another volume: Docker refuses a duplicate mount point at every start, a restart storm, or shadows the launch
     script). The node checks only that the host paths exist (roles/vllm_service/files/verify_unit.py)."""
-    targets = {}
+    targets: dict[str, list[str]] = {}
     for target, source, _ro in _mounts(words):
         targets.setdefault(target, []).append(source)
     return [_err('ds4_profile_config.container.volumes / container.cache_volumes / vllm_service_extra_cache_volumes', target,
@@ -228,7 +230,8 @@ def argv_problems(words, host=None):
             for target, sources in targets.items() if len(sources) > 1]
 
 
-def publish(effective, layout_values, settings, host=None):
+def publish(effective: dict[str, Any], layout_values: dict[str, Any], settings: dict[str, Any],
+            host: str | None = None) -> tuple[list[str], list[str]]:
     """Set ds4_effective['service'] (and 'unit_name') of a host: its layout and its docker run argv (docker_run()).
 
     layout_values: the LAYOUT_VARS the inventory sets, untemplated (service_layout()); settings: as for docker_run().

@@ -21,6 +21,7 @@ import difflib
 import json
 import os
 import re
+from collections.abc import Iterable
 from typing import Any
 
 SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'vllm_schemas')
@@ -84,7 +85,7 @@ HUMAN_INT_RE = re.compile(r'^\s*(\d+(\.\d+)?[kKmMgGtT]|[-+]?\d+)\s*$')
 _CACHE: dict[str, Any] = {}
 
 
-def available_versions(directory=SCHEMA_DIR):
+def available_versions(directory: str = SCHEMA_DIR) -> list[str]:
     try:
         names = os.listdir(directory)
     except OSError:
@@ -93,11 +94,11 @@ def available_versions(directory=SCHEMA_DIR):
     return sorted(out, key=lambda v: tuple(int(p) for p in v.split('.')))
 
 
-def schema_path(version, directory=SCHEMA_DIR):
+def schema_path(version: str, directory: str = SCHEMA_DIR) -> str:
     return os.path.join(directory, 'vllm-%s.json' % version)
 
 
-def load_schema(version, directory=SCHEMA_DIR):
+def load_schema(version: str, directory: str = SCHEMA_DIR) -> Any:
     path = schema_path(version, directory)
     if path not in _CACHE:
         with open(path) as f:
@@ -105,7 +106,7 @@ def load_schema(version, directory=SCHEMA_DIR):
     return _CACHE[path]
 
 
-def schema_for(version, directory=SCHEMA_DIR):
+def schema_for(version: Any, directory: str = SCHEMA_DIR) -> tuple[Any, str | None, str | None]:
     """-> (schema, used version or None, problem or None) for an image's vllm_version.
 
     Exact version first; else the highest patch release of the same major.minor that has a
@@ -115,23 +116,26 @@ def schema_for(version, directory=SCHEMA_DIR):
     if os.path.exists(schema_path(version, directory)):
         return load_schema(version, directory), version, None
     minor = minor_of(version)
+    if minor is None:  # not reached: VERSION_RE matched above
+        return None, None, 'invalid'
     same = [v for v in available_versions(directory) if v == minor or v.startswith(minor + '.')]
     if same:
         return load_schema(same[-1], directory), same[-1], None
     return None, None, 'missing'
 
 
-def minor_of(version):
+def minor_of(version: Any) -> str | None:
     """'0.27.1' -> '0.27'; '0.11.1rc2.dev5+g48cebd4' -> '0.11'; None for anything that is not a vLLM version."""
     if not isinstance(version, str) or not VERSION_RE.match(version):
         return None
-    return '.'.join(re.match(r'^(\d+)\.(\d+)', version).groups())
+    match = re.match(r'^(\d+)\.(\d+)', version)
+    return '.'.join(match.groups()) if match else None
 
 
-def flag_index(schema):
+def flag_index(schema: dict[str, Any]) -> tuple[dict[str, tuple[str, dict[str, Any]]], dict[str, str]]:
     """Every spelling vLLM accepts -> (canonical name, entry); short aliases listed apart."""
-    index = {}
-    short = {}
+    index: dict[str, tuple[str, dict[str, Any]]] = {}
+    short: dict[str, str] = {}
     for name, entry in schema['flags'].items():
         for opt in entry.get('options') or ['--' + name]:
             if opt.startswith('--'):
@@ -141,13 +145,13 @@ def flag_index(schema):
     return index, short
 
 
-def suggest(word, candidates):
+def suggest(word: str, candidates: list[str]) -> str | None:
     hits = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
     return hits[0] if hits else None
 
 
-def _type_words(entry):
-    t = entry.get('type')
+def _type_words(entry: dict[str, Any]) -> str:
+    t: Any = entry.get('type')  # the schema's type name (free-form JSON)
     return {
         'int': 'an integer',
         'float': 'a number',
@@ -160,7 +164,7 @@ def _type_words(entry):
     }.get(t, 'a string')
 
 
-def _scalar_ok(entry, value):
+def _scalar_ok(entry: dict[str, Any], value: Any) -> bool:
     """argparse's conversion of one word, as vLLM's type callable does it."""
     t = entry.get('type')
     if isinstance(value, bool) or isinstance(value, (dict, list)):
@@ -186,25 +190,25 @@ def _scalar_ok(entry, value):
     return True
 
 
-def _choice_ok(choices, value):
+def _choice_ok(choices: list[Any], value: Any) -> bool:
     if value in choices:
         return True
     text = str(value)
     return any(text == str(c) for c in choices)
 
 
-def _positive(value):
+def _positive(value: Any) -> bool:
     try:
         return int(str(value).strip()) >= 1
     except ValueError:
         return True   # human-readable (1k) or auto: not a negative count
 
 
-def check_flag(flag, entry, value, mapping_only=False):
+def check_flag(flag: str, entry: dict[str, Any], value: Any, mapping_only: bool = False) -> list[tuple[str, Any, str, str, str]]:
     """One known flag's value -> [(key_path, value, why, fix, level)].
 
     mapping_only: the collection requires a YAML mapping for this JSON flag and reports other values itself."""
-    out = []
+    out: list[tuple[str, Any, str, str, str]] = []
     t = entry.get('type')
     words = _type_words(entry)
     if t == 'bool':
@@ -263,16 +267,17 @@ def check_flag(flag, entry, value, mapping_only=False):
     return out
 
 
-def _example(entry):
+def _example(entry: dict[str, Any]) -> str:
+    t: Any = entry.get('type')  # the schema's type name (free-form JSON)
     return {
         'int': 'an integer, e.g. 8',
         'float': 'a number, e.g. 0.8',
         'human_readable_int': 'an integer, e.g. 16384',
         'human_readable_int_or_auto': 'an integer, e.g. 131072',
-    }.get(entry.get('type'), 'a string')
+    }.get(t, 'a string')
 
 
-def _json_value_ok(spec, value):
+def _json_value_ok(spec: dict[str, Any], value: Any) -> bool:
     types = spec.get('types') or ['any']
     if 'any' in types:
         return True
@@ -310,7 +315,7 @@ def _json_value_ok(spec, value):
     return False
 
 
-def _json_expected(spec):
+def _json_expected(spec: dict[str, Any]) -> str:
     parts = []
     for t in spec.get('types') or []:
         if t == 'choice':
@@ -321,9 +326,9 @@ def _json_expected(spec):
     return ' or '.join(parts) or 'any value'
 
 
-def check_json(flag, entry, value):
+def check_json(flag: str, entry: dict[str, Any], value: dict[str, Any]) -> list[tuple[str, Any, str, str, str]]:
     """Keys of a JSON flag against the vLLM config class that parses it."""
-    out = []
+    out: list[tuple[str, Any, str, str, str]] = []
     js = entry.get('json_schema')
     if not js:
         for key, v in value.items():
@@ -355,13 +360,14 @@ def check_json(flag, entry, value):
     return out
 
 
-def check_serve_args(schema, args, mapping_flags=()):
+def check_serve_args(schema: dict[str, Any], args: dict[str, Any],
+                     mapping_flags: Iterable[str] = ()) -> list[tuple[str, str, Any, str, str, str]]:
     """serve_args (normalised names) -> [(flag, key_path, value, why, fix, level)].
 
     mapping_flags: JSON flags the caller already requires to be mappings (ds4_config.JSON_FLAGS)."""
     version = schema.get('vllm_version', '?')
     index, short = flag_index(schema)
-    out = []
+    out: list[tuple[str, str, Any, str, str, str]] = []
     for flag, value in args.items():
         if value is None:
             continue
@@ -387,12 +393,12 @@ def check_serve_args(schema, args, mapping_flags=()):
     return out
 
 
-def check_env(schema, env):
+def check_env(schema: dict[str, Any], env: dict[str, Any]) -> list[tuple[str, Any, str, str]]:
     """Env names vLLM removed or does not know -> [(name, value, why, fix)] (warnings)."""
     version = schema.get('vllm_version', '?')
     known = set(schema.get('env') or [])
-    out = []
-    unknown = []
+    out: list[tuple[str, Any, str, str]] = []
+    unknown: list[str] = []
     for name in env:
         if not name.startswith('VLLM_') or name in known:
             continue
