@@ -20,6 +20,7 @@ import hashlib
 import ipaddress
 import json
 import re
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._security.api_exposure import plan_exposure
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue
@@ -116,30 +117,30 @@ UTIL_CAP_128 = 0.90
 class Ds4ConfigError(Exception):
     """Raised with every validation error at once."""
 
-    def __init__(self, errors, warnings=None):
+    def __init__(self, errors: list[str], warnings: list[str] | None = None) -> None:
         self.errors = list(errors)
         self.warnings = list(warnings or [])
         super(Ds4ConfigError, self).__init__('\n'.join(self.errors))
 
 
-def normalize_flag(name):
+def normalize_flag(name: Any) -> str:
     """'--max_num_seqs' -> 'max-num-seqs'."""
     return str(name).strip().lstrip('-').replace('_', '-')
 
 
-def _fmt(value):
+def _fmt(value: Any) -> str:
     try:
         return json.dumps(value, sort_keys=False)
     except (TypeError, ValueError):
         return repr(value)
 
 
-def _msg(var, value, why, fix, host=None):
+def _msg(var: str, value: Any, why: str, fix: str, host: str | None = None) -> str:
     where = '[host %s] ' % host if host else ''
     return '%s%s = %s: %s. Fix: %s.' % (where, var, _fmt(value), why, fix)
 
 
-def util_cap(node_memory_gib):
+def util_cap(node_memory_gib: int) -> float:
     """Safe --gpu-memory-utilization for a node: 0.78 at <=96 GiB (seed 002), 0.90 at 128 GiB (seed 000)."""
     if node_memory_gib >= 128:
         return UTIL_CAP_128
@@ -148,15 +149,15 @@ def util_cap(node_memory_gib):
 
 # --------------------------------------------------------------------------- layers
 
-def _norm_serve_args(layer_name, var, args, errors, base_owned):
+def _norm_serve_args(layer_name: str, var: str, args: Any, errors: list[str], base_owned: dict[str, Any]) -> dict[str, Any]:
     """Normalise one layer's serve_args; report spelling twins and owned flags."""
-    out = {}
+    out: dict[str, Any] = {}
     if args is None:
         return out
     if not isinstance(args, dict):
         errors.append(_msg(var, args, 'serve_args must be a mapping of flag -> value', 'write e.g. {max-num-seqs: 4}'))
         return out
-    seen = {}
+    seen: dict[str, Any] = {}
     for raw, value in args.items():
         flag = normalize_flag(raw)
         fvar = '%s[%s]' % (var, raw)
@@ -196,8 +197,8 @@ def _norm_serve_args(layer_name, var, args, errors, base_owned):
     return out
 
 
-def _check_env_layer(layer_name, var, env, errors, base_env):
-    out = {}
+def _check_env_layer(layer_name: str, var: str, env: Any, errors: list[str], base_env: dict[str, str]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
     if env is None:
         return out
     if not isinstance(env, dict):
@@ -247,14 +248,15 @@ def _check_env_layer(layer_name, var, env, errors, base_env):
     return out
 
 
-def _layer(inputs, key):
+def _layer(inputs: dict[str, Any], key: str) -> Any:
     value = inputs.get(key)
     return {} if value is None else value
 
 
-def merge_layers(base, profile, site, errors):
+def merge_layers(base: dict[str, Any], profile: Any, site: Any,
+                 errors: list[str]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Merge base <- profile <- site.  Returns (merged, overrides)."""
-    overrides = []
+    overrides: list[dict[str, Any]] = []
     base_args = dict((normalize_flag(k), v) for k, v in (base.get('serve_args') or {}).items())
     base_env = dict((str(k), str(v)) for k, v in (base.get('env') or {}).items())
     base_container = base.get('container') or {}
@@ -268,7 +270,7 @@ def merge_layers(base, profile, site, errors):
             if key not in LAYER_KEYS:
                 errors.append(_msg('%s.%s' % (var, key), layer[key], 'unknown key', 'use one of: %s' % ', '.join(LAYER_KEYS)))
 
-    merged = {
+    merged: dict[str, Any] = {
         'seed': profile.get('seed'),
         'image': {}, 'model': {}, 'api': {}, 'entrypoint': None, 'master_port': None,
         'container': copy.deepcopy(base_container), 'env': dict(base_env), 'serve_args': dict(base_args),
@@ -338,18 +340,18 @@ def merge_layers(base, profile, site, errors):
 
 # --------------------------------------------------------------------------- checks
 
-def _is_abs(path):
+def _is_abs(path: Any) -> bool:
     return isinstance(path, str) and path.startswith('/') and '\n' not in path
 
 
-def _port_ok(value):
+def _port_ok(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
 
 
-def _cache_volumes(container, errors):
+def _cache_volumes(container: dict[str, Any], errors: list[str]) -> list[tuple[str, str]]:
     """container.cache_volumes: mapping host dir -> container dir."""
     vols = container.get('cache_volumes') or {}
-    out = []
+    out: list[tuple[str, str]] = []
     if not isinstance(vols, dict):
         errors.append(_msg('ds4_profile_config.container.cache_volumes', vols, 'must be a mapping host dir -> container dir',
                            'write e.g. {/var/cache/dgxspark-ds4/vllm: /root/.cache/vllm}'))
@@ -363,7 +365,7 @@ def _cache_volumes(container, errors):
     return out
 
 
-def cache_paths(env):
+def cache_paths(env: dict[str, Any]) -> list[tuple[str, str, str]]:
     """``[(env name, what, container path)]`` of the caches in :data:`PERSISTENT_CACHES` for this env."""
     out = []
     for name, default, what in PERSISTENT_CACHES:
@@ -374,7 +376,7 @@ def cache_paths(env):
     return out
 
 
-def cache_gaps(merged):
+def cache_gaps(merged: dict[str, Any]) -> list[tuple[str, str, str]]:
     """The caches of :func:`cache_paths` that no ``container.cache_volumes`` entry holds."""
     vols = merged['container'].get('cache_volumes') or {}
     if not isinstance(vols, dict):
@@ -383,12 +385,12 @@ def cache_gaps(merged):
     return [(n, w, p) for n, w, p in cache_paths(merged['env']) if not any(_under(p, c) for c in cdirs)]
 
 
-def _under(path, parent):
+def _under(path: str, parent: str) -> bool:
     parent = parent.rstrip('/') or '/'
     return path == parent or path.startswith(parent + '/')
 
 
-def tool_calls(merged):
+def tool_calls(merged: dict[str, Any]) -> dict[str, Any]:
     """How the served endpoint handles tool calls, from serve_args: ``{'parser', 'auto', 'tool_choice', 'note'}``.
 
     ``tool_choice`` is what validate.yml's tool-call check sends: ``auto`` (the model decides; vLLM's tool parser turns
@@ -399,7 +401,7 @@ def tool_calls(merged):
     args = merged.get('serve_args') or {}
     parser = args.get('tool-call-parser') or None
     auto = bool(args.get('enable-auto-tool-choice')) and parser is not None
-    out = {'parser': parser, 'auto': auto, 'tool_choice': 'auto' if auto else 'required', 'note': None}
+    out: dict[str, Any] = {'parser': parser, 'auto': auto, 'tool_choice': 'auto' if auto else 'required', 'note': None}
     if auto:
         return out
     recipe = (merged.get('choice') or {}).get('recipe')
@@ -415,14 +417,14 @@ def tool_calls(merged):
     return out
 
 
-def _int_or_none(value):
+def _int_or_none(value: Any) -> int | None:
     try:
         return int(value) if value is not None and not isinstance(value, bool) else None
     except (TypeError, ValueError):
         return None
 
 
-def launch_facts(eff):
+def launch_facts(eff: dict[str, Any]) -> dict[str, Any]:
     """What the readiness gate, a rollback, the drains and the regression kit need of this rank's launch, published
     as ds4_effective.launch and copied into the rank's deployed record (deployed-<role>.json, part of the config set a
     rollback restores): the values the launch script is rendered from, never read back from it.
@@ -450,7 +452,7 @@ def launch_facts(eff):
     }
 
 
-def compile_cache_plan(merged):
+def compile_cache_plan(merged: dict[str, Any]) -> dict[str, Any]:
     """Where vLLM's torch.compile cache lands: ``{'container_dir', 'host_dir', 'custom_ops_all', 'launch_digest'}``.
 
     ``container_dir``: ``--compilation-config`` ``cache_dir``, else ``$VLLM_CACHE_ROOT/torch_compile_cache`` (vLLM's
@@ -461,7 +463,8 @@ def compile_cache_plan(merged):
     """
     args = merged.get('serve_args') or {}
     env = merged.get('env') or {}
-    comp = args.get('compilation-config') if isinstance(args.get('compilation-config'), dict) else {}
+    comp_value = args.get('compilation-config')
+    comp = comp_value if isinstance(comp_value, dict) else {}
     ops = comp.get('custom_ops')
     digest = hashlib.sha256(json.dumps({'serve_args': args, 'env': env}, sort_keys=True, default=str).encode('utf-8')).hexdigest()
     out = {'container_dir': None, 'host_dir': None, 'custom_ops_all': isinstance(ops, list) and 'all' in ops,
@@ -476,7 +479,7 @@ def compile_cache_plan(merged):
     return out
 
 
-def check_merged(merged, errors, warnings):
+def check_merged(merged: dict[str, Any], errors: list[str], warnings: list[str]) -> None:
     """Rules on the merged (node-independent) configuration."""
     image = merged['image']
     model = merged['model']
@@ -486,7 +489,7 @@ def check_merged(merged, errors, warnings):
     container = merged['container']
     sources = merged.get('sources') or {}
 
-    def fvar(flag, suffix=''):
+    def fvar(flag: str, suffix: str = '') -> str:
         return '%s[%s]%s' % (sources.get(flag, 'serve_args'), flag, suffix)
 
     for k in IMAGE_REQUIRED:
@@ -539,7 +542,7 @@ def check_merged(merged, errors, warnings):
         except ValueError:
             errors.append(_msg('ds4_profile_config.api.host', api['host'], 'must be an IP address',
                                'set 127.0.0.1; expose the API with ds4_api_allowed_networks'))
-    mport = merged.get('master_port')
+    mport: Any = merged.get('master_port')
     if not _port_ok(mport) or mport < 1024:
         errors.append(_msg('ds4_profile_config.master_port', mport, 'must be an integer 1024-65535 (the TCPStore port)',
                            'e.g. 29501 (seed 000) or 25000 (seed 001)'))
@@ -619,17 +622,19 @@ def check_merged(merged, errors, warnings):
                                        'write /host/path:/container/path[:ro]'))
 
 
-def schema_context(merged, site):
+def schema_context(merged: dict[str, Any], site: dict[str, Any]) -> dict[str, Any]:
     """What the flag-schema check needs besides serve_args and env, kept in ds4_effective['vllm_schema'] so that
     dgxspark.ds4.container_image can check them again against the vLLM version the image itself carries
     (check_image_vllm): the variable that declares the version, where each flag was set, the site's env names."""
     declared_var = ('ds4_site_overrides.image.vllm_version' if isinstance(site.get('image'), dict) and 'vllm_version' in site['image']
                     else 'ds4_profile_config.image.vllm_version')
-    site_env = site.get('env') if isinstance(site.get('env'), dict) else {}
+    site_env_value = site.get('env')
+    site_env = site_env_value if isinstance(site_env_value, dict) else {}
     return {'declared_var': declared_var, 'sources': dict(merged.get('sources') or {}), 'site_env': sorted(site_env)}
 
 
-def _check_schema(version, where, merged, context, errors, warnings, no_schema_fix):
+def _check_schema(version: Any, where: str, merged: dict[str, Any], context: dict[str, Any], errors: list[str],
+                  warnings: list[str], no_schema_fix: str) -> None:
     """serve_args and env of `merged` against the flag schema of vLLM `version` (`where` names where the version came from)."""
     known = ', '.join(vllm_schema.available_versions()) or 'none'
     schema, used, problem = vllm_schema.schema_for(version)
@@ -663,7 +668,7 @@ def _check_schema(version, where, merged, context, errors, warnings, no_schema_f
             warnings.append('%s.env[%s] = %s: %s. Fix: %s.' % (layer, name, _fmt(value), why, fix))
 
 
-def check_vllm_schema(merged, site, errors, warnings):
+def check_vllm_schema(merged: dict[str, Any], site: dict[str, Any], errors: list[str], warnings: list[str]) -> None:
     """serve_args and env against the flag schema of the declared vLLM (image.vllm_version), on the controller before
     any host is contacted. dgxspark.ds4.container_image checks them again against the version the image carries."""
     image = merged['image']
@@ -683,13 +688,13 @@ def check_vllm_schema(merged, site, errors, warnings):
     _check_schema(version, where, merged, context, errors, warnings, 'or set the closest version that has one')
 
 
-def check_image_vllm(eff, image_version, image=None):
+def check_image_vllm(eff: dict[str, Any], image_version: Any, image: str | None = None) -> tuple[list[str], list[str]]:
     """(errors, warnings) for the vLLM version an image carries (read from the image by dgxspark.ds4.container_image).
 
     A declared image.vllm_version of another major.minor is said (a warning naming both), not refused; serve_args and
     env are always checked against the flag schema of the image's own version, and a flag it rejects is refused."""
-    errors = []
-    warnings = []
+    errors: list[str] = []
+    warnings: list[str] = []
     img = eff.get('image') or {}
     ref = image or img.get('ref')
     context = eff.get('vllm_schema') or {}
@@ -717,9 +722,10 @@ def check_image_vllm(eff, image_version, image=None):
     return errors, warnings
 
 
-def validate_inventory(spark_hosts, hostvars, errors, tp=2, pp=1):
+def validate_inventory(spark_hosts: list[str], hostvars: dict[str, Any], errors: list[str], tp: int = 2,
+                       pp: int = 1) -> dict[str, dict[str, Any]]:
     """kubespray-style inventory checks. Returns {host: per-host dict} for the good hosts."""
-    nodes = {}
+    nodes: dict[str, dict[str, Any]] = {}
     gpus = len(spark_hosts) * GPUS_PER_NODE
     if tp * pp != gpus:
         errors.append(_msg("groups['spark']", list(spark_hosts),
@@ -729,7 +735,7 @@ def validate_inventory(spark_hosts, hostvars, errors, tp=2, pp=1):
                            'put exactly two hosts in group spark (hosts.yml)'))
     for host in spark_hosts:
         hv = hostvars.get(host, {}) or {}
-        node = {'host': host}
+        node: dict[str, Any] = {'host': host}
         ok = True
         rank = hv.get('ds4_node_rank')
         if rank is None:
@@ -755,7 +761,7 @@ def validate_inventory(spark_hosts, hostvars, errors, tp=2, pp=1):
                                'set the CX-7 fabric IPv4 in host_vars/%s.yml, e.g. 192.168.100.10' % host, host))
             ok = False
         node['ip'] = ip
-        prefix = hv.get('ds4_fabric_prefix')
+        prefix: Any = hv.get('ds4_fabric_prefix')  # an int 1-32 once ok
         if isinstance(prefix, bool) or not isinstance(prefix, int) or not 1 <= prefix <= 32:
             errors.append(_msg('ds4_fabric_prefix', prefix, 'required: an integer 1-32', 'set e.g. ds4_fabric_prefix: 24', host))
             ok = False
@@ -796,7 +802,7 @@ def validate_inventory(spark_hosts, hostvars, errors, tp=2, pp=1):
             node['network'] = ipaddress.IPv4Network('%s/%d' % (ip, prefix), strict=False)
         nodes[host] = node
 
-    ranks = {}
+    ranks: dict[int, list[str]] = {}
     for host in spark_hosts:
         r = nodes[host]['rank']
         if isinstance(r, int) and not isinstance(r, bool):
@@ -826,7 +832,7 @@ def validate_inventory(spark_hosts, hostvars, errors, tp=2, pp=1):
 
 # --------------------------------------------------------------------------- top level
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     """Copy Ansible's wrapped types into plain Python (str/int/float/bool/None/list/dict)."""
     if isinstance(value, dict) or hasattr(value, 'items'):
         return dict((str(k), _plain(v)) for k, v in value.items())
@@ -856,13 +862,13 @@ _TRUE = ('true', 'yes', 'on', '1')
 _FALSE = ('false', 'no', 'off', '0', '')
 
 
-def long_prefill_threshold(budget):
+def long_prefill_threshold(budget: int) -> int:
     """--long-prefill-token-threshold for a --max-num-batched-tokens budget: 7/8 of it (rounded down), at least 1."""
     num, den = THRESHOLD_FRACTION
     return max(1, int(budget) * num // den)
 
 
-def _as_bool(value):
+def _as_bool(value: Any) -> bool | None:
     """True/False for a YAML/CLI boolean (`-e var=true` arrives as a string), None for anything else."""
     if value is None or isinstance(value, bool):
         return bool(value)
@@ -873,14 +879,14 @@ def _as_bool(value):
     return None
 
 
-def apply_interactive_long_prompts(merged, value, errors):
+def apply_interactive_long_prompts(merged: dict[str, Any], value: Any, errors: list[str]) -> dict[str, Any]:
     """ds4_interactive_long_prompts: on, render --long-prefill-token-threshold N (N = 7/8 of the merged
     --max-num-batched-tokens), listed as a deviation from the seed; off (default), the recipe is left as it is.
 
     Returns the plan published as ds4_effective.interactive_long_prompts:
     {enabled, threshold, max_num_batched_tokens, fraction, deviation}."""
-    plan = {'enabled': False, 'threshold': None, 'max_num_batched_tokens': None,
-            'fraction': '%d/%d' % THRESHOLD_FRACTION, 'deviation': None}
+    plan: dict[str, Any] = {'enabled': False, 'threshold': None, 'max_num_batched_tokens': None,
+                            'fraction': '%d/%d' % THRESHOLD_FRACTION, 'deviation': None}
     on = _as_bool(value)
     if on is None:
         errors.append(_msg(INTERACTIVE_VAR, value, 'must be true or false',
@@ -924,7 +930,7 @@ def apply_interactive_long_prompts(merged, value, errors):
     return plan
 
 
-def revision_check(merged, choice, required, errors, warnings):
+def revision_check(merged: dict[str, Any], choice: dict[str, Any], required: bool, errors: list[str], warnings: list[str]) -> None:
     """An unpinned model revision: an error where the weights are downloaded (required), else a warning."""
     model = merged['model']
     if model.get('revision') not in (None, ''):
@@ -936,13 +942,14 @@ def revision_check(merged, choice, required, errors, warnings):
     (errors if required else warnings).append(text)
 
 
-def validate_all(inputs):
+def validate_all(inputs: dict[str, Any]) -> tuple[list[str], list[str], dict[str, Any] | None, list[dict[str, Any]],
+                                                  dict[str, dict[str, Any]]]:
     """inputs: {base, spark_hosts, hostvars, ds4_profile, ds4_profile_config, ds4_site_overrides, ds4_model,
     ds4_model_revisions, ds4_interactive_long_prompts, require_model_revision}.
 
     Returns (errors, warnings, merged, overrides, nodes); merged['choice'] is the recipe/model/family chosen."""
-    errors = []
-    warnings = []
+    errors: list[str] = []
+    warnings: list[str] = []
     base = _plain(inputs.get('base') or {})
     spark = [str(h) for h in (inputs.get('spark_hosts') or [])]
     hostvars = dict((h, _plain(v)) for h, v in (inputs.get('hostvars') or {}).items())
@@ -957,7 +964,7 @@ def validate_all(inputs):
     # Shared settings must not differ per host (host_vars overriding group_vars on one node).
     for var in ('ds4_profile', 'ds4_profile_config', 'ds4_site_overrides', 'ds4_api_allowed_networks', 'ds4_api_upstream_port',
                 'ds4_model', 'ds4_model_revisions', INTERACTIVE_VAR):
-        seen = {}
+        seen: dict[str, list[str]] = {}
         for h in spark:
             seen.setdefault(json.dumps(hostvars.get(h, {}).get(var), sort_keys=True, default=str), []).append(h)
         if len(seen) > 1:
@@ -1005,13 +1012,13 @@ def validate_all(inputs):
     return errors, warnings, merged, overrides, nodes
 
 
-def compute_effective(inputs, host):
+def compute_effective(inputs: dict[str, Any], host: str) -> dict[str, Any]:
     """Validate everything, then return ds4_effective for `host`."""
     errors, warnings, merged, overrides, nodes = validate_all(inputs)
     spark = [str(h) for h in (inputs.get('spark_hosts') or [])]
     if host not in spark:
         errors.append(_msg("inventory_hostname", host, 'is not in group spark', 'run the play with hosts: spark'))
-    if errors:
+    if errors or merged is None:  # merged is None only with errors (validate_all)
         raise Ds4ConfigError(errors, warnings)
     node = nodes[host]
     head = [nodes[h] for h in spark if nodes[h]['rank'] == 0][0]
@@ -1031,7 +1038,7 @@ def compute_effective(inputs, host):
         env[k] = v
     choice = merged['choice']
     family = merged['image'].get('family')
-    eff = {
+    eff: dict[str, Any] = {
         'profile': inputs.get('ds4_profile'),
         # the shipped recipe used (None: the user's own ds4_profile_config), the catalogue model and image family
         'recipe': choice['recipe'],

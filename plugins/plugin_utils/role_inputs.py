@@ -35,6 +35,8 @@ import json
 import os
 import posixpath
 import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -105,7 +107,7 @@ PORT_NAMES_RE = re.compile(r'_port$')
 POSITIVE_RE = re.compile(r'(_interval_s|_poll_s|_polls|_interval|_workers|_streams|_burst|_threshold|_fall|_rise|_ping_count)$')
 
 
-def kind(name, option):
+def kind(name: str, option: dict[str, Any]) -> str:
     """What a value is, from the option's name and spec: 'free' (the control character rule only), 'path-owned',
     'path-write', 'path-shared', 'path-read', 'unit-dir', 'unit', 'service', 'user', 'package', 'url-path', 'loopback',
     'address', 'network', 'size', 'api-key', 'token'."""
@@ -147,11 +149,11 @@ def kind(name, option):
     return 'token'
 
 
-def is_secret(name, option):
+def is_secret(name: str, option: dict[str, Any]) -> bool:
     return bool(option.get('no_log')) or converge_state.is_secret_name(name)
 
 
-def show(name, option, value):
+def show(name: str, option: dict[str, Any], value: Any) -> str:
     if is_secret(name, option):
         return '(secret, not shown)'
     try:
@@ -162,7 +164,7 @@ def show(name, option, value):
     return text if len(text) <= 80 else text[:77] + '...'
 
 
-def _strings(value, where=''):
+def _strings(value: Any, where: str = '') -> Iterator[tuple[str, str]]:
     """(where, string) of every string inside value (list items, mapping keys and values)."""
     if isinstance(value, str):
         yield where, value
@@ -175,7 +177,7 @@ def _strings(value, where=''):
             yield from _strings(v, '%s[%d]' % (where, i))
 
 
-def _path_problem(name, path, what):
+def _path_problem(name: str, path: str, what: str) -> tuple[str, str] | None:
     """The problem of one path string, or None."""
     if path == '' and what in ('path-read', 'path-shared'):
         return None
@@ -202,7 +204,7 @@ def _path_problem(name, path, what):
     return None
 
 
-def _value_problem(name, option, value, what):
+def _value_problem(name: str, option: dict[str, Any], value: Any, what: str) -> tuple[str, str] | None:
     """(problem, fix) of a value that passed the spec's type check, or None."""
     typ = option.get('type', 'str')
     if typ in ('int', 'float') and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -262,7 +264,7 @@ def _value_problem(name, option, value, what):
         elif what == 'size' and item != '' and not re.match(r'^[0-9]+[kKmMgGtT]?[bB]?$', item):
             return 'is not a size (digits and a unit letter)', 'e.g. 64m'
         elif what == 'api-key' and item != '' and api_key_problem(item):
-            return api_key_problem(item), 'generate one (openssl rand -base64 32), or leave it empty for no key'
+            return str(api_key_problem(item)), 'generate one (openssl rand -base64 32), or leave it empty for no key'
         elif what == 'token' and TOKEN_BAD_RE.search(item):
             return ('holds whitespace, a quote or one of ` $ ; \\ { } < > | & # ! (it is written as one word of a command '
                     'line or one token of a config file)', 'a value without them')
@@ -274,11 +276,11 @@ def _value_problem(name, option, value, what):
     return None
 
 
-def cross_problems(effective, values, options):
+def cross_problems(effective: dict[str, Any] | None, values: dict[str, Any], options: dict[str, dict[str, Any]]) -> list[str]:
     """Rules between a role variable and the compiled config (ds4_effective of one host), one line each.
 
     values: the role variables the inventory sets for that host (as for problems()); an unset one takes its spec default."""
-    out = []
+    out: list[str] = []
     api = (effective or {}).get('api') or {}
     if api.get('proxied') and (effective or {}).get('role') == 'head':
         listen = values.get('api_proxy_listen_addresses', options.get('api_proxy_listen_addresses', {}).get('default')) or []
@@ -290,19 +292,19 @@ def cross_problems(effective, values, options):
     return out
 
 
-def _merged(values, options, prefix):
+def _merged(values: dict[str, Any], options: dict[str, dict[str, Any]], prefix: str) -> dict[str, Any]:
     """Every option named prefix*: the value the inventory sets, else its spec default (the role's defaults/main.yml)."""
     out = dict((n, o.get('default')) for n, o in options.items() if n.startswith(prefix))
     out.update((n, v) for n, v in values.items() if n.startswith(prefix))
     return out
 
 
-def _on(value):
+def _on(value: Any) -> bool:
     """A switch as the role reads it (`| bool`): true, "yes", 1 ... are on; anything else is off."""
     return boolean(value, strict=False)
 
 
-def argv_settings(values, options):
+def argv_settings(values: dict[str, Any], options: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The vllm_service variables the unit's docker run argv reads (service_layout.ARGV_VARS) as the role reads them:
     the inventory's value, else the spec default (the role's defaults/main.yml); the switches as booleans."""
     merged = _merged(values, options, 'vllm_service_')
@@ -312,11 +314,12 @@ def argv_settings(values, options):
     return out
 
 
-def _whole(value, least=1):
+def _whole(value: Any, least: int = 1) -> bool:
     return not isinstance(value, bool) and re.match(r'^[0-9]+$', str(value)) is not None and int(value) >= least
 
 
-def setting_problems(effective, values, options, recipes):
+def setting_problems(effective: dict[str, Any] | None, values: dict[str, Any], options: dict[str, dict[str, Any]],
+                     recipes: Iterable[str]) -> list[str]:
     """Rules among the vllm_service settings of one host (each unset one at its spec default), once in the config play
     instead of the role's preflight on every node: the HF token kept out of the serving container, the container's log
     driver, the memory guard and the quality canary (the checks their node code runs at start), the boot's after-crash
@@ -328,7 +331,7 @@ def setting_problems(effective, values, options, recipes):
     v = dict((n, x) for n, x in _merged(values, options, 'vllm_service_').items()
              if not (isinstance(x, str) and ('{{' in x or '{%' in x)))
     head = (effective or {}).get('role') == 'head'
-    out = []
+    out: list[str] = []
     if v.get('vllm_service_hf_token'):
         out.append('vllm_service_hf_token is set (value hidden): the serving container runs offline and must not get the '
                    'Hugging Face token (anyone who can run docker inspect would read it). Fix: move the value to '
@@ -389,7 +392,7 @@ ULIMIT_NAME_RE = re.compile(r'^[a-z]+$')
 ULIMIT_VALUE_RE = re.compile(r'^-?[0-9]+(:-?[0-9]+)?$')
 
 
-def _ulimit_problems(effective, ulimits):
+def _ulimit_problems(effective: dict[str, Any] | None, ulimits: Any) -> list[str]:
     """The ulimits the unit's docker run gets (`--ulimit name=value`): vllm_service_ulimits, else the recipe's
     container.ulimits (the base layer sets memlock and stack); each a name (letters) -> an integer or "soft:hard"."""
     source = 'vllm_service_ulimits'
@@ -409,8 +412,8 @@ def _ulimit_problems(effective, ulimits):
             'Fix: write e.g. {memlock: -1, stack: 67108864}.' % (source, shown[:200])]
 
 
-def _pair_guard_problems(v):
-    out = []
+def _pair_guard_problems(v: dict[str, Any]) -> list[str]:
+    out: list[str] = []
     polls = ('vllm_service_pair_guard_interval_s', 'vllm_service_pair_guard_down_polls',
              'vllm_service_pair_guard_unreachable_polls', 'vllm_service_pair_guard_ssh_control_persist_s')
     control = v.get('vllm_service_pair_guard_ssh_control_dir') or ''
@@ -421,6 +424,9 @@ def _pair_guard_problems(v):
                    '(off). Fix the values.' % (', '.join('%s=%s' % (n, v.get(n)) for n in polls), json.dumps(control)))
     if not _on(v.get('vllm_service_hang_watchdog')):
         return out
+    poll: Any
+    timeout: Any
+    after: Any  # inventory values: _whole() checks them before int()
     poll, timeout, after = (v.get('vllm_service_hang_poll_s'), v.get('vllm_service_hang_metrics_timeout_s'),
                             v.get('vllm_service_hang_after_s'))
     lines, rate, ev_timeout = (v.get('vllm_service_hang_journal_lines'), v.get('vllm_service_hang_prefill_tokens_per_s'),
@@ -443,9 +449,9 @@ def _pair_guard_problems(v):
     return out
 
 
-def _spec_for_validation(option):
+def _spec_for_validation(option: dict[str, Any]) -> dict[str, Any]:
     """The option's spec for ArgumentSpecValidator: type/elements/choices/options only (no default, never required)."""
-    out = {}
+    out: dict[str, Any] = {}
     for key in ('type', 'elements', 'choices'):
         if key in option:
             out[key] = option[key]
@@ -454,11 +460,11 @@ def _spec_for_validation(option):
     return out
 
 
-def options_by_name(specs):
+def options_by_name(specs: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """{name: option} of every entry point of every role (first definition wins; entry points agree).
 
     specs: {role: argument_specs mapping}."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for role in sorted(specs):
         for entry in (specs[role] or {}).values():
             for name, option in ((entry or {}).get('options') or {}).items():
@@ -466,11 +472,11 @@ def options_by_name(specs):
     return out
 
 
-def problems(values, options):
+def problems(values: dict[str, Any], options: dict[str, dict[str, Any]]) -> list[str]:
     """One line per bad value. values: {name: value} (templated, as the roles would read them); options: options_by_name().
 
     Names without an option (unknown names are the typo check's, plugins/plugin_utils/known_vars.py) are skipped."""
-    out = []
+    out: list[str] = []
     for name in sorted(values):
         option = options.get(name)
         if option is None or name == 'ds4_effective':
@@ -479,7 +485,7 @@ def problems(values, options):
         shown = show(name, option, value)
         what = kind(name, option)
 
-        def refuse(problem, fix):
+        def refuse(problem: str, fix: str) -> None:
             out.append('%s = %s %s. Fix: %s (roles/%s/meta/argument_specs.yml).' % (name, shown, problem, fix, option['_role']))
 
         bad = [(w, s) for w, s in _strings(value) if CONTROL_RE.search(s)]
@@ -519,9 +525,9 @@ def problems(values, options):
     return out
 
 
-def load_specs(root, load_yaml):
+def load_specs(root: str, load_yaml: Callable[[str], Any]) -> dict[str, Any]:
     """{role: argument_specs} of every role under root/roles (load_yaml: a safe YAML loader of text)."""
-    specs = {}
+    specs: dict[str, Any] = {}
     roles_dir = os.path.join(root, 'roles')
     for role in sorted(os.listdir(roles_dir)):
         path = os.path.join(roles_dir, role, 'meta', 'argument_specs.yml')
@@ -536,7 +542,7 @@ def load_specs(root, load_yaml):
 NCCL_FABRIC_INPUTS = ('nccl_fabric_env', 'nccl_fabric_gid_index', 'nccl_fabric_exact_match')
 
 
-def nccl_fabric_inputs(values, options):
+def nccl_fabric_inputs(values: dict[str, Any], options: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """{name: value} of NCCL_FABRIC_INPUTS for one host: the value the inventory or the extra vars set (values, as
     role_values() gives them), else the role's default (options: options_by_name())."""
     return dict((name, values[name] if name in values else options[name].get('default')) for name in NCCL_FABRIC_INPUTS)

@@ -11,11 +11,12 @@ Used by the module ``dgxspark.ds4.vllm_ready`` (run on the head node itself).
 
 import json
 import time
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import vllm_client
 
 
-def check_models(status, text, served_name, max_model_len):
+def check_models(status: int, text: str, served_name: str | None, max_model_len: Any) -> list[str]:
     """Problems with a /v1/models answer (list of str; [] = fine)."""
     if status == 401:
         return ["/v1/models answered 401 Unauthorized: the API key given does not match the server's --api-key / VLLM_API_KEY"]
@@ -26,7 +27,7 @@ def check_models(status, text, served_name, max_model_len):
     except (ValueError, KeyError, TypeError):
         return ["/v1/models answer is not a model list: %s" % text[:200]]
     ids = [d.get("id") for d in data]
-    problems = []
+    problems: list[str] = []
     card = [d for d in data if d.get("id") == served_name] if served_name else data[:1]
     if not card:
         problems.append("served model name %r not in /v1/models %r" % (served_name, ids))
@@ -35,7 +36,7 @@ def check_models(status, text, served_name, max_model_len):
     return problems
 
 
-def check_chat(status, text, thinking):
+def check_chat(status: int, text: str, thinking: bool) -> tuple[list[str], str | None, str | None]:
     """Problems with a /v1/chat/completions answer; returns (problems, content, reasoning)."""
     if status != 200:
         return ["chat completion answered HTTP %s: %s" % (status, text[:200])], None, None
@@ -45,7 +46,7 @@ def check_chat(status, text, thinking):
         return ["chat completion answer has no choices[0].message: %s" % text[:200]], None, None
     content = msg.get("content") or ""
     reasoning = msg.get("reasoning") or msg.get("reasoning_content")
-    problems = []
+    problems: list[str] = []
     if not content.strip():
         problems.append("chat completion returned empty content")
     if thinking and not reasoning:
@@ -53,10 +54,11 @@ def check_chat(status, text, thinking):
     return problems, content, reasoning
 
 
-def http_checks(host, port, api_key=None, served_name=None, max_model_len=None, thinking=False,
-                prompt="What is the capital of France? Answer with one word.", max_tokens=64, timeout=60.0):
+def http_checks(host: str, port: int, api_key: str | None = None, served_name: str | None = None, max_model_len: Any = None,
+                thinking: bool = False, prompt: str = "What is the capital of France? Answer with one word.",
+                max_tokens: int = 64, timeout: float = 60.0) -> dict[str, Any]:
     """/health, /v1/models, a real chat completion.  Returns a dict: ok, problems, health, models, chat, timings."""
-    res = {"ok": False, "problems": [], "timings": {}}
+    res: dict[str, Any] = {"ok": False, "problems": [], "timings": {}}
     url = vllm_client.base_url(host, port)
     t0 = time.monotonic()
     try:
@@ -84,7 +86,7 @@ def http_checks(host, port, api_key=None, served_name=None, max_model_len=None, 
     res["problems"].extend(check_models(st, text, served_name, max_model_len))
     if res["problems"]:
         return res
-    body = {"model": served_name, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
+    body: dict[str, Any] = {"model": served_name, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
     if served_name is None:
         body["model"] = json.loads(text)["data"][0]["id"]
     t0 = time.monotonic()

@@ -26,6 +26,7 @@ Entry points:
 
 import ipaddress
 import re
+from typing import Any
 
 # Paths forwarded by default: OpenAI-compatible inference + model list need a key; /health does
 # not (load balancers probe it; it says only "engine not errored").
@@ -61,23 +62,23 @@ LOOPBACK_V4 = ipaddress.ip_network('127.0.0.0/8')
 class ExposureError(Exception):
     """Raised by the renderers with every error at once."""
 
-    def __init__(self, errors):
+    def __init__(self, errors: list[str]) -> None:
         self.errors = list(errors)
         super(ExposureError, self).__init__('\n'.join(self.errors))
 
 
-def _port_ok(port):
+def _port_ok(port: Any) -> bool:
     return isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535
 
 
-def is_loopback(host):
+def is_loopback(host: Any) -> bool:
     try:
         return ipaddress.ip_address(str(host)).is_loopback
     except ValueError:
         return False
 
 
-def normalize_networks(networks, errors, var='ds4_api_allowed_networks'):
+def normalize_networks(networks: Any, errors: list[str], var: str = 'ds4_api_allowed_networks') -> list[str]:
     """List of CIDR strings -> list of normalized network strings (host bits cleared)."""
     if networks is None:
         return []
@@ -85,7 +86,7 @@ def normalize_networks(networks, errors, var='ds4_api_allowed_networks'):
         errors.append('%s = %r: must be a list of CIDRs (e.g. [192.168.1.0/24]); [] keeps it on loopback only.'
                       % (var, networks))
         return []
-    out = []
+    out: list[str] = []
     for item in networks:
         try:
             net = ipaddress.ip_network(str(item).strip(), strict=False)
@@ -101,7 +102,8 @@ def normalize_networks(networks, errors, var='ds4_api_allowed_networks'):
     return out
 
 
-def plan_exposure(api, allowed_networks, upstream_port, master_port):
+def plan_exposure(api: dict[str, Any] | None, allowed_networks: Any, upstream_port: Any,
+                  master_port: Any) -> tuple[dict[str, Any], list[str], list[str]]:
     """Decide how the head serves the API.
 
     api: the merged profile/site api section {host, port}; allowed_networks: ds4_api_allowed_networks;
@@ -111,11 +113,11 @@ def plan_exposure(api, allowed_networks, upstream_port, master_port):
       allowed_networks; proxied; engine_url: vLLM itself as a process on the head reaches it (its loopback bind and
       port; the one place that address is made: drains, the canary, metrics and the deployed record read it).
     """
-    errors = []
-    warnings = []
+    errors: list[str] = []
+    warnings: list[str] = []
     api = dict(api or {})
     host = api.get('host')
-    port = api.get('port')
+    port: Any = api.get('port')
     if host is not None and not is_loopback(host):
         errors.append('ds4_profile_config.api.host = %r: vLLM must bind loopback (127.0.0.1). Bound beyond it, its '
                       'unguarded paths (/invocations = full inference, /tokenize, /pause, /metrics; --api-key guards '
@@ -126,8 +128,8 @@ def plan_exposure(api, allowed_networks, upstream_port, master_port):
     for n in nets:
         if ipaddress.ip_network(n).prefixlen == 0:
             warnings.append('ds4_api_allowed_networks contains %s: every address may try API keys against the proxy.' % n)
-    plan = {'host': '127.0.0.1', 'port': port, 'public_port': port, 'exposure': 'networks' if nets else 'loopback',
-            'allowed_networks': nets, 'proxied': bool(nets)}
+    plan: dict[str, Any] = {'host': '127.0.0.1', 'port': port, 'public_port': port, 'exposure': 'networks' if nets else 'loopback',
+                            'allowed_networks': nets, 'proxied': bool(nets)}
     if nets:
         up = upstream_port
         if up is None and _port_ok(port):
@@ -148,7 +150,7 @@ def plan_exposure(api, allowed_networks, upstream_port, master_port):
     return plan, errors, warnings
 
 
-def api_key_problem(key):
+def api_key_problem(key: Any) -> str | None:
     """None when key is a valid API key, else what is wrong with it (its length, never the key itself)."""
     if not isinstance(key, str):
         return 'is a %s, not a key (a string)' % type(key).__name__
@@ -157,9 +159,9 @@ def api_key_problem(key):
     return None
 
 
-def check_api_keys(keys, var='ds4_api_keys'):
+def check_api_keys(keys: Any, var: str = 'ds4_api_keys') -> list[str]:
     """Errors for a key list; never quotes a key (only its position and length)."""
-    errors = []
+    errors: list[str] = []
     if keys is None:
         return ['%s is not set: an exposed API needs at least one key. Fix: put the keys in a vaulted '
                 'group_vars file (ansible-vault encrypt_string).' % var]
@@ -168,7 +170,7 @@ def check_api_keys(keys, var='ds4_api_keys'):
     if not keys:
         errors.append('%s is empty: an exposed API needs at least one key. Fix: put the keys in a vaulted group_vars '
                       'file (ansible-vault encrypt_string), or empty ds4_api_allowed_networks (loopback only).' % var)
-    seen = set()
+    seen: set[str] = set()
     for i, k in enumerate(keys):
         problem = api_key_problem(k)
         if problem:
@@ -180,7 +182,7 @@ def check_api_keys(keys, var='ds4_api_keys'):
     return errors
 
 
-def check_api_key(key, var):
+def check_api_key(key: Any, var: str) -> list[str]:
     """Errors for one key (empty: no key, allowed); never quotes it."""
     if key in (None, ''):
         return []
@@ -189,12 +191,12 @@ def check_api_key(key, var):
             % (var, problem)] if problem else []
 
 
-def check_endpoints(endpoints):
+def check_endpoints(endpoints: Any) -> list[str]:
     """Errors for the proxy's endpoint allowlist."""
-    errors = []
+    errors: list[str] = []
     if not isinstance(endpoints, (list, tuple)) or not endpoints:
         return ['api_proxy_endpoints must be a non-empty list of {path, auth, methods}.']
-    paths = set()
+    paths: set[str] = set()
     for i, ep in enumerate(endpoints):
         if not isinstance(ep, dict):
             errors.append('api_proxy_endpoints[%d] = %r: must be a mapping {path, auth, methods}.' % (i, ep))
@@ -223,7 +225,7 @@ def check_endpoints(endpoints):
     return errors
 
 
-def _listen_words(addr, port):
+def _listen_words(addr: Any, port: int) -> str:
     a = str(addr)
     if a.startswith('['):
         return '%s:%d' % (a, port)
@@ -234,7 +236,7 @@ def _listen_words(addr, port):
     return ('[%s]:%d' % (ip, port)) if ip.version == 6 else ('%s:%d' % (ip, port))
 
 
-def render_proxy_conf(spec):
+def render_proxy_conf(spec: dict[str, Any]) -> str:
     """nginx.conf for the API proxy. spec keys:
     listen (list of addresses), public_port, upstream_host, upstream_port, endpoints, keys_path,
     pid_path, user, worker_processes, client_max_body_size, read_timeout_s, access_log, error_log;
@@ -247,8 +249,8 @@ def render_proxy_conf(spec):
     is written as a comment, so a renewed certificate changes this file and the role reloads nginx.
     No secret is in this text: keys live in keys_path (0600), the TLS key in tls.key_path (0600)."""
     errors = check_endpoints(spec.get('endpoints'))
-    port = spec.get('public_port')
-    up = spec.get('upstream_port')
+    port: Any = spec.get('public_port')
+    up: Any = spec.get('upstream_port')
     if not _port_ok(port):
         errors.append('public_port = %r: must be a port' % (port,))
     if not _port_ok(up):
@@ -316,7 +318,8 @@ def render_proxy_conf(spec):
     return '\n'.join(lines) + '\n'
 
 
-def _server_block(spec, listen, port, upstream_name, authorization, auth_comment, gate=None, liveness=False):
+def _server_block(spec: dict[str, Any], listen: list[Any], port: int, upstream_name: str, authorization: str, auth_comment: str,
+                  gate: str | None = None, liveness: bool = False) -> list[str]:
     tls = spec.get('tls')
     suffix = ' ssl' if tls else ''
     lines = ['', '    server {'] + ['        listen %s%s;' % (_listen_words(a, port), suffix) for a in listen] + (
@@ -374,7 +377,7 @@ def _server_block(spec, listen, port, upstream_name, authorization, auth_comment
     return lines
 
 
-def tls_server_lines(tls):
+def tls_server_lines(tls: dict[str, Any]) -> list[str]:
     """The server-block lines of a TLS front (paths only, no secret)."""
     return ['        ssl_certificate %s;' % tls['cert_path'],
             '        ssl_certificate_key %s;' % tls['key_path'],
@@ -383,12 +386,12 @@ def tls_server_lines(tls):
             '        ssl_session_timeout 1h;']
 
 
-def _nginx_regex_literal(key):
+def _nginx_regex_literal(key: str) -> str:
     # Keys are of API_KEY_RULE's characters (api_key_problem); escape the regex metacharacters among them.
     return re.sub(r'([.+])', r'\\\1', key)
 
 
-def render_proxy_keys(keys, upstream_key=''):
+def render_proxy_keys(keys: list[str], upstream_key: str | None = '') -> str:
     """The 0600 include: a map from the Authorization header to 1 for a listed key (exact,
     case-sensitive regex match), and the Authorization header sent to vLLM."""
     errors = check_api_keys(keys) + check_api_key(upstream_key, 'vllm_service_api_key (the upstream key)')

@@ -8,6 +8,7 @@ Pure Python standard library (no Ansible imports).  Used by ``dgxspark.ds4.ds4_d
 
 
 import re
+from collections.abc import Iterable
 
 _SECRET_NAME = r"[A-Za-z0-9_.-]*(?:KEY|TOKEN(?!S|IZ)|SECRET|PASSWORD|PASSWD|CREDENTIAL)[A-Za-z0-9_.-]*"
 _RX_ASSIGN = re.compile(r"(?i)(\b%s\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;}]+)" % _SECRET_NAME)
@@ -18,7 +19,7 @@ _RX_HF = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")
 REDACTED = "<redacted>"
 
 
-def redact(text, extra=()):
+def redact(text: str | None, extra: Iterable[str] = ()) -> str | None:
     """Replace secret values: NAME=value / NAME: value / 'name': value where NAME contains KEY, TOKEN,
     SECRET, PASSWORD; --api-key/--hf-token values; Bearer tokens; hf_... tokens; and every literal in extra."""
     if text is None:
