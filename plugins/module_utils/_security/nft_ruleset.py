@@ -59,6 +59,7 @@ import difflib
 import hashlib
 import ipaddress
 import re
+from typing import Any
 
 NAME_RE = re.compile(r'^[A-Za-z][A-Za-z0-9_]{0,31}$')
 SERVICE_NAME_RE = re.compile(r'^[A-Za-z0-9 _.-]{1,40}$')
@@ -68,16 +69,16 @@ COMMENT_PREFIX = 'dgxspark.ds4 sha256:'
 
 
 class RulesetError(Exception):
-    def __init__(self, errors):
+    def __init__(self, errors: list[str]) -> None:
         self.errors = list(errors)
         super(RulesetError, self).__init__('\n'.join(self.errors))
 
 
-def _port_ok(p):
+def _port_ok(p: Any) -> bool:
     return isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= 65535
 
 
-def _range(value, errors, var):
+def _range(value: Any, errors: list[str], var: str) -> tuple[int, int] | None:
     if value in (None, '', False):
         return None
     m = re.match(r'^\s*(\d+)\s*[-:]\s*(\d+)\s*$', str(value))
@@ -91,8 +92,9 @@ def _range(value, errors, var):
     return lo, hi
 
 
-def _nets(values, errors, var):
-    v4, v6 = [], []
+def _nets(values: Any, errors: list[str], var: str) -> tuple[list[str], list[str]]:
+    v4: list[str] = []
+    v6: list[str] = []
     for item in values or []:
         try:
             net = ipaddress.ip_network(str(item), strict=False)
@@ -103,8 +105,8 @@ def _nets(values, errors, var):
     return sorted(set(v4), key=ipaddress.ip_network), sorted(set(v6), key=ipaddress.ip_network)
 
 
-def _addrs(values, errors, var):
-    out = []
+def _addrs(values: Any, errors: list[str], var: str) -> list[str]:
+    out: list[str] = []
     for item in values or []:
         try:
             ip = ipaddress.ip_address(str(item))
@@ -119,9 +121,9 @@ def _addrs(values, errors, var):
     return sorted(out, key=ipaddress.ip_address)
 
 
-def validate(spec):
+def validate(spec: dict[str, Any]) -> list[str]:
     """Errors for a spec; see render_ruleset."""
-    errors = []
+    errors: list[str] = []
     if not NAME_RE.match(str(spec.get('table', ''))):
         errors.append('table = %r: letters, digits and _ (max 32), starting with a letter' % (spec.get('table'),))
     if spec.get('family', 'inet') not in FAMILIES:
@@ -147,7 +149,7 @@ def validate(spec):
     return errors
 
 
-def _owned(spec, errors):
+def _owned(spec: dict[str, Any], errors: list[str]) -> tuple[list[int], list[int]]:
     """(sorted owned ports, sorted owner uids) from owned_ports / owner_uids; errors appended."""
     ports = spec.get('owned_ports') or []
     uids = spec.get('owner_uids') or []
@@ -165,7 +167,7 @@ def _owned(spec, errors):
     return sorted(set(ports)), sorted(set(uids))
 
 
-def _uid_element(item):
+def _uid_element(item: Any) -> tuple[int, int] | None:
     """A server_uids entry as (low, high): an integer user id, or "low-high" (a range, e.g. systemd's DynamicUser
     61184-65519); None when it is neither."""
     if isinstance(item, int) and not isinstance(item, bool):
@@ -177,7 +179,7 @@ def _uid_element(item):
     return (lo, hi) if lo <= hi < 2 ** 32 and (m.group(2) is None or lo < hi) else None
 
 
-def _servers(spec, errors):
+def _servers(spec: dict[str, Any], errors: list[str]) -> tuple[list[int], list[str]]:
     """(sorted served ports, server uid elements as nft prints them) from api_port, upstream_port, master_port,
     owned_ports, served_ports and server_uids; ([], []) without server_uids. errors appended."""
     uids = spec.get('server_uids') or []
@@ -190,7 +192,7 @@ def _servers(spec, errors):
     if not isinstance(uids, list):
         errors.append('server_uids = %r: must be a list of user ids or "low-high" ranges' % (uids,))
         return [], []
-    elements = []
+    elements: list[tuple[int, int]] = []
     for item in uids:
         element = _uid_element(item)
         if element is None:
@@ -206,11 +208,11 @@ def _servers(spec, errors):
     return sorted(ports), printed
 
 
-def _services(spec, errors):
+def _services(spec: dict[str, Any], errors: list[str]) -> list[tuple[int, str, str]]:
     """service_ports entries: {port, allow: clients|monitoring|fabric|loopback, name}; errors appended."""
-    out = []
+    out: list[tuple[int, str, str]] = []
     taken = set(p for p in (spec.get('api_port'), spec.get('upstream_port'), spec.get('master_port')) if p is not None)
-    seen = set()
+    seen: set[int] = set()
     entries = spec.get('service_ports') or []
     if not isinstance(entries, list):
         errors.append('service_ports = %r: must be a list of {port, allow, name}' % (entries,))
@@ -219,7 +221,8 @@ def _services(spec, errors):
         if not isinstance(item, dict):
             errors.append('service_ports entry %r: must be a mapping {port, allow, name}' % (item,))
             continue
-        port, allow, name = item.get('port'), item.get('allow'), str(item.get('name') or 'service')
+        port: Any = item.get('port')  # free-form YAML: an int port once _port_ok
+        allow, name = item.get('allow'), str(item.get('name') or 'service')
         if not _port_ok(port):
             errors.append('service_ports entry %r: port must be an integer port' % (item,))
             continue
@@ -237,14 +240,14 @@ def _services(spec, errors):
     return out
 
 
-def _anonymous(values):
+def _anonymous(values: list[Any]) -> str:
     """An anonymous set as `nft list` prints it: one element bare, several in braces (the live table is compared
     with the rendered one line by line)."""
     return str(values[0]) if len(values) == 1 else '{ %s }' % ', '.join(str(v) for v in values)
 
 
-def _body(spec):
-    errors = []
+def _body(spec: dict[str, Any]) -> tuple[str, str]:
+    errors: list[str] = []
     table = spec['table']
     api = spec['api_port']
     up = spec.get('upstream_port')
@@ -309,7 +312,7 @@ def _body(spec):
     lines += ['    }']
     ports, uids = _owned(spec, errors)
     served, servers = _servers(spec, errors)
-    output = []
+    output: list[str] = []
     if ports:
         output += [
             '        # loopback ports owned (vLLM, vllm-router admin/metrics): sockets of uid %s only'
@@ -338,9 +341,9 @@ def _body(spec):
     return '\n'.join(lines) + '\n', table
 
 
-def _set_lines(name, v4, v6):
+def _set_lines(name: str, v4: list[str], v6: list[str]) -> list[str]:
     """The named interval sets <name>_v4 / <name>_v6 (only those with elements)."""
-    lines = []
+    lines: list[str] = []
     for suffix, kind, nets in (('v4', 'ipv4_addr', v4), ('v6', 'ipv6_addr', v6)):
         if nets:
             lines += ['    set %s_%s {' % (name, suffix), '        type %s' % kind, '        flags interval',
@@ -348,19 +351,19 @@ def _set_lines(name, v4, v6):
     return lines
 
 
-def ruleset_digest(spec):
+def ruleset_digest(spec: dict[str, Any]) -> str:
     """sha256 of the table body (what the live table's comment must carry)."""
     body, _t = _body(spec)
     return hashlib.sha256(body.encode('utf-8')).hexdigest()
 
 
-def _table_block(spec, body, digest):
+def _table_block(spec: dict[str, Any], body: str, digest: str) -> str:
     """The `table ... { comment; body }` block, as rendered into the file."""
     fam = spec.get('family', 'inet')
     return ('table %s %s {\n    comment "%s%s"\n\n' % (fam, spec['table'], COMMENT_PREFIX, digest)) + body + '}\n'
 
 
-def render_ruleset(spec):
+def render_ruleset(spec: dict[str, Any]) -> str:
     """spec: table, family (inet), api_port, upstream_port (or None), master_port, allowed_networks,
     fabric_addresses (both nodes), self_address (this node's fabric IP), ephemeral_ports ("lo-hi" or None),
     service_ports (optional list of {port, allow: clients|monitoring|fabric|loopback, name}), monitoring_networks
@@ -386,7 +389,7 @@ def render_ruleset(spec):
     return '\n'.join(head) + '\n' + _table_block(spec, body, digest)
 
 
-def live_digest(listing):
+def live_digest(listing: str | None) -> str | None:
     """The sha256 in the comment of `nft list table ...` output, or None."""
     m = re.search(r'comment\s+"%s([0-9a-f]{64})"' % re.escape(COMMENT_PREFIX), listing or '')
     return m.group(1) if m else None
@@ -395,7 +398,7 @@ def live_digest(listing):
 _ELEMENTS_RE = re.compile(r'elements\s*=\s*\{([^}]*)\}', re.S)
 
 
-def _element(item):
+def _element(item: str) -> str:
     """A set element as nft prints it: a host prefix (/32, /128) is printed as the bare address."""
     try:
         net = ipaddress.ip_network(item, strict=False)
@@ -404,12 +407,12 @@ def _element(item):
     return str(net.network_address) if net.prefixlen == net.max_prefixlen else str(net)
 
 
-def normalise_listing(text):
+def normalise_listing(text: str | None) -> list[str]:
     """Lines of an nftables table as `nft list table` prints it or as the file defines it, compared as text:
     comments (`# ...`), blank lines and indentation dropped, runs of blanks collapsed, set elements
     (which nft may print in hash order or wrapped over several lines, a host prefix as its bare address)
     sorted on one line."""
-    def _sorted_elements(match):
+    def _sorted_elements(match: re.Match[str]) -> str:
         items = sorted(_element(item.strip()) for item in match.group(1).replace('\n', ' ').split(',') if item.strip())
         return 'elements = { %s }' % ', '.join(items)
 
@@ -418,7 +421,7 @@ def normalise_listing(text):
     return [' '.join(line.split()) for line in text.splitlines() if line.strip()]
 
 
-def expected_listing(spec):
+def expected_listing(spec: dict[str, Any]) -> list[str]:
     """What `nft list table <family> <table>` prints once the rendered file is loaded (normalised lines)."""
     errors = validate(spec)
     if errors:
@@ -427,7 +430,7 @@ def expected_listing(spec):
     return normalise_listing(_table_block(spec, body, hashlib.sha256(body.encode('utf-8')).hexdigest()))
 
 
-def listing_differences(expected, live):
+def listing_differences(expected: list[str], live: list[str]) -> list[str]:
     """Differences between the expected and the live normalised listings, as unified-diff lines
     (`-` rendered but not live, `+` live but not rendered); empty when they are equal."""
     if expected == live:

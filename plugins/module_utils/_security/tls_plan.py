@@ -68,7 +68,7 @@ PEM_CERT_RE = re.compile(r'-----BEGIN CERTIFICATE-----\s*([A-Za-z0-9+/=\s]+?)---
 _DNS_RE = re.compile(r'^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$')
 
 
-def _is_ip(text):
+def _is_ip(text: Any) -> bool:
     try:
         ipaddress.ip_address(str(text))
         return True
@@ -76,12 +76,12 @@ def _is_ip(text):
         return False
 
 
-def tls_enabled(value):
+def tls_enabled(value: Any) -> bool | None:
     """ds4_tls as a bool (None: not a boolean; plan_tls names it)."""
     return _bool(value)
 
 
-def _bool(value):
+def _bool(value: Any) -> bool | None:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ('true', 'yes', 'on', '1', 'false', 'no', 'off', '0'):
@@ -89,7 +89,7 @@ def _bool(value):
     return None
 
 
-def load_pem(var, value, errors):
+def load_pem(var: str, value: Any, errors: list[str]) -> tuple[str | None, str | None]:
     """(text, where) of a PEM input given as text or as a path on the controller; (None, None) when unset."""
     if value in (None, ''):
         return None, None
@@ -123,16 +123,16 @@ def load_pem(var, value, errors):
     return content, '%s (%s)' % (var, text)
 
 
-def read_pem(var, value):
+def read_pem(var: str, value: Any) -> str:
     """PEM text of a ds4_tls_* value (text or controller path); ValueError naming the variable and the fix."""
-    errors = []
+    errors: list[str] = []
     text, _where = load_pem(var, value, errors)
     if errors or text is None:
         raise ValueError(errors[0] if errors else '%s is not set' % var)
     return text
 
 
-def pem_fingerprint(pem):
+def pem_fingerprint(pem: str | None) -> str | None:
     """SHA-256 of the first certificate's DER, hex (standard library only: the renderers use it on the hosts)."""
     m = PEM_CERT_RE.search(pem or '')
     if not m:
@@ -141,20 +141,20 @@ def pem_fingerprint(pem):
     return hashlib.sha256(der).hexdigest()
 
 
-def _certs(pem):
+def _certs(pem: str | None) -> list[x509.Certificate]:
     return [x509.load_pem_x509_certificate(('-----BEGIN CERTIFICATE-----\n%s-----END CERTIFICATE-----\n'
                                             % m.group(1).strip() + '\n').encode('ascii'))
             for m in PEM_CERT_RE.finditer(pem or '')]
 
 
-def _not_after(cert):
+def _not_after(cert: x509.Certificate) -> int:
     when = getattr(cert, 'not_valid_after_utc', None)
     if when is None:  # pragma: no cover - cryptography < 42
         when = cert.not_valid_after.replace(tzinfo=datetime.timezone.utc)
     return int(when.timestamp())
 
 
-def _sans(cert):
+def _sans(cert: x509.Certificate) -> list[str]:
     try:
         ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
@@ -163,7 +163,7 @@ def _sans(cert):
         [str(v) for v in ext.get_values_for_type(x509.IPAddress)]
 
 
-def cert_info(pem, now=None, renew_days=30):
+def cert_info(pem: str, now: int | None = None, renew_days: int = 30) -> dict[str, Any]:
     """The first certificate of a PEM text: not_after (epoch seconds and ISO 8601), sans, fingerprint_sha256,
     subject, issuer, and expiry() at now (default: the current time) with renew_days."""
     certs = _certs(pem)
@@ -171,18 +171,18 @@ def cert_info(pem, now=None, renew_days=30):
         raise ValueError('no certificate in the PEM text')
     cert = certs[0]
     not_after = _not_after(cert)
-    info = {'not_after': not_after, 'sans': _sans(cert), 'fingerprint_sha256': pem_fingerprint(pem),
-            'not_after_iso': datetime.datetime.fromtimestamp(not_after, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ'),
-            'subject': cert.subject.rfc4514_string(), 'issuer': cert.issuer.rfc4514_string()}
+    info: dict[str, Any] = {'not_after': not_after, 'sans': _sans(cert), 'fingerprint_sha256': pem_fingerprint(pem),
+                            'not_after_iso': datetime.datetime.fromtimestamp(not_after, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ'),
+                            'subject': cert.subject.rfc4514_string(), 'issuer': cert.issuer.rfc4514_string()}
     info.update(expiry(not_after, _now() if now is None else now, renew_days))
     return info
 
 
-def _now():
+def _now() -> int:
     return int(datetime.datetime.now(datetime.timezone.utc).timestamp())
 
 
-def covers(sans, name):
+def covers(sans: list[str], name: str) -> bool:
     """Whether a certificate's SANs cover a name clients use (IP exactly, DNS exactly or one-label wildcard)."""
     if _is_ip(name):
         return any(_is_ip(s) and ipaddress.ip_address(s) == ipaddress.ip_address(name) for s in sans)
@@ -194,13 +194,14 @@ def covers(sans, name):
     return False
 
 
-def expiry(not_after, now, renew_days):
+def expiry(not_after: int, now: float, renew_days: float) -> dict[str, Any]:
     """{days_left, renew (within renew_days), expired} of a certificate expiring at not_after (epoch seconds)."""
     left = (not_after - now) / 86400.0
     return {'days_left': int(left // 1), 'renew': left < renew_days, 'expired': left <= 0}
 
 
-def front_names(host, hv, pair=None, router=None):
+def front_names(host: str, hv: dict[str, Any], pair: dict[str, Any] | None = None,
+                router: dict[str, Any] | None = None) -> list[str]:
     """The names clients (and the router) use for this host's fronts: the inventory name, its ansible_host, its
     fabric address, loopback (the roles' own checks), the router address and the VIP on a router host."""
     names = [host, hv.get('ansible_host'), hv.get('ds4_fabric_ip'), '127.0.0.1', 'localhost']
@@ -211,19 +212,19 @@ def front_names(host, hv, pair=None, router=None):
         names.append((router.get('addresses') or [None] * len(router['hosts']))[router['hosts'].index(host)])
         if router.get('vip'):
             names.append(str(router['vip']).split('/', 1)[0])
-    out = []
+    out: list[str] = []
     for n in names:
         if n not in (None, '') and str(n) not in out:
             out.append(str(n))
     return out
 
 
-def subject_alt_name(names):
+def subject_alt_name(names: list[str]) -> list[str]:
     """community.crypto's subject_alt_name entries (IP:... / DNS:...) for a certificate the collection makes."""
     return [('IP:%s' if _is_ip(n) else 'DNS:%s') % n for n in names]
 
 
-def _check_number(var, value, low, high, errors):
+def _check_number(var: str, value: Any, low: int, high: int, errors: list[str]) -> bool:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         errors.append('%s = %r: must be a whole number of days, %d-%d. Fix: remove it for the default (%r)'
                       % (var, value, low, high, DEFAULTS[var]))
@@ -231,7 +232,7 @@ def _check_number(var, value, low, high, errors):
     return True
 
 
-def plan_tls(inputs, names, now=None):
+def plan_tls(inputs: dict[str, Any], names: list[str], now: int | None = None) -> tuple[dict[str, Any], list[str], list[str]]:
     """(plan, errors, warnings) for one host. inputs: the host's ds4_tls* variables (missing = DEFAULTS);
     names: front_names() of this host (the SANs its fronts need). No message quotes a key.
 
@@ -240,15 +241,16 @@ def plan_tls(inputs, names, now=None):
     certificate its not_after and fingerprint."""
     v = dict(DEFAULTS)
     v.update(dict((k, inputs[k]) for k in DEFAULTS if k in inputs and inputs[k] is not None))
-    errors, warnings = [], []
+    errors: list[str] = []
+    warnings: list[str] = []
     enabled = _bool(v['ds4_tls'])
     if enabled is None:
         errors.append('ds4_tls = %r: must be true or false. Fix: remove it (TLS on every front) or set false to serve '
                       'plain HTTP, which sends API keys and prompts in clear' % (v['ds4_tls'],))
         enabled = True
-    plan = dict(HOST_FILES, dir=HOST_DIR, enabled=enabled, scheme='https' if enabled else 'http', source=None, names=list(names),
-                ca_dir=None, renew_days=v['ds4_tls_renew_days'], validity_days=v['ds4_tls_validity_days'],
-                loopback_verifies=True, ca_given=False)
+    plan: dict[str, Any] = dict(HOST_FILES, dir=HOST_DIR, enabled=enabled, scheme='https' if enabled else 'http', source=None, names=list(names),
+                                ca_dir=None, renew_days=v['ds4_tls_renew_days'], validity_days=v['ds4_tls_validity_days'],
+                                loopback_verifies=True, ca_given=False)
     if not enabled:
         for var in ('ds4_tls_certificate', 'ds4_tls_private_key', 'ds4_tls_ca_certificate'):
             if v[var] not in (None, ''):
@@ -308,7 +310,7 @@ def plan_tls(inputs, names, now=None):
     return plan, errors, warnings
 
 
-def _check_user_material(v, plan, errors, warnings, now):
+def _check_user_material(v: dict[str, Any], plan: dict[str, Any], errors: list[str], warnings: list[str], now: int | None) -> None:
     cert_pem, cert_where = load_pem('ds4_tls_certificate', v['ds4_tls_certificate'], errors)
     key_pem, _key_where = load_pem('ds4_tls_private_key', v['ds4_tls_private_key'], errors)
     ca_pem, ca_where = load_pem('ds4_tls_ca_certificate', v['ds4_tls_ca_certificate'], errors)
@@ -361,7 +363,8 @@ def _check_user_material(v, plan, errors, warnings, now):
                         % (cert_where, ', '.join(missing), ', '.join(info['sans']) or 'none'))
 
 
-def _check_chain(cert, intermediates, ca_pem, ca_where, cert_where, errors):
+def _check_chain(cert: x509.Certificate, intermediates: list[x509.Certificate], ca_pem: str, ca_where: str | None,
+                 cert_where: str | None, errors: list[str]) -> None:
     try:
         cas = _certs(ca_pem)
     except ValueError as exc:
@@ -393,11 +396,11 @@ def _check_chain(cert, intermediates, ca_pem, ca_where, cert_where, errors):
         current, seen = verified, seen + 1
 
 
-def _public_der(key_or_cert):
+def _public_der(key_or_cert: Any) -> bytes:
     return key_or_cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
-def _read(path):
+def _read(path: str) -> bytes | None:
     try:
         with open(os.path.expanduser(path), 'rb') as handle:
             return handle.read()
@@ -405,7 +408,9 @@ def _read(path):
         return None
 
 
-def generated_current(ca_dir, key_path=None, cert_path=None, subject_alt_name=None, renew_days=30, now=None):
+def generated_current(ca_dir: str, key_path: str | None = None, cert_path: str | None = None,
+                      subject_alt_name: list[str] | None = None, renew_days: int = 30,
+                      now: int | None = None) -> tuple[bool, str]:
     """Whether the deploy's controller-side TLS tasks (community.crypto: the CA's key and self-signed certificate, a
     host's key, signing request and certificate) would find nothing to do, read without running them: (current,
     why not). The CA: its key and certificate there, the certificate a CA of that key. With key_path/cert_path (a
@@ -424,7 +429,8 @@ def generated_current(ca_dir, key_path=None, cert_path=None, subject_alt_name=No
             return False, 'the CA certificate is not a CA'
         if key_path is None:
             return True, 'as made'
-        key_pem, cert_pem = _read(key_path), _read(cert_path)
+        # cert_path None (a key_path alone) raises TypeError: "unreadable or not as made" below
+        key_pem, cert_pem = _read(key_path), _read(cert_path)  # type: ignore[arg-type]
         if key_pem is None or cert_pem is None:
             return False, 'no key and certificate of this host yet'
         key = serialization.load_pem_private_key(key_pem, password=None)
@@ -449,7 +455,7 @@ def generated_current(ca_dir, key_path=None, cert_path=None, subject_alt_name=No
     return True, 'as made'
 
 
-def site_ca_problem(ca_dir, host, ca_path, observed, new_ca=False):
+def site_ca_problem(ca_dir: str, host: str, ca_path: str, observed: Any, new_ca: bool = False) -> str:
     """One CA per site: '' when the deploy may go on with the controller's CA on `host`, else the refusal.
 
     observed: dgxspark.ds4.file_state's value of the host's CA file (`ca_path`, read at the start of the deploy,
