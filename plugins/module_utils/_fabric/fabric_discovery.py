@@ -26,13 +26,14 @@ API:
 
 
 import os
+from typing import Any
 
 CX7_VENDOR = "0x15b3"
 CX7_DEVICE = "0x1021"
 _IPV4_MAPPED_PREFIX = "0000:0000:0000:0000:0000:ffff:"
 
 
-def _read(path):
+def _read(path: str) -> str | None:
     try:
         with open(path) as fh:
             return fh.read().strip()
@@ -40,21 +41,21 @@ def _read(path):
         return None
 
 
-def _int(text):
+def _int(text: Any) -> int | None:
     try:
         return int(text)
     except (TypeError, ValueError):
         return None
 
 
-def _listdir(path):
+def _listdir(path: str) -> list[str]:
     try:
         return sorted(os.listdir(path))
     except (IOError, OSError):
         return []
 
 
-def gid_to_ipv4(gid):
+def gid_to_ipv4(gid: str | None) -> str | None:
     """'0000:0000:0000:0000:0000:ffff:c0a8:640a' -> '192.168.100.10'; None if not IPv4-mapped."""
     if not gid or not gid.lower().startswith(_IPV4_MAPPED_PREFIX):
         return None
@@ -67,9 +68,9 @@ def gid_to_ipv4(gid):
         return None
 
 
-def _gid_table(sysfs_root, hca, port="1"):
+def _gid_table(sysfs_root: str, hca: str, port: str = "1") -> list[dict[str, Any]]:
     pdir = os.path.join(sysfs_root, "class", "infiniband", hca, "ports", port)
-    table = []
+    table: list[dict[str, Any]] = []
     for name in _listdir(os.path.join(pdir, "gids")):
         idx = _int(name)
         if idx is None:
@@ -88,7 +89,7 @@ def _gid_table(sysfs_root, hca, port="1"):
     return table
 
 
-def _hca_for_netdev(sysfs_root, ifname):
+def _hca_for_netdev(sysfs_root: str, ifname: str) -> str | None:
     names = _listdir(os.path.join(sysfs_root, "class", "net", ifname, "device", "infiniband"))
     if names:
         return names[0]
@@ -98,7 +99,7 @@ def _hca_for_netdev(sysfs_root, ifname):
     return None
 
 
-def _roce_v2_ipv4_gid(gids, ifname, want_ip=None):
+def _roce_v2_ipv4_gid(gids: list[dict[str, Any]], ifname: str, want_ip: str | None = None) -> int | None:
     """Index of the RoCE v2 IPv4-mapped GID on ifname (matching want_ip when given)."""
     cands = [g for g in gids if g["type"] == "RoCE v2" and g["ipv4"] and g["ndev"] in (ifname, None)]
     if want_ip:
@@ -109,7 +110,8 @@ def _roce_v2_ipv4_gid(gids, ifname, want_ip=None):
     return cands[0]["index"] if cands else None
 
 
-def discover(sysfs_root="/sys", ipv4_by_ifname=None, fabric_ip=None):
+def discover(sysfs_root: str = "/sys", ipv4_by_ifname: dict[str, list[str]] | None = None,
+             fabric_ip: str | None = None) -> dict[str, Any]:
     """Discover one node's fabric.
 
     ipv4_by_ifname: {ifname: [ipv4, ...]} (from ansible facts: ansible_facts[<if>]['ipv4'] and
@@ -132,7 +134,7 @@ def discover(sysfs_root="/sys", ipv4_by_ifname=None, fabric_ip=None):
       fabric_gid_index: int|None       RoCE v2 IPv4 GID index of fabric_ifname for fabric_ip
     """
     ipv4_by_ifname = ipv4_by_ifname or {}
-    netdevs = {}
+    netdevs: dict[str, dict[str, Any]] = {}
     for ifname in _listdir(os.path.join(sysfs_root, "class", "net")):
         base = os.path.join(sysfs_root, "class", "net", ifname)
         devlink = os.path.join(base, "device")
@@ -163,10 +165,10 @@ def discover(sysfs_root="/sys", ipv4_by_ifname=None, fabric_ip=None):
             "roce_v2_ipv4_gid_index": _roce_v2_ipv4_gid(gids, ifname, want) if hca else None,
         }
     cx7 = sorted(n for n, d in netdevs.items() if d["is_cx7"])
-    groups = {}
+    groups: dict[str, list[str]] = {}
     for n in cx7:
         groups.setdefault(netdevs[n]["pci_function"], []).append(n)
-    ports = []
+    ports: list[dict[str, Any]] = []
     for func in sorted(groups):
         members = sorted(groups[func], key=lambda n: netdevs[n]["pci_domain"] or "")
         ports.append({
@@ -211,14 +213,14 @@ _COMPARE_KEYS = (
 )
 
 
-def compare(inventory, discovered):
+def compare(inventory: dict[str, Any], discovered: dict[str, Any]) -> list[dict[str, Any]]:
     """Report where inventory values disagree with discovery (inventory wins; this only reports).
 
     inventory: dict with any of ds4_fabric_ifname, ds4_rdma_hcas, ds4_nccl_ib_gid_index,
     ds4_fabric_ip (unprefixed names accepted too); None / missing keys are skipped.
     Returns [{'key': <inventory key>, 'inventory': value, 'discovered': value}].
     """
-    out = []
+    out: list[dict[str, Any]] = []
     for names, dkey, as_set in _COMPARE_KEYS:
         for name in names:
             if inventory.get(name) is None:
@@ -238,13 +240,13 @@ def compare(inventory, discovered):
     return out
 
 
-def checks(discovered, expected_mtu=9000, dev_infiniband_present=True):
+def checks(discovered: dict[str, Any], expected_mtu: int | None = 9000, dev_infiniband_present: bool = True) -> list[dict[str, str]]:
     """Fabric checks.  Returns [{'check', 'finding', 'fix'}]; [] means pass.
 
     check names: fabric_ip_missing, fabric_ip_not_cx7, link_down, twin_link_down, mtu_low,
     no_roce_v2_gid, dev_infiniband_missing.
     """
-    out = []
+    out: list[dict[str, str]] = []
     ip = discovered.get("fabric_ip")
     ifname = discovered.get("fabric_ifname")
     nd = discovered.get("netdevs", {})

@@ -25,6 +25,8 @@ API:
 
 
 import re
+from collections.abc import Iterable
+from typing import Any
 
 _NCCL_VERSION = re.compile(r"NCCL INFO NCCL version (\S+)")
 _VLLM_NCCL = re.compile(r"vLLM is using nccl==(\S+)")
@@ -43,7 +45,7 @@ _ROW = re.compile(
     r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_]\w*)\s+([A-Za-z_]\w*)\s+(-?\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)(?:\s|$)")
 
 
-def parse_log(lines):
+def parse_log(lines: str | Iterable[str]) -> dict[str, Any]:
     """Parse NCCL_DEBUG=INFO lines (str or iterable of str).
 
     Returns dict:
@@ -65,7 +67,7 @@ def parse_log(lines):
     """
     if isinstance(lines, str):
         lines = lines.splitlines()
-    out = {
+    out: dict[str, Any] = {
         "nccl_version": None, "transport": None, "hcas": [], "hca_names": [], "relaxed_ordering": False,
         "oob_ifname": None, "oob_ip": None, "socket_devices": [], "no_ib_device": False, "gdr": None,
         "gdr_by_hca": {}, "channels": {}, "warnings": [], "connected": [],
@@ -127,12 +129,12 @@ def parse_log(lines):
     return out
 
 
-def parse_rows(lines):
+def parse_rows(lines: str | Iterable[str]) -> list[dict[str, Any]]:
     """Parse result rows (see module doc).  Returns [{'size_bytes', 'count', 'type', 'redop',
     'root', 'time_us', 'algbw_gbps', 'busbw_gbps'}] in input order; other lines are skipped."""
     if isinstance(lines, str):
         lines = lines.splitlines()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for line in lines:
         if line.lstrip().startswith("#"):
             continue
@@ -147,7 +149,7 @@ def parse_rows(lines):
     return rows
 
 
-def classify_busbw(busbw_gbps, threshold_gbps=18.0):
+def classify_busbw(busbw_gbps: float | None, threshold_gbps: float = 18.0) -> str:
     """'both_twins' (>= threshold), 'degraded' (13 .. threshold), 'one_twin' (10 .. 13),
     'socket_speed' (< 10, single digits), 'unknown' (None).  Figures: vllm-ops.md §3.4
     (~22 GB/s both twins at 1 GiB; ~10-12 one twin; single digits = sockets)."""
@@ -162,7 +164,8 @@ def classify_busbw(busbw_gbps, threshold_gbps=18.0):
     return "degraded"
 
 
-def summarize(log_lines, row_lines=None, threshold_gbps=18.0, expected_hcas=2):
+def summarize(log_lines: str | Iterable[str], row_lines: str | Iterable[str] | None = None, threshold_gbps: float = 18.0,
+              expected_hcas: int | None = 2) -> dict[str, Any]:
     """Judge the fabric from NCCL INFO lines and result rows (row_lines defaults to log_lines).
 
     Returns dict: transport, hcas (names), hca_count, oob_ifname, oob_ip, gdr, nccl_version,
@@ -179,7 +182,7 @@ def summarize(log_lines, row_lines=None, threshold_gbps=18.0, expected_hcas=2):
         if best is None or row["size_bytes"] >= best["size_bytes"]:
             best = row
     busbw = best["busbw_gbps"] if best else None
-    failures = []
+    failures: list[str] = []
     if log["transport"] != "IB":
         failures.append("NCCL transport is %s, not IB (%s)" % (
             log["transport"] or "unknown",
@@ -189,9 +192,9 @@ def summarize(log_lines, row_lines=None, threshold_gbps=18.0, expected_hcas=2):
             len(log["hca_names"]), ",".join(log["hca_names"]) or "-", expected_hcas))
     if best is None:
         failures.append("no all-reduce result rows found")
-    elif busbw < threshold_gbps:
+    elif best["busbw_gbps"] < threshold_gbps:
         failures.append("busbw %.2f GB/s at %d bytes is below %.2f GB/s (%s)" % (
-            busbw, best["size_bytes"], threshold_gbps, classify_busbw(busbw, threshold_gbps)))
+            best["busbw_gbps"], best["size_bytes"], threshold_gbps, classify_busbw(best["busbw_gbps"], threshold_gbps)))
     summary = "transport=%s hcas=%s busbw=%s GB/s at %s bytes (%s)" % (
         log["transport"], ",".join(log["hca_names"]) or "-", "%.2f" % busbw if busbw is not None else "-",
         best["size_bytes"] if best else "-", classify_busbw(busbw, threshold_gbps))

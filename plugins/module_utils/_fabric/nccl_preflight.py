@@ -22,6 +22,8 @@ API:
 """
 
 
+from typing import Any
+
 from ansible_collections.dgxspark.ds4.plugins.module_utils._fabric import fabric_discovery, nccl_log
 
 PER_NODE_KEYS = ("VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX")
@@ -31,13 +33,13 @@ JUMBO_MTU = 9000     # seed 000's fabric (mtu 9000 on both nodes)
 STANDARD_MTU = 1500  # NVIDIA's connect-two-Sparks netplan sets no MTU: the netdevs stay at 1500
 
 
-def ipv4_from_interface_facts(facts):
+def ipv4_from_interface_facts(facts: dict[str, Any] | None) -> dict[str, list[str]]:
     """facts: {ifname: ansible_facts[<ifname with - as _>]} -> {ifname: [primary, secondaries...]}."""
-    out = {}
+    out: dict[str, list[str]] = {}
     for ifname, fact in (facts or {}).items():
         if not isinstance(fact, dict):
             continue
-        ips = []
+        ips: list[str] = []
         primary = fact.get("ipv4")
         if isinstance(primary, dict) and primary.get("address"):
             ips.append(primary["address"])
@@ -49,10 +51,10 @@ def ipv4_from_interface_facts(facts):
     return out
 
 
-def gid_index_by_hca(discovered):
+def gid_index_by_hca(discovered: dict[str, Any]) -> dict[str, int | None]:
     """RoCE v2 IPv4 GID index of each twin HCA of the fabric port (its own netdev's IPv4)."""
     nd = discovered.get("netdevs") or {}
-    out = {}
+    out: dict[str, int | None] = {}
     for ifname in discovered.get("fabric_twin_ifnames") or []:
         dev = nd.get(ifname) or {}
         if dev.get("hca"):
@@ -60,7 +62,7 @@ def gid_index_by_hca(discovered):
     return out
 
 
-def twin_findings(discovered):
+def twin_findings(discovered: dict[str, Any]) -> list[dict[str, str]]:
     """A pinned NCCL_IB_GID_INDEX is one value for all HCAs of a node: the twins must agree."""
     by_hca = gid_index_by_hca(discovered)
     values = set(v for v in by_hca.values() if v is not None)
@@ -73,7 +75,7 @@ def twin_findings(discovered):
     return []
 
 
-def hca_findings(discovered, hcas, expected_mtu=9000):
+def hca_findings(discovered: dict[str, Any], hcas: list[str] | None, expected_mtu: Any = 9000) -> list[dict[str, str]]:
     """Every HCA NCCL_IB_HCA lists (both RoCE twins) must exist on this node, have a RoCE v2 IPv4 GID
     (NCCL picks that GID itself when NCCL_IB_GID_INDEX is unset; a twin without an IPv4 address has
     none) and a netdev whose MTU is at least expected_mtu. Each finding names the twin.
@@ -83,9 +85,9 @@ def hca_findings(discovered, hcas, expected_mtu=9000):
     nd = discovered.get("netdevs") or {}
     by_hca = dict((d["hca"], name) for name, d in nd.items() if d.get("hca"))
     fabric_ifname = discovered.get("fabric_ifname")
-    out = []
+    out: list[dict[str, str]] = []
     for pos, hca in enumerate(hcas or []):
-        label = "twin %d of %d" % (pos + 1, len(hcas))
+        label = "twin %d of %d" % (pos + 1, len(hcas or []))
         ifname = by_hca.get(hca)
         if ifname is None:
             out.append({"check": "hca_missing",
@@ -112,7 +114,8 @@ def hca_findings(discovered, hcas, expected_mtu=9000):
     return out
 
 
-def mtu_policy(expected_mtu, discovered, hcas=None, min_busbw_gbps=None):
+def mtu_policy(expected_mtu: Any, discovered: dict[str, Any], hcas: list[str] | None = None,
+               min_busbw_gbps: Any = None) -> dict[str, Any]:
     """How the fabric MTU is judged (nccl_fabric_expected_mtu).
 
     expected_mtu set: strict, as before: the fabric netdev and every HCA twin in NCCL_IB_HCA must have at least
@@ -151,7 +154,7 @@ def mtu_policy(expected_mtu, discovered, hcas=None, min_busbw_gbps=None):
     return {"strict": False, "minimum": STANDARD_MTU, "ping_mtu": ping_mtu, "below_jumbo": below, "warning": warning}
 
 
-def _fabric(effective):
+def _fabric(effective: dict[str, Any] | None) -> dict[str, Any]:
     fab = (effective or {}).get("fabric") or {}
     return {
         "ip": fab.get("ip"), "ifname": fab.get("ifname"),
@@ -159,7 +162,8 @@ def _fabric(effective):
     }
 
 
-def build_env(effective, discovered, fabric_env=None, gid_mode="auto", exact_match=True):
+def build_env(effective: dict[str, Any] | None, discovered: dict[str, Any] | None, fabric_env: dict[str, Any] | None = None,
+              gid_mode: Any = "auto", exact_match: bool = True) -> dict[str, Any]:
     """One node's NCCL/Gloo/vLLM network env.
 
     effective: ds4_effective (reads fabric{ip,ifname,rdma_hcas,gid_index}, env, per_node_env, host,
@@ -176,14 +180,14 @@ def build_env(effective, discovered, fabric_env=None, gid_mode="auto", exact_mat
     """
     inv = _fabric(effective)
     disc = discovered or {}
-    errors = []
-    sources = {}
-    env = []
+    errors: list[str] = []
+    sources: dict[str, str | None] = {}
+    env: list[list[Any]] = []
     per_node_names = set(PER_NODE_KEYS) | set((effective or {}).get("per_node_env") or [])
     profile_env = [(k, str(v)) for k, v in ((effective or {}).get("env") or {}).items()
                    if k.startswith("NCCL_") and k not in per_node_names and v is not None]
     profile_keys = dict(profile_env)
-    overrides = []
+    overrides: list[dict[str, str]] = []
     for name, value in profile_env:
         env.append([name, value])
         sources[name] = "profile"
@@ -198,7 +202,7 @@ def build_env(effective, discovered, fabric_env=None, gid_mode="auto", exact_mat
         env.append([name, value])
         sources[name] = "role"
 
-    def pick(key, inv_value, disc_value, var):
+    def pick(key: str, inv_value: Any, disc_value: Any, var: str) -> Any:
         if inv_value not in (None, "", []):
             sources[key] = "inventory"
             return inv_value
@@ -240,14 +244,14 @@ def build_env(effective, discovered, fabric_env=None, gid_mode="auto", exact_mat
     return {"env": env, "sources": sources, "profile_overrides": overrides, "hcas": list(hcas or []), "errors": errors}
 
 
-def env_header(eff, built):
+def env_header(eff: dict[str, Any], built: dict[str, Any]) -> list[str]:
     """The header lines of nccl.env every render shares (no profile name: a recipe switch with the same network env
     changes nothing there). The words are those nodes already carry: a collection upgrade rewrites no nccl.env."""
     return ["nccl.env for %s (%s). Rendered by dgxspark.ds4.nccl_fabric; do not edit." % (eff.get("host", "?"), eff.get("role", "?")),
             "Per-node values: " + ", ".join("%s=%s" % (k, built["sources"].get(k, "-")) for k in PER_NODE_KEYS)]
 
 
-def compile_env_file(eff, fabric_env, gid_mode="auto", exact_match=True):
+def compile_env_file(eff: dict[str, Any], fabric_env: dict[str, Any] | None, gid_mode: Any = "auto", exact_match: bool = True) -> str:
     """nccl.env as the config compile knows it (ds4_effective.env_file: the goldens, render.yml, vllm_service without
     nccl_fabric): build_env() from the inventory alone, with the nccl_fabric role's values (nccl_fabric_env,
     nccl_fabric_gid_index, nccl_fabric_exact_match). On a node nccl_fabric renders the same through fabric_facts(),
@@ -256,7 +260,7 @@ def compile_env_file(eff, fabric_env, gid_mode="auto", exact_match=True):
     return render_env_file(built, env_header(eff, built))
 
 
-def render_env_file(built, header_lines=None):
+def render_env_file(built: dict[str, Any], header_lines: list[str] | None = None) -> str:
     """docker --env-file text (KEY=value, no quotes): header comments, then built['env']."""
     lines = ["# %s" % h for h in (header_lines or [])]
     for name, value in built["env"]:
@@ -264,12 +268,13 @@ def render_env_file(built, header_lines=None):
     return "\n".join(lines) + "\n"
 
 
-def ping_args(peer_ip, mtu, count=3, wait_s=2):
+def ping_args(peer_ip: str, mtu: Any, count: int = 3, wait_s: int = 2) -> list[str]:
     """Full-size, don't-fragment ping: proves jumbo frames end to end."""
     return ["ping", "-M", "do", "-s", str(int(mtu) - IP_HEADER), "-c", str(count), "-W", str(wait_s), str(peer_ip)]
 
 
-def ping_finding(rc, stdout, stderr, peer_ip, mtu, ifname=None):
+def ping_finding(rc: int, stdout: str | None, stderr: str | None, peer_ip: str, mtu: Any,
+                 ifname: str | None = None) -> dict[str, str] | None:
     """None when the ping passed, else {'check': 'jumbo_ping', 'finding', 'fix'}."""
     if rc == 0:
         return None
@@ -291,9 +296,10 @@ def ping_finding(rc, stdout, stderr, peer_ip, mtu, ifname=None):
             "fix": fix}
 
 
-def docker_argv(image, program, rank, world_size, master_addr, master_port, env_file, docker="docker",
-                gpus=True, rdma_devices=True, extra_args=None, program_args=None, name=None, timeout_s=300,
-                python="python3"):
+def docker_argv(image: str, program: str, rank: int, world_size: int, master_addr: str, master_port: int, env_file: str,
+                docker: str = "docker", gpus: bool = True, rdma_devices: bool = True, extra_args: list[str] | None = None,
+                program_args: list[str] | None = None, name: str | None = None, timeout_s: int = 300,
+                python: str = "python3") -> list[str]:
     """docker run argv of one preflight rank (same network/ipc/ulimits/env file as the service), run by `python`,
     the image's Python that runs vLLM (its torch and NCCL; container_image finds it, image_python.py)."""
     argv = [docker, "run", "--rm", "--network", "host", "--ipc", "host", "--ulimit", "memlock=-1:-1",
@@ -313,7 +319,7 @@ def docker_argv(image, program, rank, world_size, master_addr, master_port, env_
     return argv
 
 
-def judge(text, rank, threshold_gbps=18.0, expected_hcas=2):
+def judge(text: str, rank: int, threshold_gbps: float = 18.0, expected_hcas: int | None = 2) -> dict[str, Any]:
     """Verdict for one rank's output.  Rank 0 prints the rows (busbw judged there); every rank
     prints NCCL INFO lines (transport and HCAs judged on each)."""
     summary = nccl_log.summarize(text, threshold_gbps=threshold_gbps, expected_hcas=expected_hcas)
@@ -328,7 +334,8 @@ def judge(text, rank, threshold_gbps=18.0, expected_hcas=2):
     return summary
 
 
-def discovery_checks(discovered, expected_mtu, dev_infiniband_present, hcas=None, gid_pinned=False):
+def discovery_checks(discovered: dict[str, Any], expected_mtu: Any, dev_infiniband_present: bool, hcas: list[str] | None = None,
+                     gid_pinned: bool = False) -> list[dict[str, str]]:
     """fabric_discovery.checks, every HCA of NCCL_IB_HCA (hcas), and, when NCCL_IB_GID_INDEX is
     pinned (one value for all HCAs of the node), the twins' GID indexes agreeing."""
     out = fabric_discovery.checks(discovered, expected_mtu, dev_infiniband_present)
@@ -338,7 +345,7 @@ def discovery_checks(discovered, expected_mtu, dev_infiniband_present, hcas=None
     return out
 
 
-def fabric_facts(params, dev_infiniband_present):
+def fabric_facts(params: dict[str, Any], dev_infiniband_present: bool) -> tuple[dict[str, Any], list[str]]:
     """Body of the fabric_facts module. params: the module's options.  Returns (result dict, [warning str])."""
     eff = params.get("effective") or {}
     fab = eff.get("fabric") or {}
