@@ -472,7 +472,8 @@ def compile_cache_plan(merged: dict[str, Any]) -> dict[str, Any]:
     if args.get('enforce-eager') is True or str(env.get('VLLM_DISABLE_COMPILE_CACHE', '')).strip() in ('1', 'true', 'True'):
         return out
     root = env.get('VLLM_CACHE_ROOT') or DEFAULT_VLLM_CACHE_ROOT
-    cdir = comp.get('cache_dir') if isinstance(comp.get('cache_dir'), str) and comp.get('cache_dir') else root.rstrip('/') + '/torch_compile_cache'
+    given = comp.get('cache_dir')
+    cdir: str = given if isinstance(given, str) and given else root.rstrip('/') + '/torch_compile_cache'
     vols = (merged.get('container') or {}).get('cache_volumes') or {}
     out['container_dir'] = cdir
     out['host_dir'] = compile_cache.host_path(cdir, vols if isinstance(vols, dict) else {})

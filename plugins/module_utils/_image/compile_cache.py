@@ -24,6 +24,7 @@ it without a cache volume (ds4_config.check_merged); this module looks into that
 
 import json
 import os
+from typing import Any
 
 MARKER = '.dgxspark-ds4-compiled-by.json'
 SMALL_NODE_GIB = 96
@@ -38,9 +39,9 @@ SEED_002_CACHE = ('The custom_ops: ["all"] path remains usable only if compiled 
                   'mount). First-run compilation needs system RAM headroom.')
 
 
-def host_path(container_path, cache_volumes):
+def host_path(container_path: str, cache_volumes: dict[str, Any] | None) -> str | None:
     """The host path of ``container_path`` through ``cache_volumes`` ({host dir: container dir}), or None."""
-    best = None
+    best: tuple[str, str] | None = None
     for host_dir, cont_dir in (cache_volumes or {}).items():
         if not isinstance(host_dir, str) or not isinstance(cont_dir, str) or not cont_dir.startswith('/'):
             continue  # ds4_config._cache_volumes reports it
@@ -54,13 +55,13 @@ def host_path(container_path, cache_volumes):
     return os.path.join(best[0], rest) if rest else best[0]
 
 
-def inspect(path, limit=COUNT_LIMIT):
+def inspect(path: str, limit: int = COUNT_LIMIT) -> dict[str, Any]:
     """What the torch.compile cache directory ``path`` (host side) holds.
 
     Returns ``{'exists', 'hash_dirs', 'artifacts', 'marker', 'marker_error'}``: ``artifacts`` counts files under
     ``<hash>/rank_*/`` (up to ``limit``), ``marker`` the parsed :data:`MARKER` (None when absent or unreadable).
     """
-    out = {'exists': os.path.isdir(path), 'hash_dirs': [], 'artifacts': 0, 'marker': None, 'marker_error': None}
+    out: dict[str, Any] = {'exists': os.path.isdir(path), 'hash_dirs': [], 'artifacts': 0, 'marker': None, 'marker_error': None}
     if not out['exists']:
         return out
     for name in sorted(os.listdir(path)):
@@ -91,7 +92,8 @@ def inspect(path, limit=COUNT_LIMIT):
     return out
 
 
-def verdict(info, path, image_id, custom_ops_all, node_memory_gib, launch_digest=None):
+def verdict(info: dict[str, Any], path: str, image_id: str, custom_ops_all: bool, node_memory_gib: Any,
+            launch_digest: str | None = None) -> dict[str, Any]:
     """State of the cache for ``image_id``: ``{'state', 'warm', 'msg', 'warning'}``.
 
     state: ``warm`` (non-empty, marked by this image and flags), ``missing`` (no directory), ``empty`` (no compiled
@@ -122,7 +124,7 @@ def verdict(info, path, image_id, custom_ops_all, node_memory_gib, launch_digest
                'vLLM compiles again for a changed configuration' % (path, count, marker.get('launch_digest'), launch_digest))
     else:
         state, why = 'warm', '%s holds %s compiled file(s) written by this image (%s)' % (path, count, image_id)
-    out = {'state': state, 'warm': state == 'warm', 'msg': 'compile cache %s: %s' % (state, why), 'warning': None}
+    out: dict[str, Any] = {'state': state, 'warm': state == 'warm', 'msg': 'compile cache %s: %s' % (state, why), 'warning': None}
     small = isinstance(node_memory_gib, int) and not isinstance(node_memory_gib, bool) and node_memory_gib <= SMALL_NODE_GIB
     if custom_ops_all and not out['warm'] and small:
         out['warning'] = (
@@ -134,7 +136,7 @@ def verdict(info, path, image_id, custom_ops_all, node_memory_gib, launch_digest
     return out
 
 
-def marker_content(image_id, image_ref=None, launch_digest=None):
+def marker_content(image_id: str, image_ref: str | None = None, launch_digest: str | None = None) -> str:
     """The marker's JSON text (stable: a second write with the same image and flags is no change)."""
     return json.dumps({'image_id': image_id, 'image_ref': image_ref, 'launch_digest': launch_digest,
                        'written_by': 'dgxspark.ds4 after the pair passed readiness'}, sort_keys=True, indent=2) + '\n'

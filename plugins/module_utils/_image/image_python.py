@@ -23,6 +23,8 @@ Each try is one ``tried <python> (<how found>): <result>`` line; the winner adds
 ``vllm=`` lines. :func:`parse` turns that into a result with an error naming the image, what was tried and the fix.
 """
 
+from collections.abc import Sequence
+from typing import Any
 
 # Known locations, tried after the vllm command's interpreter and PATH (b12x: /opt/env, the common venv /opt/venv).
 KNOWN_PYTHONS = ('/opt/env/bin/python3', '/opt/venv/bin/python3', '/usr/local/bin/python3', '/usr/bin/python3')
@@ -83,7 +85,7 @@ exit 3
 '''.replace('@PY@', PY_HAS_VLLM)
 
 
-def probe_script(known=KNOWN_PYTHONS):
+def probe_script(known: Sequence[str] = KNOWN_PYTHONS) -> str:
     """The sh script with the known locations filled in (paths without spaces)."""
     for path in known:
         if not path.startswith('/') or any(c.isspace() or c in '\'"$`\\' for c in path):
@@ -91,14 +93,14 @@ def probe_script(known=KNOWN_PYTHONS):
     return "KNOWN='%s'\n%s" % (' '.join(known), PROBE)
 
 
-def probe_argv(image, known=KNOWN_PYTHONS, docker='docker'):
+def probe_argv(image: str, known: Sequence[str] = KNOWN_PYTHONS, docker: str = 'docker') -> list[str]:
     """docker run argv of the probe (throw-away container, no network, the image's own PATH)."""
     return [docker, 'run', '--rm', '--network', 'none', '--entrypoint', '/bin/sh', image, '-c', probe_script(known)]
 
 
-def parse(rc, stdout, stderr, image):
+def parse(rc: int, stdout: str | None, stderr: str | None, image: str) -> dict[str, Any]:
     """Result of the probe: dict(python, found, vllm, vllm_command, tried, error)."""
-    out = {'python': None, 'found': None, 'vllm': None, 'vllm_command': None, 'tried': [], 'error': None}
+    out: dict[str, Any] = {'python': None, 'found': None, 'vllm': None, 'vllm_command': None, 'tried': [], 'error': None}
     for line in (stdout or '').splitlines():
         if line.startswith('tried '):
             out['tried'].append(line[len('tried '):])

@@ -25,6 +25,11 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
+from typing import Any
+
+# run(argv) -> (rc, stdout, stderr)
+Runner = Callable[[list[str]], tuple[int, str, str]]
 
 _IDENT = r'[A-Za-z_][A-Za-z0-9_]*'
 _CALL_RE = re.compile(r'\b_setup_kernel\s*\(')
@@ -40,33 +45,33 @@ _SCOPE_RE = re.compile(r'^(?P<indent>[ \t]*)(?:async[ \t]+)?(?P<kind>def|class)[
 class Mxfp4PatchError(Exception):
     """Refusal or failure with a message for the user."""
 
-    def __init__(self, msg, **fields):
+    def __init__(self, msg: str, **fields: Any) -> None:
         super(Mxfp4PatchError, self).__init__(msg)
         self.msg = msg
         self.fields = fields
 
 
-def _strip_eol(line):
+def _strip_eol(line: str) -> str:
     return line.rstrip('\r\n')
 
 
-def _eol(line):
+def _eol(line: str) -> str:
     if line.endswith('\r\n'):
         return '\r\n'
     return '\n' if line.endswith('\n') else ''
 
 
-def _is_comment(line):
+def _is_comment(line: str) -> bool:
     return line.lstrip().startswith('#')
 
 
-def _indent_width(indent):
+def _indent_width(indent: str) -> int:
     return len(indent.expandtabs(8))
 
 
-def _scope(lines, index, indent):
+def _scope(lines: list[str], index: int, indent: str) -> str:
     """'Class.method' enclosing line ``index`` (best effort, for reporting only)."""
-    names = []
+    names: list[str] = []
     width = _indent_width(indent)
     for i in range(index - 1, -1, -1):
         match = _SCOPE_RE.match(lines[i])
@@ -78,14 +83,14 @@ def _scope(lines, index, indent):
     return '.'.join(names)
 
 
-def _parse_block(lines, start, indent, names):
+def _parse_block(lines: list[str], start: int, indent: str, names: list[str]) -> tuple[int, dict[str, Any]] | None:
     """Parse one cleanup block at ``lines[start]``.
 
     Returns ``(end, block)`` (end exclusive) or ``None`` when the line starts no block.
     Raises Mxfp4PatchError for a ``del`` at the same indent that is not the fix's.
     """
     i = start
-    block = dict(start=start, has_del=False, has_empty_cache=False)
+    block: dict[str, Any] = dict(start=start, has_del=False, has_empty_cache=False)
     if i < len(lines):
         match = _DEL_RE.match(_strip_eol(lines[i]))
         if match and match.group('indent') == indent:
@@ -114,7 +119,7 @@ def _parse_block(lines, start, indent, names):
     return i, block
 
 
-def analyse(text):
+def analyse(text: str) -> dict[str, Any]:
     """Find the ``_setup_kernel`` call sites and the cleanup blocks after each.
 
     Returns a dict with ``sites`` (line, scope, names, blocks), ``blocks`` (total),
@@ -122,8 +127,8 @@ def analyse(text):
     ``del_count``.  Raises Mxfp4PatchError when the layout is not recognised.
     """
     lines = text.splitlines(True)
-    sites = []
-    consumed = set()
+    sites: list[dict[str, Any]] = []
+    consumed: set[int] = set()
     for index, line in enumerate(lines):
         if _is_comment(line) or not _CALL_RE.search(line) or _DEF_RE.match(line):
             continue
@@ -140,7 +145,7 @@ def analyse(text):
                 '"layer" (layer, w13, w2, ...); refusing to guess' % (index + 1, match.group('args').strip()))
         indent = match.group('indent')
         names = args[1:]
-        blocks = []
+        blocks: list[dict[str, Any]] = []
         pos = index + 1
         while True:
             parsed = _parse_block(lines, pos, indent, names)
@@ -158,8 +163,8 @@ def analyse(text):
             'GPU-cache fix belongs (this mxfp4.py predates or postdates the layout the fix targets); refusing to guess')
 
     all_names = set(tuple(s['names']) for s in sites)
-    empty_lines = []
-    del_lines = []
+    empty_lines: list[int] = []
+    del_lines: list[int] = []
     for index, line in enumerate(lines):
         if _is_comment(line):
             continue
@@ -188,11 +193,11 @@ def analyse(text):
     )
 
 
-def _plural(num, word):
+def _plural(num: int, word: str) -> str:
     return '%d %s%s' % (num, word, '' if num == 1 else 's')
 
 
-def status(analysis, expected):
+def status(analysis: dict[str, Any], expected: int) -> tuple[str, str]:
     """Return ``(state, message)``; state is patched, unpatched, double-patched, partially-patched or unexpected-layout."""
     sites = analysis['sites']
     total = analysis['blocks']
@@ -220,7 +225,7 @@ def status(analysis, expected):
                                  % (_plural(total, 'block'), expected, where))
 
 
-def canonical_block(indent, names, eol):
+def canonical_block(indent: str, names: list[str], eol: str) -> list[str]:
     inner = indent + ('\t' if indent.startswith('\t') else '    ')
     return [
         '%sdel %s%s' % (indent, ', '.join(names), eol),
@@ -229,7 +234,7 @@ def canonical_block(indent, names, eol):
     ]
 
 
-def normalise(text, expected=2):
+def normalise(text: str, expected: int = 2) -> tuple[str, dict[str, Any]]:
     """Return ``(new_text, analysis_before)`` with exactly one complete block after each call site.
 
     Keeps the first complete block found at a site verbatim, drops the others, and
@@ -265,7 +270,7 @@ def normalise(text, expected=2):
     return new_text, before
 
 
-def compile_text(text, filename):
+def compile_text(text: str, filename: str) -> None:
     """Syntax-check ``text`` with this interpreter (no file written)."""
     try:
         compile(text, filename, 'exec', dont_inherit=True)
@@ -274,7 +279,7 @@ def compile_text(text, filename):
                               % (filename, exc.lineno, exc.msg))
 
 
-def report(analysis, expected):
+def report(analysis: dict[str, Any], expected: int) -> dict[str, Any]:
     """Result fields for the module: counts and block locations (1-based line numbers)."""
     state, msg = status(analysis, expected)
     return dict(
@@ -290,7 +295,7 @@ def report(analysis, expected):
     )
 
 
-def read_from_image(run, image, path_in_image, docker='docker'):
+def read_from_image(run: Runner, image: str, path_in_image: str, docker: str = 'docker') -> tuple[str, str]:
     """Copy ``path_in_image`` out of ``image`` without starting it; return ``(text, tmpdir)``.
 
     ``run(argv)`` returns ``(rc, stdout, stderr)``.  The caller removes ``tmpdir``.
@@ -334,7 +339,7 @@ LOCATE_SCRIPT = (
 )
 
 
-def locate_in_image(run, image, python='python3', docker='docker'):
+def locate_in_image(run: Runner, image: str, python: str = 'python3', docker: str = 'docker') -> str:
     """Ask ``python`` in ``image`` (throw-away container, no network) where vllm's mxfp4.py is.
 
     ``run(argv)`` returns ``(rc, stdout, stderr)``. Raises Mxfp4PatchError naming the fix when vllm is not found.
