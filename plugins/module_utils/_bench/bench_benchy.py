@@ -28,6 +28,7 @@ What llama-benchy 0.4.0 measures (read from its source, llama_benchy/client.py a
   markdown_report(report) -> str
 """
 
+from typing import Any
 
 BENCHY_VERSION = '0.4.0'   # PyPI; the version seed 001's era and the field note name
 
@@ -43,7 +44,7 @@ METHOD = (
 
 # Seed figures measured with llama-benchy, verbatim (docs/sources.md quotes the tables; a unit test reads them back
 # from the seed text). Keyed by profile: the seed the profile follows.
-SEED_CELLS = {
+SEED_CELLS: dict[str, dict[str, Any]] = {
     "long-context-1m": {
         "source": "seed 001 (001_9dfc0859543564c6.txt) 'Concurrency (pp2048, tg128)' table",
         "conditions": "llama-benchy, pp2048 tg128; vLLM 0.21.1 b12x image, TP=2, MTP 2, fp8 KV",
@@ -58,10 +59,10 @@ SEED_CELLS = {
     },
 }
 # Profiles without a seed llama-benchy table run the field's common cells (seed 001's settings at depth 0).
-DEFAULT_CELLS = {"pp": 2048, "tg": 128, "cells": [(0, 1), (0, 2), (0, 4)]}
+DEFAULT_CELLS: dict[str, Any] = {"pp": 2048, "tg": 128, "cells": [(0, 1), (0, 2), (0, 4)]}
 
 
-def cells_for(profile):
+def cells_for(profile: str | None) -> tuple[dict[str, Any] | None, int, int, list[tuple[int, int]]]:
     """(seed reference or None, pp, tg, [(depth, concurrency)]) for a profile."""
     ref = SEED_CELLS.get(profile or "")
     if ref:
@@ -69,10 +70,10 @@ def cells_for(profile):
     return None, DEFAULT_CELLS["pp"], DEFAULT_CELLS["tg"], list(DEFAULT_CELLS["cells"])
 
 
-def invocations(cells):
+def invocations(cells: list[tuple[int, int]]) -> list[tuple[int, list[int]]]:
     """One llama-benchy run per depth with that depth's concurrency levels, so exactly the cells asked for run
     (llama-benchy runs every depth x concurrency combination of one command line)."""
-    out = []
+    out: list[tuple[int, list[int]]] = []
     for depth, conc in cells:
         for item in out:
             if item[0] == depth:
@@ -84,8 +85,9 @@ def invocations(cells):
     return out
 
 
-def argv(benchy, url, model, tokenizer, book_url, pp, tg, depth, concurrency, runs, result_path, api_key=None,
-         extra_body=None):
+def argv(benchy: str, url: str, model: str, tokenizer: str, book_url: str, pp: int, tg: int, depth: int,
+         concurrency: list[int], runs: int, result_path: str, api_key: str | None = None,
+         extra_body: dict[str, Any] | None = None) -> list[str]:
     """llama-benchy's command line for one depth (llama-benchy takes the API key only as --api-key)."""
     base = url.rstrip("/")
     if not base.endswith("/v1"):
@@ -102,14 +104,14 @@ def argv(benchy, url, model, tokenizer, book_url, pp, tg, depth, concurrency, ru
     return args
 
 
-def _metric(run, name):
+def _metric(run: dict[str, Any], name: str) -> tuple[Any, Any]:
     m = run.get(name) or {}
     return (m.get("mean"), m.get("std")) if m.get("mean") is not None else (None, None)
 
 
-def parse_results(data):
+def parse_results(data: dict[str, Any]) -> list[dict[str, Any]]:
     """Cells of one llama-benchy JSON result (context-load phases left out)."""
-    cells = []
+    cells: list[dict[str, Any]] = []
     for run in data.get("benchmarks") or []:
         if run.get("is_context_prefill_phase"):
             continue
@@ -125,14 +127,14 @@ def parse_results(data):
     return cells
 
 
-def _ratio(meas, seed):
+def _ratio(meas: float | None, seed: float | None) -> float | None:
     return round(meas / seed, 3) if (meas is not None and seed) else None
 
 
-def compare(cells, reference):
+def compare(cells: list[dict[str, Any]], reference: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Each measured cell with the seed's figures and the ratios (measured / seed)."""
     seeds = dict(((c["depth"], c["concurrency"]), c) for c in (reference or {}).get("cells") or [])
-    out = []
+    out: list[dict[str, Any]] = []
     for cell in cells:
         seed = seeds.get((cell["depth"], cell["concurrency"])) or {}
         out.append(dict(cell, seed_pp_tps=seed.get("pp_tps"), seed_tg_tps=seed.get("tg_tps"), seed_ttft_s=seed.get("ttft_s"),
@@ -140,8 +142,9 @@ def compare(cells, reference):
     return out
 
 
-def build_report(endpoint, model, profile, pp, tg, runs, cells, reference, version, started, finished, tokenizer, corpus,
-                 errors=None):
+def build_report(endpoint: str, model: str, profile: str | None, pp: int, tg: int, runs: int, cells: list[dict[str, Any]],
+                 reference: dict[str, Any] | None, version: str, started: str, finished: str, tokenizer: str, corpus: str,
+                 errors: list[str] | None = None) -> dict[str, Any]:
     return {"tool": "llama-benchy", "llama_benchy_version": version, "endpoint": endpoint, "model": model, "profile": profile,
             "started_utc": started, "finished_utc": finished,
             "settings": {"pp": pp, "tg": tg, "runs": runs, "tokenizer": tokenizer, "corpus": corpus},
@@ -149,17 +152,17 @@ def build_report(endpoint, model, profile, pp, tg, runs, cells, reference, versi
             "errors": list(errors or [])}
 
 
-def _fmt(value, digits=1):
+def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else ("%%.%df" % digits) % value
 
 
-def _pm(mean, std, digits=1):
+def _pm(mean: float | None, std: float | None, digits: int = 1) -> str:
     if mean is None:
         return "-"
     return "%s ± %s" % (_fmt(mean, digits), _fmt(std or 0.0, digits))
 
 
-def markdown_report(report):
+def markdown_report(report: dict[str, Any]) -> str:
     ref = report.get("seed_reference") or {}
     s = report.get("settings") or {}
     lines = [

@@ -40,6 +40,8 @@ Ansible imports.  bench.yml runs it through the vllm_bench_mixed module (-e ds4_
 import random
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import ops_status, vllm_client
 
@@ -48,12 +50,12 @@ CHAT = "/v1/chat/completions"
 WORD_MIN, WORD_MAX = 7, 31999   # the real-vLLM recorder's test vocabulary (docs/real-vllm.md: 'w7' .. 'w31999', one token each)
 
 
-def prompt_words(n, rng):
+def prompt_words(n: int, rng: random.Random) -> str:
     """n words 'w<k>' drawn from rng (one token each with the test model's WordLevel tokenizer)."""
     return " ".join("w%d" % rng.randint(WORD_MIN, WORD_MAX) for _i in range(max(1, int(n))))
 
 
-def _median(values):
+def _median(values: list[float | None]) -> float | None:
     vals = sorted(v for v in values if v is not None)
     if not vals:
         return None
@@ -61,12 +63,12 @@ def _median(values):
     return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2.0
 
 
-def _round(x, nd=4):
+def _round(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(x, nd)
 
 
-def _body(model, text, max_tokens, path):
-    body = {"model": model, "max_tokens": int(max_tokens), "temperature": 0, "ignore_eos": True}
+def _body(model: str, text: str, max_tokens: int, path: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "max_tokens": int(max_tokens), "temperature": 0, "ignore_eos": True}
     if path == CHAT:
         body["messages"] = [{"role": "user", "content": text}]
     else:
@@ -74,7 +76,7 @@ def _body(model, text, max_tokens, path):
     return body
 
 
-def _summary(rec):
+def _summary(rec: dict[str, Any]) -> dict[str, Any]:
     """One stream record -> {ttft_s, e2e_s, prompt_tokens, completion_tokens, t_start, error} (times from t_start)."""
     t0 = rec.get("t_start")
     first, end = rec.get("t_first"), rec.get("t_end")
@@ -84,7 +86,7 @@ def _summary(rec):
             "error": rec.get("error")}
 
 
-def _running(metrics_url, timeout):
+def _running(metrics_url: str, timeout: float) -> int | str:
     """vllm:num_requests_running at metrics_url/metrics (an int), or why it cannot be read (a str)."""
     try:
         status, text = vllm_client.get(metrics_url, "/metrics", timeout=timeout)
@@ -101,7 +103,8 @@ def _running(metrics_url, timeout):
 ADMIT_WAIT_S = 30.0   # tokenizing even a 1M-token prompt takes seconds; a longer wait means /metrics is another server's
 
 
-def _wait_admitted(metrics_url, baseline, seen, clock, t_sent, timeout_s=ADMIT_WAIT_S, poll_s=0.05):
+def _wait_admitted(metrics_url: str, baseline: int | str | None, seen: threading.Event, clock: Callable[[], float],
+                   t_sent: float, timeout_s: float = ADMIT_WAIT_S, poll_s: float = 0.05) -> tuple[float | None, str | None]:
     """Poll metrics_url until more requests run than baseline: (seconds after t_sent, None), or (None, why not)."""
     if not isinstance(baseline, int):
         return None, baseline
@@ -123,21 +126,23 @@ class _FirstLineClock(object):
     at the start, then once per received line, then at the end. vLLM sends a stream's first line with its first
     output, after the prefill."""
 
-    def __init__(self, clock):
+    def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
         self.calls = 0
         self.seen = threading.Event()
 
-    def __call__(self):
+    def __call__(self) -> float:
         self.calls += 1
         if self.calls >= 2:
             self.seen.set()
         return self.clock()
 
 
-def run_mixed(base_url, model, api_key=None, long_tokens=250000, short_requests=5, short_max_tokens=8,
-              long_max_tokens=8, timeout_s=1800, ca_file=None, short_tokens=30, during_delay_s=1.0, short_gap_s=0.2,
-              path=COMPLETIONS, seed=None, clock=time.monotonic, stream=None, metrics_url=None):
+def run_mixed(base_url: str, model: str, api_key: str | None = None, long_tokens: int = 250000, short_requests: int = 5,
+              short_max_tokens: int = 8, long_max_tokens: int = 8, timeout_s: float = 1800, ca_file: str | None = None,
+              short_tokens: int = 30, during_delay_s: float = 1.0, short_gap_s: float = 0.2, path: str = COMPLETIONS,
+              seed: int | None = None, clock: Callable[[], float] = time.monotonic,
+              stream: Callable[..., dict[str, Any]] | None = None, metrics_url: str | None = None) -> dict[str, Any]:
     """Short requests alone, then one long prompt with short requests sent while it prefills (module docstring).
 
     base_url: 'http[s]://host:port'; api_key: the Bearer key or None; ca_file: PEM bundle for https (else the system's
@@ -156,13 +161,14 @@ def run_mixed(base_url, model, api_key=None, long_tokens=250000, short_requests=
     stream = stream or vllm_client.stream_chat
     seed = random.SystemRandom().randint(0, 2 ** 31) if seed is None else seed
     rng = random.Random(seed)
-    errors = []
+    errors: list[str] = []
+    streamer = stream  # not None from here on (send() closes over it)
 
-    def send(text, max_tokens, clk=clock):
-        return stream(base_url, _body(model, text, max_tokens, path), api_key=api_key, timeout=float(timeout_s),
-                      clock=clk, path=path, ca_file=ca_file)
+    def send(text: str, max_tokens: int, clk: Callable[[], float] = clock) -> dict[str, Any]:
+        return streamer(base_url, _body(model, text, max_tokens, path), api_key=api_key, timeout=float(timeout_s),
+                        clock=clk, path=path, ca_file=ca_file)
 
-    alone = []
+    alone: list[dict[str, Any]] = []
     for i in range(int(short_requests)):
         rec = send(prompt_words(short_tokens, rng), short_max_tokens)
         s = _summary(rec)
@@ -175,9 +181,9 @@ def run_mixed(base_url, model, api_key=None, long_tokens=250000, short_requests=
     long_text = prompt_words(long_tokens, rng)
     short_texts = [prompt_words(short_tokens, rng) for _i in range(int(short_requests))]
     long_clock = _FirstLineClock(clock)
-    box = {}
+    box: dict[str, dict[str, Any]] = {}
 
-    def long_worker():
+    def long_worker() -> None:
         try:
             box["rec"] = send(long_text, long_max_tokens, long_clock)
         except Exception as exc:  # pylint: disable=broad-except
@@ -194,7 +200,7 @@ def run_mixed(base_url, model, api_key=None, long_tokens=250000, short_requests=
     if metrics_url:
         admitted_after, admission_note = _wait_admitted(metrics_url, baseline, long_clock.seen, clock, t_sent,
                                                         min(float(timeout_s), ADMIT_WAIT_S))
-    sent = []
+    sent: list[dict[str, Any]] = []
     if not long_clock.seen.wait(float(during_delay_s)):
         for text in short_texts:
             if long_clock.seen.is_set():
@@ -211,7 +217,8 @@ def run_mixed(base_url, model, api_key=None, long_tokens=250000, short_requests=
     if long_sum["error"]:
         errors.append("long: %s" % long_sum["error"])
     t_long_first = lrec.get("t_first")
-    during, after = [], 0
+    during: list[dict[str, Any]] = []
+    after = 0
     for i, rec in enumerate(sent):
         s = _summary(rec)
         if t_long_first is not None and rec.get("t_start") is not None and rec["t_start"] >= t_long_first:
@@ -242,7 +249,7 @@ def run_mixed(base_url, model, api_key=None, long_tokens=250000, short_requests=
     }
 
 
-def summary_line(report):
+def summary_line(report: dict[str, Any]) -> str:
     """One line with both figures (the playbook prints it)."""
     med, lg = report["medians"], report["long"]
     fmt = ("short request TTFT alone %s s, during a %s-token prefill %s s (%s x, %d sent during it); long prompt TTFT %s s, "
@@ -252,7 +259,7 @@ def summary_line(report):
                   lg.get("ttft_s"), lg.get("e2e_s"), len(report["errors"]))
 
 
-def markdown_report(report, profile=None, threshold=None):
+def markdown_report(report: dict[str, Any], profile: str | None = None, threshold: Any = None) -> str:
     """The result as a short markdown document (both figures, then one row per request). profile / threshold default to
     the report's own (the vllm_bench_mixed module adds them)."""
     profile = profile if profile is not None else report.get("profile")

@@ -9,8 +9,10 @@ imported only when a plot is drawn, so the module_utils import everywhere.
   render_plot(report, path, dpi=120) -> path
 """
 
+from typing import Any
 
-def plot_series(report):
+
+def plot_series(report: dict[str, Any]) -> dict[str, Any]:
     levels = [lv for lv in report.get("levels", []) if lv.get("aggregate_tps") is not None]
     ref = report.get("seed_reference") or {}
     agg_ref = sorted((int(k), float(v)) for k, v in (ref.get("aggregate") or {}).items())
@@ -26,13 +28,13 @@ def plot_series(report):
     }
 
 
-def _short_source(source):
+def _short_source(source: str | None) -> str:
     if not source:
         return "seed"
     return source.split(" (", 1)[0]
 
 
-def render_plot(report, path, dpi=120):
+def render_plot(report: dict[str, Any], path: str, dpi: int = 120) -> str:
     import matplotlib  # pylint: disable=import-outside-toplevel
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
@@ -40,9 +42,10 @@ def render_plot(report, path, dpi=120):
     series = plot_series(report)
     s = report.get("settings") or {}
     fig, ax = plt.subplots(figsize=(9.5, 6.0), dpi=dpi)
-    xs_all = set()
+    xs_all: set[int] = set()
 
-    def draw(points, label, below=False, side=-1, skip_c1_label=False, **kw):
+    def draw(points: list[tuple[int, float]], label: str, below: bool = False, side: int = -1, skip_c1_label: bool = False,
+             **kw: Any) -> None:
         """side -1: value labels left of the point (measured), +1: right (seed), so equal x never collide."""
         if not points:
             return
@@ -92,7 +95,7 @@ def render_plot(report, path, dpi=120):
     return path
 
 
-def benchy_series(report):
+def benchy_series(report: dict[str, Any]) -> dict[str, Any]:
     """Per cell (label 'cN dD'): measured and seed pp and tg tok/s (testable without matplotlib)."""
     cells = report.get("cells") or []
     return {
@@ -103,7 +106,7 @@ def benchy_series(report):
     }
 
 
-def render_benchy_plot(report, path, dpi=120):
+def render_benchy_plot(report: dict[str, Any], path: str, dpi: int = 120) -> str:
     """Two panels (pp and tg tok/s per cell), measured bars beside the seed's."""
     import matplotlib  # pylint: disable=import-outside-toplevel
     matplotlib.use("Agg")

@@ -15,6 +15,8 @@ the HTTP client is vllm_client's.
 
 
 import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import vllm_client
@@ -30,7 +32,7 @@ DEFAULT_PROMPT = ("Write a long, detailed technical essay about how large langua
 # them); 'aggregate' = aggregate decode tok/s over all streams at that
 # concurrency, 'per_stream' = tok/s of one stream.  Conditions differ from seed to seed: they are
 # printed with the figures.
-SEED_REFERENCES = {
+SEED_REFERENCES: dict[str, dict[str, Any]] = {
     "latency": {
         "source": "seed 000 (000_5c109cc0a805ddff.txt) 'Throughput profile' table, column 'Baseline (latency)'",
         "conditions": "non-stream completions, 256 output tokens, thinking disabled, prefix caching warm",
@@ -95,16 +97,17 @@ METHOD = (
 )
 
 
-def chat_body(model, prompt, max_tokens, thinking=False, temperature=0.0, ignore_eos=True):
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": int(max_tokens),
-            "temperature": temperature,
-            "chat_template_kwargs": {"thinking": bool(thinking), "enable_thinking": bool(thinking)}}
+def chat_body(model: str, prompt: str, max_tokens: int, thinking: bool = False, temperature: float = 0.0,
+              ignore_eos: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": int(max_tokens),
+                            "temperature": temperature,
+                            "chat_template_kwargs": {"thinking": bool(thinking), "enable_thinking": bool(thinking)}}
     if ignore_eos:
         body["ignore_eos"] = True
     return body
 
 
-def scrape(base_url, timeout=10.0):
+def scrape(base_url: str, timeout: float = 10.0) -> str | None:
     """/metrics text, or None when it cannot be read (the bench goes on without spec stats)."""
     try:
         status, text = vllm_client.get(base_url, "/metrics", timeout=timeout)
@@ -113,12 +116,12 @@ def scrape(base_url, timeout=10.0):
     return text if status == 200 else None
 
 
-def _round(value, digits=3):
+def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def run_level(base_url, model, concurrency, prompt, max_tokens, thinking, api_key=None, timeout=600.0,
-              clock=time.monotonic):
+def run_level(base_url: str, model: str, concurrency: int, prompt: str, max_tokens: int, thinking: bool,
+              api_key: str | None = None, timeout: float = 600.0, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """One level: scrape, N concurrent streams, scrape; bench_stats summary + spec decode + cross-check."""
     before = scrape(base_url)
     t0 = clock()
@@ -143,19 +146,21 @@ def run_level(base_url, model, concurrency, prompt, max_tokens, thinking, api_ke
     return summary
 
 
-def reference_for(profile):
+def reference_for(profile: str | None) -> dict[str, Any] | None:
     return SEED_REFERENCES.get(profile or "")
 
 
-def run_sweep(base_url, model, levels=DEFAULT_LEVELS, max_tokens=DEFAULT_MAX_TOKENS, thinking=False, prompt=DEFAULT_PROMPT,
-              api_key=None, profile=None, max_num_seqs=None, warmup=True, timeout=600.0, pause_s=0.5, clock=time.monotonic):
+def run_sweep(base_url: str, model: str, levels: Iterable[int] = DEFAULT_LEVELS, max_tokens: int = DEFAULT_MAX_TOKENS,
+              thinking: bool = False, prompt: str = DEFAULT_PROMPT, api_key: str | None = None, profile: str | None = None,
+              max_num_seqs: Any = None, warmup: bool = True, timeout: float = 600.0, pause_s: float = 0.5,
+              clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """Run every level in order; levels above max_num_seqs are skipped (they would queue, so no
     steady-state window exists: seed 000 'admission caps at 8')."""
-    report = {"endpoint": base_url, "model": model, "profile": profile,
-              "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "settings": {"levels": list(levels), "max_tokens": max_tokens, "thinking": bool(thinking), "prompt": prompt,
-                           "max_num_seqs": max_num_seqs, "warmup": bool(warmup), "temperature": 0.0, "ignore_eos": True},
-              "method": METHOD, "levels": [], "skipped": [], "seed_reference": reference_for(profile)}
+    report: dict[str, Any] = {"endpoint": base_url, "model": model, "profile": profile,
+                              "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              "settings": {"levels": list(levels), "max_tokens": max_tokens, "thinking": bool(thinking), "prompt": prompt,
+                                           "max_num_seqs": max_num_seqs, "warmup": bool(warmup), "temperature": 0.0, "ignore_eos": True},
+                              "method": METHOD, "levels": [], "skipped": [], "seed_reference": reference_for(profile)}
     if warmup:
         rec = vllm_client.stream_chat(base_url, chat_body(model, prompt, min(16, max_tokens), thinking), api_key=api_key,
                                       timeout=timeout, clock=clock)
@@ -174,10 +179,10 @@ def run_sweep(base_url, model, levels=DEFAULT_LEVELS, max_tokens=DEFAULT_MAX_TOK
     return report
 
 
-def compare_to_seed(report):
+def compare_to_seed(report: dict[str, Any]) -> list[dict[str, Any]]:
     ref = report.get("seed_reference") or {}
     agg = ref.get("aggregate") or {}
-    out = []
+    out: list[dict[str, Any]] = []
     for lv in report.get("levels", []):
         c = lv["concurrency"]
         seed = agg.get(c)
@@ -189,13 +194,13 @@ def compare_to_seed(report):
     return out
 
 
-def _fmt(value, digits=1, none="-"):
+def _fmt(value: float | None, digits: int = 1, none: str = "-") -> str:
     if value is None:
         return none
     return ("%%.%df" % digits) % value
 
 
-def _spec_cell(spec):
+def _spec_cell(spec: dict[str, Any] | None) -> str:
     if not spec or not spec.get("available"):
         return "-"
     rates = ["%.2f" % p["rate"] for p in spec.get("per_position") or [] if p.get("rate") is not None]
@@ -203,7 +208,7 @@ def _spec_cell(spec):
     return "%s (len %s)" % ("/".join(rates) or "-", _fmt(mal, 2))
 
 
-def markdown_report(report):
+def markdown_report(report: dict[str, Any]) -> str:
     """Markdown: title, settings, the method, the table, skipped levels, the seed reference."""
     ref = report.get("seed_reference") or {}
     agg_ref = dict((int(k), v) for k, v in (ref.get("aggregate") or {}).items())
