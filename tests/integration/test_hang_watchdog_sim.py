@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The pair guard's hang watchdog (roles/vllm_service/files/pairguard.py, Watch with the real clock and the real
+"""The pair guard's hang watchdog (plugins/module_utils/_node/pairguard, what roles/vllm_service/files/pairguard.py runs: Watch with the real clock and the real
 /metrics client) against the vLLM simulator on 127.0.0.1: a runtime wedge under load is caught within
 hang_after_s + hang_poll_s of the last progress, then the pair is restarted and the evidence kept; a long prefill
 (as on real vLLM: no counter moving until the first token, only the KV-cache usage rising, for longer than
@@ -10,8 +10,6 @@ journalctl are a fake runner (the Molecule drills exercise the real ones). Times
 (hang_after_s 3 s, poll 0.5 s); the detection delay is printed (pytest -s)."""
 
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import socket
@@ -19,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 import urllib.request
 
 TESTS_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
@@ -33,12 +32,11 @@ SSH = ['ssh', 'root@10.77.0.12']
 
 
 def _load_guard():
-    path = os.path.join(REPO, 'roles', 'vllm_service', 'files', 'pairguard.py')
-    loader = importlib.machinery.SourceFileLoader('ds4_pairguard_it', path)
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
+    """The guard's parts the test drives, from the node package (what roles/vllm_service/files/pairguard.py runs)."""
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import hang, watch
+    return types.SimpleNamespace(Watch=watch.Watch, parse_prometheus=bench_stats.parse_prometheus,
+                                 metric_total=hang.metric_total, progress_values=hang.progress_values)
 
 
 pairguard = _load_guard()

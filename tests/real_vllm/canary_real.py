@@ -13,7 +13,7 @@ for phase 3). The model is make_model.py's tiny RANDOM Llama: every answer it gi
 check fails when an answer arrives (a real decayed output). The simulator stands in with VLLM_SIM_GARBLE=cjk.
 
 Each phase runs ONE canary exactly as the pair guard does, in its own guard process (`canary_real.py guard CFG OUT`,
-single-threaded like the guard): roles/vllm_service/files/pairguard.py's Watch, polled with step(), a head unit that
+single-threaded like the guard): the pair guard's Watch (plugins/module_utils/_node/pairguard, what pairguard.py runs), polled with step(), a head unit that
 reads active (a fake systemctl: no peers, no ssh), /metrics of the real engine. Watch.watch_canary checks the queue
 (quality_canary.should_skip), starts a CanaryJob (a forked child running run_canary_child ->
 quality_canary.run_canary with the /metrics probe), reads the gauges itself while it runs (canary_probe) and judges it
@@ -59,7 +59,6 @@ if TESTS not in sys.path:
 
 from real_vllm import driver, recipe  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
-PAIRGUARD = os.path.join(REPO, 'roles', 'vllm_service', 'files', 'pairguard.py')
 HEAD_UNIT = 'dgxspark-ds4-head.service'
 METRICS_DT = 0.5
 ENGINES = (
@@ -76,15 +75,15 @@ MIN_ENGINE_S = 150.0
 
 
 def load_pairguard():
-    """The guard's own file, as the unit tests load it (roles/vllm_service/files/ is not a package)."""
-    import importlib.machinery
-    import importlib.util
-    recipe._regen()  # pylint: disable=protected-access  # (puts ansible_collections on sys.path: pairguard imports it)
-    loader = importlib.machinery.SourceFileLoader('ds4_pairguard', PAIRGUARD)
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
+    """The guard's parts from the node package (plugins/module_utils/_node/pairguard, what pairguard.py runs), as one
+    namespace; `modules`: those that call fetch_metrics by their own name (a wrapper is set in each)."""
+    import types
+    recipe._regen()  # pylint: disable=protected-access  # (puts ansible_collections on sys.path)
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats, quality_canary
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import canary, hang, watch
+    return types.SimpleNamespace(Watch=watch.Watch, CanaryJob=canary.CanaryJob, CANARY_GAUGES=canary.CANARY_GAUGES,
+                                 parse_prometheus=bench_stats.parse_prometheus, metric_total=hang.metric_total,
+                                 fetch_metrics=hang.fetch_metrics, quality_canary=quality_canary, modules=(hang, canary, watch))
 
 
 # -- the guard process (one canary) --------------------------------------------------------------
@@ -161,7 +160,8 @@ def guard_main(cfg_path, out_path, max_s):
                      gauges=dict((n, pairguard.metric_total(parsed, n)) for n in pairguard.CANARY_GAUGES))
         _append(reads_path, entry)
         return text
-    pairguard.fetch_metrics = logged
+    for module in pairguard.modules:
+        module.fetch_metrics = logged
     lines = Lines(sys.stdout)
     sys.stdout = lines
     runner = FakeHead(cfg.pop('_invocation', 'canary-real'))
