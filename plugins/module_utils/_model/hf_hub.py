@@ -21,19 +21,20 @@ import importlib
 import os
 import re
 import time
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._model.drop_caches import drop_behind
 from ansible_collections.dgxspark.ds4.plugins.module_utils._model.model_sync import (
-    DEFAULT_EXCLUDES, SyncError, _run, free_bytes, human, local_listing, nearest_existing)
+    DEFAULT_EXCLUDES, Listing, Runner, SyncError, _run, free_bytes, human, local_listing, nearest_existing)
 
 PINNED_RE = re.compile(r'^[0-9a-f]{40}$')
 
 
-def is_pinned(revision):
+def is_pinned(revision: Any) -> bool:
     return bool(revision) and bool(PINNED_RE.match(str(revision)))
 
 
-def check_revision(revision, allow_unpinned):
+def check_revision(revision: Any, allow_unpinned: bool) -> str | None:
     """Return a warning (or None); raise :class:`SyncError` for an unpinned revision not acknowledged."""
     if is_pinned(revision):
         return None
@@ -46,7 +47,7 @@ def check_revision(revision, allow_unpinned):
     return msg + ' (acknowledged with allow_unpinned)'
 
 
-def importable(name):
+def importable(name: str) -> bool:
     try:
         importlib.import_module(name)
         return True
@@ -54,7 +55,7 @@ def importable(name):
         return False
 
 
-def prepare_backend(env, have_hf_transfer, have_hf_xet):
+def prepare_backend(env: Any, have_hf_transfer: bool, have_hf_xet: bool) -> str:
     """Set the environment for the fastest installed backend; return its name."""
     if have_hf_xet:
         return 'hf_xet'
@@ -64,25 +65,29 @@ def prepare_backend(env, have_hf_transfer, have_hf_xet):
     return 'http'
 
 
-def siblings_metadata(siblings):
+def _field(sibling: Any, key: str) -> Any:
+    """A field of a sibling: a dict's key, or an object's attribute (None when absent)."""
+    return sibling.get(key) if isinstance(sibling, dict) else getattr(sibling, key, None)
+
+
+def siblings_metadata(siblings: Any) -> list[dict[str, Any]]:
     """Serialise ``model_info(files_metadata=True).siblings`` for model_manifest's ``hub_metadata``."""
-    out = []
+    out: list[dict[str, Any]] = []
     for s in siblings or []:
-        get = s.get if isinstance(s, dict) else (lambda k, _s=s: getattr(_s, k, None))
-        lfs = get('lfs')
+        lfs = _field(s, 'lfs')
         if lfs is not None and not isinstance(lfs, dict):
             lfs = {'sha256': getattr(lfs, 'sha256', None), 'size': getattr(lfs, 'size', None)}
-        size = get('size')
+        size = _field(s, 'size')
         if size is None and lfs:
             size = lfs.get('size')
-        entry = {'rfilename': get('rfilename'), 'size': size}
+        entry: dict[str, Any] = {'rfilename': _field(s, 'rfilename'), 'size': size}
         if lfs and lfs.get('sha256'):
             entry['lfs'] = {'sha256': lfs['sha256']}
         out.append(entry)
     return sorted(out, key=lambda e: e['rfilename'])
 
 
-def bytes_needed(meta, have):
+def bytes_needed(meta: list[dict[str, Any]], have: Listing) -> int:
     """Bytes still to download: hub size minus the local size of the same file (never negative)."""
     need = 0
     for e in meta:
@@ -92,8 +97,8 @@ def bytes_needed(meta, have):
     return need
 
 
-def download(repo_id, revision, local_dir, allow_unpinned=False, max_workers=8, reserve=0, check_mode=False,
-             hub=None, runner=None):
+def download(repo_id: str, revision: Any, local_dir: str, allow_unpinned: bool = False, max_workers: int = 8,
+             reserve: int = 0, check_mode: bool = False, hub: Any = None, runner: Runner | None = None) -> dict[str, Any]:
     """Resolve metadata, check space, snapshot_download, then drop the page cache behind the files it wrote
     (``drop_caches.drop_behind``: a 149 GB download beside a live pair does not fill it). Returns a result dict;
     raises SyncError."""
@@ -115,10 +120,10 @@ def download(repo_id, revision, local_dir, allow_unpinned=False, max_workers=8, 
     before = local_listing(local_dir, DEFAULT_EXCLUDES)
     need = bytes_needed(meta, before)
     free = free_bytes(local_dir)
-    result = dict(repo_id=repo_id, revision=revision, resolved_revision=getattr(info, 'sha', None), backend=backend,
-                  hub_metadata=meta, bytes_total=sum(e.get('size') or 0 for e in meta), bytes_needed=need,
-                  free_bytes=free, fs=nearest_existing(local_dir), warning=warning, bytes_downloaded=0,
-                  files_downloaded=[], changed=need > 0)
+    result: dict[str, Any] = dict(repo_id=repo_id, revision=revision, resolved_revision=getattr(info, 'sha', None), backend=backend,
+                                  hub_metadata=meta, bytes_total=sum(e.get('size') or 0 for e in meta), bytes_needed=need,
+                                  free_bytes=free, fs=nearest_existing(local_dir), warning=warning, bytes_downloaded=0,
+                                  files_downloaded=[], changed=need > 0)
     if need + reserve > free:
         raise SyncError('not enough disk space on the head for %s: need %s (%d bytes: model %s minus %s already there), '
                         'free %s (%d bytes) on the file system of %s'

@@ -28,7 +28,9 @@ import os
 import re
 import time
 
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 FORMAT = 'dgxspark.ds4/model-manifest'
 VERSION = 1
@@ -41,30 +43,31 @@ LIST_LIMIT = 10
 class ManifestError(Exception):
     """A failure with a message for the user, plus result fields."""
 
-    def __init__(self, msg, **fields):
+    def __init__(self, msg: str, **fields: Any) -> None:
         super(ManifestError, self).__init__(msg)
         self.msg = msg
         self.fields = fields
 
 
-def default_workers():
+def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
 # ---------------------------------------------------------------- scanning
 
-def _excluded(relpath, patterns):
+def _excluded(relpath: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(relpath, pat) for pat in patterns)
 
 
-def _dir_excluded(reldir, patterns):
+def _dir_excluded(reldir: str, patterns: Iterable[str]) -> bool:
     for pat in patterns:
         if pat.endswith('/**') and fnmatch.fnmatchcase(reldir, pat[:-3]):
             return True
     return False
 
 
-def scan(root, excludes=None, skip=None, mtimes=None):
+def scan(root: str, excludes: Iterable[str] | None = None, skip: Iterable[str] | None = None,
+         mtimes: dict[str, int] | None = None) -> tuple[dict[str, int], list[dict[str, str]]]:
     """Return ``(sizes, unreadable)``: ``{relpath: size}`` of regular files under ``root``; ``mtimes`` (a dict,
     optional) receives ``{relpath: st_mtime_ns}``.
 
@@ -75,9 +78,9 @@ def scan(root, excludes=None, skip=None, mtimes=None):
     if not os.path.isdir(root):
         raise ManifestError('path=%s is not a directory' % root)
     excludes = list(DEFAULT_EXCLUDES if excludes is None else excludes)
-    skip = set(os.path.abspath(s) for s in (skip or ()))
-    sizes = {}
-    unreadable = []
+    skipped = set(os.path.abspath(s) for s in (skip or ()))
+    sizes: dict[str, int] = {}
+    unreadable: list[dict[str, str]] = []
     for dirpath, dirnames, filenames in os.walk(root):
         reldir = os.path.relpath(dirpath, root)
         reldir = '' if reldir == '.' else reldir.replace(os.sep, '/')
@@ -90,7 +93,7 @@ def scan(root, excludes=None, skip=None, mtimes=None):
         for name in filenames:
             rel = reldir + '/' + name if reldir else name
             full = os.path.join(dirpath, name)
-            if _excluded(rel, excludes) or os.path.abspath(full) in skip:
+            if _excluded(rel, excludes) or os.path.abspath(full) in skipped:
                 continue
             try:
                 st = os.stat(full)
@@ -107,7 +110,7 @@ def scan(root, excludes=None, skip=None, mtimes=None):
 
 # ---------------------------------------------------------------- hashing
 
-def hash_file(path, read_size=READ_SIZE, evict=False):
+def hash_file(path: str, read_size: int = READ_SIZE, evict: bool = False) -> tuple[str, int]:
     """sha256 of one file, read sequentially in ``read_size`` chunks into one reused buffer."""
     digest = hashlib.sha256()
     buf = bytearray(read_size)
@@ -129,17 +132,18 @@ def hash_file(path, read_size=READ_SIZE, evict=False):
     return digest.hexdigest(), total
 
 
-def hash_files(root, names, workers=None, read_size=READ_SIZE, evict=False):
+def hash_files(root: str, names: Iterable[str], workers: int | None = None, read_size: int = READ_SIZE,
+               evict: bool = False) -> tuple[dict[str, str], list[dict[str, str]], int]:
     """Hash ``names`` (relative) under ``root`` in a thread pool.
 
     Returns ``(digests, errors, bytes_read)``; largest files are started first so
     the pool drains evenly.
     """
     workers = workers or default_workers()
-    digests = {}
-    errors = []
+    digests: dict[str, str] = {}
+    errors: list[dict[str, str]] = []
     bytes_read = 0
-    paths = []
+    paths: list[tuple[int, str, str]] = []
     for name in names:
         full = os.path.join(root, *name.split('/'))
         try:
@@ -163,17 +167,17 @@ def hash_files(root, names, workers=None, read_size=READ_SIZE, evict=False):
 
 # ---------------------------------------------------------------- manifests
 
-def new_manifest(files, source):
+def new_manifest(files: dict[str, dict[str, Any]], source: str) -> dict[str, Any]:
     return {'format': FORMAT, 'version': VERSION, 'source': source,
             'files': dict((k, files[k]) for k in sorted(files))}
 
 
-def dumps(manifest):
+def dumps(manifest: dict[str, Any]) -> str:
     """Deterministic text (sorted keys, no timestamps) so rebuilding an unchanged dir changes nothing."""
     return json.dumps(manifest, indent=2, sort_keys=True, separators=(',', ': ')) + '\n'
 
 
-def _entry(name, size, sha, option):
+def _entry(name: str, size: Any, sha: Any, option: str) -> dict[str, Any]:
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise ManifestError('%s: entry %r has size %r; expected a non-negative integer' % (option, name, size))
     if sha is not None:
@@ -185,7 +189,7 @@ def _entry(name, size, sha, option):
     return {'size': size, 'sha256': sha}
 
 
-def load_manifest(data, option='manifest_content'):
+def load_manifest(data: Any, option: str = 'manifest_content') -> dict[str, Any]:
     """Normalise a manifest given as our format, a JSON string, ``{path: {size, sha256}}`` or a list."""
     if isinstance(data, (bytes, bytearray)):
         data = data.decode('utf-8')
@@ -200,7 +204,7 @@ def load_manifest(data, option='manifest_content'):
             raise ManifestError('%s has format %r; expected %r' % (option, data.get('format'), FORMAT))
         source = data.get('source', source)
         data = data['files']
-    files = {}
+    files: dict[str, dict[str, Any]] = {}
     if isinstance(data, dict):
         for name, item in data.items():
             if not isinstance(item, dict):
@@ -216,7 +220,7 @@ def load_manifest(data, option='manifest_content'):
     return new_manifest(files, source)
 
 
-def manifest_from_hub(meta, option='hub_metadata'):
+def manifest_from_hub(meta: Any, option: str = 'hub_metadata') -> dict[str, Any]:
     """Convert ``model_info(files_metadata=True).siblings`` (or the hub API JSON) to a manifest.
 
     LFS files carry ``lfs.sha256``; other files get ``sha256: null`` (size only).
@@ -231,7 +235,7 @@ def manifest_from_hub(meta, option='hub_metadata'):
     if not isinstance(meta, list) or not meta:
         raise ManifestError('%s must be the list of siblings from model_info(repo, revision=..., files_metadata=True) '
                             '(or a mapping with "siblings"); got %s' % (option, type(meta).__name__))
-    files = {}
+    files: dict[str, dict[str, Any]] = {}
     for sib in meta:
         if not isinstance(sib, dict):
             raise ManifestError('%s: sibling %r is not a mapping' % (option, sib))
@@ -248,9 +252,9 @@ def manifest_from_hub(meta, option='hub_metadata'):
     return new_manifest(files, 'hub')
 
 
-def merge_head(reference, head):
+def merge_head(reference: dict[str, Any], head: dict[str, Any]) -> dict[str, Any]:
     """Fill sha256 the hub does not give (non-LFS files) from the head's manifest when sizes agree."""
-    files = {}
+    files: dict[str, dict[str, Any]] = {}
     for name, entry in reference['files'].items():
         entry = dict(entry)
         other = head['files'].get(name)
@@ -262,13 +266,18 @@ def merge_head(reference, head):
 
 # ---------------------------------------------------------------- compare
 
-def compare(expected_files, sizes, digests=None, hashed=None):
+def compare(expected_files: dict[str, dict[str, Any]], sizes: dict[str, int], digests: dict[str, str] | None = None,
+            hashed: set[str] | None = None) -> dict[str, Any]:
     """Compare the reference with what is on disk.
 
     ``digests`` maps relpath -> sha256 for files that were hashed; ``hashed`` is the
     set of names a full check wanted to hash.
     """
-    missing, truncated, size_mismatch, sha_mismatch, size_only = [], [], [], [], []
+    missing: list[str] = []
+    truncated: list[dict[str, Any]] = []
+    size_mismatch: list[dict[str, Any]] = []
+    sha_mismatch: list[dict[str, Any]] = []
+    size_only: list[str] = []
     for name in sorted(expected_files):
         entry = expected_files[name]
         if name not in sizes:
@@ -293,15 +302,15 @@ def compare(expected_files, sizes, digests=None, hashed=None):
                 sha256_mismatch=sha_mismatch, size_only=size_only)
 
 
-def _names(items, limit=LIST_LIMIT, fmt=None):
+def _names(items: list[Any], limit: int = LIST_LIMIT, fmt: Callable[[Any], str] | None = None) -> str:
     shown = [fmt(i) if fmt else i for i in items[:limit]]
     more = len(items) - limit
     return ', '.join(shown) + (' and %d more' % more if more > 0 else '')
 
 
-def describe(diff, unreadable=None):
+def describe(diff: dict[str, Any], unreadable: list[dict[str, str]] | None = None) -> str:
     """One line naming every problem by file (first 10 per kind)."""
-    parts = []
+    parts: list[str] = []
     if diff['missing']:
         parts.append('%d missing: %s' % (len(diff['missing']), _names(diff['missing'])))
     if diff['truncated']:
@@ -322,21 +331,22 @@ def describe(diff, unreadable=None):
     return '; '.join(parts)
 
 
-def mismatch_count(diff, unreadable=None):
+def mismatch_count(diff: dict[str, Any], unreadable: list[dict[str, str]] | None = None) -> int:
     return (len(diff['missing']) + len(diff['extra']) + len(diff['truncated']) + len(diff['size_mismatch'])
             + len(diff['sha256_mismatch']) + len(unreadable or []))
 
 
 # ---------------------------------------------------------------- entry points
 
-def changed_names(listing, since):
+def changed_names(listing: dict[str, Any], since: dict[str, Any] | None) -> list[str]:
     """Names of ``listing`` (``{relpath: [size, mtime_ns]}``) new or changed (size or mtime) since ``since``."""
     since = since or {}
     return sorted(name for name, entry in listing.items() if list(since.get(name) or []) != list(entry))
 
 
-def check(root, reference, mode='quick', workers=None, excludes=None, skip=None, evict=True, read_size=READ_SIZE,
-          changed_since=None):
+def check(root: str, reference: dict[str, Any], mode: str = 'quick', workers: int | None = None,
+          excludes: Iterable[str] | None = None, skip: Iterable[str] | None = None, evict: bool = True,
+          read_size: int = READ_SIZE, changed_since: Any = None) -> dict[str, Any]:
     """Check ``root`` against ``reference`` (a loaded manifest). Returns a result dict, with ``listing``
     (``{relpath: [size, mtime_ns]}``: the state checked) and, in full mode, ``hashed_files``. With ``changed_since``
     (full mode), only the files changed since that listing are hashed."""
@@ -346,13 +356,13 @@ def check(root, reference, mode='quick', workers=None, excludes=None, skip=None,
         raise ManifestError('changed_since must be a mapping relpath -> [size, mtime_ns] (a check\'s listing); got %s'
                             % type(changed_since).__name__)
     started = time.time()
-    mtimes = {}
+    mtimes: dict[str, int] = {}
     sizes, unreadable = scan(root, excludes, skip, mtimes)
     listing = dict((name, [sizes[name], mtimes[name]]) for name in sizes)
     expected = reference['files']
-    digests = None
-    hashed = set()
-    errors = []
+    digests: dict[str, str] | None = None
+    hashed: set[str] = set()
+    errors: list[dict[str, str]] = []
     bytes_read = 0
     if mode == 'full':
         hashed = set(n for n, e in expected.items() if e['sha256'] and sizes.get(n) == e['size'])
@@ -369,7 +379,8 @@ def check(root, reference, mode='quick', workers=None, excludes=None, skip=None,
     return result
 
 
-def build(root, hub=None, workers=None, excludes=None, skip=None, evict=True, read_size=READ_SIZE):
+def build(root: str, hub: dict[str, Any] | None = None, workers: int | None = None, excludes: Iterable[str] | None = None,
+          skip: Iterable[str] | None = None, evict: bool = True, read_size: int = READ_SIZE) -> dict[str, Any]:
     """Build a manifest of ``root``.
 
     Without ``hub``: every local file, hashed.  With ``hub`` (a manifest from
@@ -401,10 +412,11 @@ def build(root, hub=None, workers=None, excludes=None, skip=None, evict=True, re
     return result
 
 
-def _result(diff, unreadable, mode, reference, sizes, bytes_read, hashed, workers, started):
+def _result(diff: dict[str, Any], unreadable: list[dict[str, str]], mode: str, reference: dict[str, Any], sizes: dict[str, int],
+            bytes_read: int, hashed: int, workers: int | None, started: float) -> dict[str, Any]:
     duration = max(time.time() - started, 1e-9)
     problems = mismatch_count(diff, unreadable)
-    result = dict(diff)
+    result: dict[str, Any] = dict(diff)
     result.update(
         mode=mode,
         ok=problems == 0,

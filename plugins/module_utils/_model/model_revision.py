@@ -35,6 +35,8 @@ import hashlib
 import os
 import re
 import shutil
+from collections.abc import Iterable
+from typing import Any
 
 REVS_SUFFIX = '.revs'
 UNPINNED = 'unpinned'
@@ -44,13 +46,13 @@ _KEY_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$')
 class RevisionError(Exception):
     """A failure with a message for the user, plus result fields."""
 
-    def __init__(self, msg, **fields):
+    def __init__(self, msg: str, **fields: Any) -> None:
         super(RevisionError, self).__init__(msg)
         self.msg = msg
         self.fields = fields
 
 
-def revision_key(revision):
+def revision_key(revision: Any) -> str:
     """Directory name of a revision: the commit sha (or a safe ref name); ``unpinned`` when there is none."""
     if revision in (None, ''):
         return UNPINNED
@@ -60,7 +62,7 @@ def revision_key(revision):
     return 'rev-' + hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]
 
 
-def layout(host_dir, revision):
+def layout(host_dir: Any, revision: Any) -> dict[str, str]:
     """Paths of the layout for ``host_dir`` and ``revision``."""
     if not isinstance(host_dir, str) or not host_dir.startswith('/') or host_dir.rstrip('/') == '':
         raise RevisionError('path=%r: the model host_dir must be an absolute path below /' % (host_dir,))
@@ -72,7 +74,7 @@ def layout(host_dir, revision):
                 rev_dir=os.path.join(revs, key), link_target=name + REVS_SUFFIX + '/' + key)
 
 
-def _tree_bytes(path):
+def _tree_bytes(path: str) -> int:
     total = 0
     for dirpath, _dirnames, filenames in os.walk(path):
         for name in filenames:
@@ -83,7 +85,7 @@ def _tree_bytes(path):
     return total
 
 
-def inspect(lay):
+def inspect(lay: dict[str, str]) -> dict[str, Any]:
     """What is at ``host_dir`` now.
 
     ``kind``: ``absent``, ``link`` (``target``; ``current`` = the revision when it points into ``.revs/``),
@@ -91,7 +93,7 @@ def inspect(lay):
     ``other`` (a file, a link elsewhere or a dangling link: refused). ``revisions``: the directories in ``.revs/``.
     """
     host_dir = lay['host_dir']
-    out = dict(kind='absent', target=None, current=None, mount=False, revisions=[])
+    out: dict[str, Any] = dict(kind='absent', target=None, current=None, mount=False, revisions=[])
     if os.path.isdir(lay['revs_dir']):
         out['revisions'] = sorted(n for n in os.listdir(lay['revs_dir'])
                                   if os.path.isdir(os.path.join(lay['revs_dir'], n)) and not n.startswith('.'))
@@ -117,7 +119,7 @@ def inspect(lay):
     return out
 
 
-def _free_name(revs_dir, key, existing):
+def _free_name(revs_dir: str, key: str, existing: list[str]) -> str:
     if key not in existing and not os.path.lexists(os.path.join(revs_dir, key)):
         return key
     n = 1
@@ -128,7 +130,7 @@ def _free_name(revs_dir, key, existing):
         n += 1
 
 
-def _link_leading_outside(top):
+def _link_leading_outside(top: str) -> tuple[str, str] | None:
     """The first symlink under ``top`` whose target lies outside ``top`` (``(link, target)``), else None.
 
     Not following links (``os.walk(followlinks=False)``); a link to a directory is checked, never descended. The
@@ -150,7 +152,7 @@ def _link_leading_outside(top):
 MODEL_FILE_RE = re.compile(r'^(config\.json|.*\.(safetensors|gguf|bin|pt|pth)|.*\.safetensors\.index\.json|tokenizer.*\.json)$')
 
 
-def _foreign_content(top):
+def _foreign_content(top: str) -> str | None:
     """Why ``top`` is not one model's download (so it must not be adopted, renamed or ever pruned), else None.
 
     A shared models folder holds other models in sub-directories (each with its own config.json or weights file at
@@ -172,11 +174,11 @@ def _foreign_content(top):
     return None
 
 
-def plan_prepare(lay, state, adopt_revision=None):
+def plan_prepare(lay: dict[str, str], state: dict[str, Any], adopt_revision: Any = None) -> dict[str, Any]:
     """Decide what ``prepare`` does. Returns a dict: ``mode`` (``revisions`` or ``flat``), ``rev_dir`` (where
     the wanted revision's files go), ``adopt`` (``{'from', 'to', 'revision'}`` or None), ``mkdir`` (paths to
     create), ``warnings``."""
-    warnings = []
+    warnings: list[str] = []
     if state['kind'] == 'other':
         raise RevisionError('%s is %s, not a directory or a link into %s: move it away (nothing was changed)'
                             % (lay['host_dir'], 'a link to %s' % state['target'] if state['target'] else 'a file',
@@ -214,7 +216,7 @@ def plan_prepare(lay, state, adopt_revision=None):
         name = _free_name(lay['revs_dir'], held, existing)
         adopt = dict(frm=lay['host_dir'], to=os.path.join(lay['revs_dir'], name), revision=name)
         existing.append(name)
-    mkdir = []
+    mkdir: list[str] = []
     if not os.path.isdir(lay['revs_dir']):
         mkdir.append(lay['revs_dir'])
     if lay['key'] not in existing:
@@ -222,14 +224,14 @@ def plan_prepare(lay, state, adopt_revision=None):
     return dict(mode='revisions', rev_dir=lay['rev_dir'], adopt=adopt, mkdir=mkdir, warnings=warnings)
 
 
-def prepare(lay, adopt_revision=None, check_mode=False):
+def prepare(lay: dict[str, str], adopt_revision: Any = None, check_mode: bool = False) -> dict[str, Any]:
     """Adopt a flat directory, create the wanted revision's directory. Returns a result dict."""
     state = inspect(lay)
     p = plan_prepare(lay, state, adopt_revision)
     changed = bool(p['adopt'] or p['mkdir'])
-    result = dict(mode=p['mode'], rev_dir=p['rev_dir'], revs_dir=lay['revs_dir'], key=lay['key'],
-                  current=state['current'], adopted=None, created=p['mkdir'], warnings=p['warnings'], changed=changed,
-                  previous=[r for r in state['revisions'] if r != lay['key']])
+    result: dict[str, Any] = dict(mode=p['mode'], rev_dir=p['rev_dir'], revs_dir=lay['revs_dir'], key=lay['key'],
+                                  current=state['current'], adopted=None, created=p['mkdir'], warnings=p['warnings'], changed=changed,
+                                  previous=[r for r in state['revisions'] if r != lay['key']])
     if p['adopt']:
         result['adopted'] = dict(p['adopt'])
         result['previous'] = sorted(set(result['previous'] + [p['adopt']['revision']]) - set([lay['key']]))
@@ -248,7 +250,7 @@ def prepare(lay, adopt_revision=None, check_mode=False):
     return result
 
 
-def _link(lay, target):
+def _link(lay: dict[str, str], target: str) -> None:
     """Point ``host_dir`` at ``target`` atomically: a temporary link renamed over it."""
     tmp = os.path.join(lay['parent'], '.%s.tmp-%d' % (lay['name'], os.getpid()))
     if os.path.lexists(tmp):
@@ -261,7 +263,7 @@ def _link(lay, target):
         raise
 
 
-def switch(lay, check_mode=False):
+def switch(lay: dict[str, str], check_mode: bool = False) -> dict[str, Any]:
     """Point ``host_dir`` at the wanted revision. Returns ``{changed, from, to, mode}``."""
     state = inspect(lay)
     if state['kind'] == 'dir':
@@ -284,22 +286,22 @@ def switch(lay, check_mode=False):
     return result
 
 
-def plan_prune(lay, state, keep=None):
+def plan_prune(lay: dict[str, str], state: dict[str, Any], keep: Iterable[Any] | None = None) -> list[str]:
     """Revision directories to remove: all but the one ``host_dir`` points to and ``keep``."""
     if state['kind'] != 'link':
         raise RevisionError('%s is not a link into %s (it is %s): nothing is proven served, nothing is pruned'
                             % (lay['host_dir'], lay['revs_dir'], state['kind']))
-    keep = set(revision_key(k) for k in (keep or ())) | set([state['current']])
-    return [r for r in state['revisions'] if r not in keep]
+    kept = set(revision_key(k) for k in (keep or ())) | set([state['current']])
+    return [r for r in state['revisions'] if r not in kept]
 
 
-def prune(lay, keep=None, check_mode=False):
+def prune(lay: dict[str, str], keep: Iterable[Any] | None = None, check_mode: bool = False) -> dict[str, Any]:
     """Remove the revisions :func:`plan_prune` names. Returns ``{changed, removed, bytes_freed, current}``."""
     state = inspect(lay)
     names = plan_prune(lay, state, keep)
     sizes = dict((n, _tree_bytes(os.path.join(lay['revs_dir'], n))) for n in names)
-    result = dict(changed=bool(names), removed=names, bytes_freed=sum(sizes.values()), current=state['current'],
-                  kept=[r for r in state['revisions'] if r not in names])
+    result: dict[str, Any] = dict(changed=bool(names), removed=names, bytes_freed=sum(sizes.values()), current=state['current'],
+                                  kept=[r for r in state['revisions'] if r not in names])
     if not check_mode:
         for name in names:
             shutil.rmtree(os.path.join(lay['revs_dir'], name))

@@ -35,6 +35,8 @@ import shlex
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._model.drop_caches import drop_behind
 
@@ -43,18 +45,21 @@ DEFAULT_EXCLUDES = ['.cache/**', '*.lock', '*.incomplete']
 TEMP_DIR = '.cache/dgxspark-ds4-sync'
 _STATS_RE = re.compile(r'^Total bytes sent:\s*([0-9,.]+)', re.M)
 LIST_LIMIT = 10
+# run(argv) -> (rc, stdout, stderr)
+Runner = Callable[[list[str]], tuple[int, str, str]]
+Listing = dict[str, tuple[int, int]]
 
 
 class SyncError(Exception):
     """A failure with a message for the user, plus result fields."""
 
-    def __init__(self, msg, **fields):
+    def __init__(self, msg: str, **fields: Any) -> None:
         super(SyncError, self).__init__(msg)
         self.msg = msg
         self.fields = fields
 
 
-def human(n):
+def human(n: float) -> str:
     n = float(n)
     for unit in ('B', 'KiB', 'MiB', 'GiB', 'TiB'):
         if abs(n) < 1024 or unit == 'TiB':
@@ -63,7 +68,7 @@ def human(n):
     return '%d B' % n  # pragma: no cover
 
 
-def _excluded(relpath, patterns):
+def _excluded(relpath: str, patterns: Iterable[str]) -> bool:
     for pat in patterns:
         if fnmatch.fnmatchcase(relpath, pat):
             return True
@@ -72,7 +77,7 @@ def _excluded(relpath, patterns):
     return False
 
 
-def local_listing(root, excludes=None, follow=True):
+def local_listing(root: str, excludes: list[str] | None = None, follow: bool = True) -> Listing:
     """``{relpath: (size, int mtime)}`` of regular files under ``root``.
 
     ``follow``: symlinks to files count as the file they point to (the source: a Hugging Face hub cache
@@ -80,7 +85,7 @@ def local_listing(root, excludes=None, follow=True):
     link there is not taken for a copy and is replaced by the file.
     """
     excludes = DEFAULT_EXCLUDES if excludes is None else excludes
-    out = {}
+    out: Listing = {}
     if not os.path.isdir(root):
         return out
     for dirpath, dirnames, filenames in os.walk(root):
@@ -103,20 +108,20 @@ def local_listing(root, excludes=None, follow=True):
     return out
 
 
-def nearest_existing(path):
+def nearest_existing(path: str) -> str:
     path = os.path.abspath(path)
     while not os.path.exists(path) and path != os.path.dirname(path):
         path = os.path.dirname(path)
     return path
 
 
-def free_bytes(path):
+def free_bytes(path: str) -> int:
     """Bytes available to an unprivileged writer on the file system that holds (or will hold) ``path``."""
     st = os.statvfs(nearest_existing(path))
     return st.f_bavail * st.f_frsize
 
 
-def remote_listing_script(dest):
+def remote_listing_script(dest: str) -> str:
     """Shell script for the destination: first line ``<avail bytes> <fs path>``, then NUL-separated listing.
 
     Regular files only (``find -type f`` without ``-L``): a symlink on the destination is no copy of the
@@ -128,7 +133,7 @@ def remote_listing_script(dest):
             'if [ -d %s ]; then cd %s && find . -type f -printf "%%P\\0%%s\\0%%T@\\0"; fi' % (q, q, q))
 
 
-def parse_remote_listing(text, excludes=None):
+def parse_remote_listing(text: str, excludes: list[str] | None = None) -> tuple[int, str, Listing]:
     """Parse the output of :func:`remote_listing_script`: ``(free_bytes, fs_path, {rel: (size, mtime)})``."""
     excludes = DEFAULT_EXCLUDES if excludes is None else excludes
     head, _sep, rest = text.partition('\n')
@@ -139,7 +144,7 @@ def parse_remote_listing(text, excludes=None):
         raise SyncError('could not read free space on the destination from %r' % head[:200])
     fs_path = parts[2] if len(parts) > 2 else ''
     fields = rest.split('\0')
-    out = {}
+    out: Listing = {}
     for i in range(0, len(fields) - 2, 3):
         rel, size, mtime = fields[i], fields[i + 1], fields[i + 2]
         if not rel or _excluded(rel, excludes):
@@ -148,7 +153,7 @@ def parse_remote_listing(text, excludes=None):
     return free, fs_path, out
 
 
-def plan(src, dst, force=None):
+def plan(src: Listing, dst: Listing, force: Iterable[str] | None = None) -> dict[str, Any]:
     """Decide what to do per file. ``src``/``dst``: ``{rel: (size, mtime)}``.
 
     Returns a dict: ``whole`` (copy the whole file), ``replace`` (those of ``whole`` the destination holds in full:
@@ -159,7 +164,9 @@ def plan(src, dst, force=None):
     written aside before the old copy goes), ``bytes_total``.
     """
     force = set(force or ())
-    whole, append, skip = [], [], []
+    whole: list[str] = []
+    append: list[str] = []
+    skip: list[str] = []
     needed = 0
     for rel in sorted(src):
         size, mtime = src[rel]
@@ -183,10 +190,10 @@ def plan(src, dst, force=None):
                 bytes_to_send=sum(src[r][0] for r in whole) + sum(src[r][0] - dst[r][0] for r in append))
 
 
-def balance(names, sizes, streams):
+def balance(names: Iterable[str], sizes: dict[str, int], streams: int) -> list[list[str]]:
     """Split ``names`` into at most ``streams`` lists of about equal bytes (largest first)."""
     streams = max(1, int(streams))
-    bins = [[0, i, []] for i in range(streams)]
+    bins: list[list[Any]] = [[0, i, []] for i in range(streams)]
     for name in sorted(names, key=lambda n: (-sizes[n], n)):
         target = min(bins, key=lambda b: (b[0], b[1]))
         target[0] += sizes[name]
@@ -194,7 +201,7 @@ def balance(names, sizes, streams):
     return [sorted(b[2]) for b in bins if b[2]]
 
 
-def split_ssh(ssh):
+def split_ssh(ssh: list[str] | None) -> tuple[str | None, str | None]:
     """``(rsh string, [user@]host)`` from an ssh command prefix list (last element = destination)."""
     if not ssh:
         return None, None
@@ -203,7 +210,7 @@ def split_ssh(ssh):
     return ' '.join(shlex.quote(a) for a in ssh[:-1]), ssh[-1]
 
 
-def rsync_argv(rsync, src, dest, files_from, mode, ssh=None):
+def rsync_argv(rsync: str, src: str, dest: str, files_from: str, mode: str, ssh: list[str] | None = None) -> list[str]:
     """argv of one rsync stream. ``mode``: ``whole`` (a missing file: in place, resumable), ``append`` (resume a
     shorter one) or ``replace`` (a file the destination holds: written under TEMP_DIR, renamed when complete).
 
@@ -227,24 +234,24 @@ def rsync_argv(rsync, src, dest, files_from, mode, ssh=None):
     return argv
 
 
-def parse_bytes_sent(stdout):
+def parse_bytes_sent(stdout: str | None) -> int:
     m = _STATS_RE.search(stdout or '')
     return int(re.sub(r'[,.]', '', m.group(1))) if m else 0
 
 
-def run_streams(jobs):
+def run_streams(jobs: list[list[list[str]]]) -> tuple[int, list[str]]:
     """Run rsync jobs (lists of argv run one after the other per stream) in parallel.
 
     ``jobs``: list of lists of argv. Returns ``(bytes_sent, errors)``.
     """
-    procs = []
+    procs: list[Iterator[list[str]]] = []
     sent = 0
-    errors = []
+    errors: list[str] = []
     for chain in jobs:
         procs.append(iter(chain))
-    running = []
+    running: list[tuple[Iterator[list[str]], list[str], subprocess.Popen[str]]] = []
 
-    def start(it):
+    def start(it: Iterator[list[str]]) -> tuple[Iterator[list[str]], list[str], subprocess.Popen[str]] | None:
         argv = next(it, None)
         if argv is None:
             return None
@@ -271,8 +278,9 @@ def run_streams(jobs):
     return sent, errors
 
 
-def sync(src, dest, ssh=None, streams=4, force=None, excludes=None, check_mode=False, reserve=0,
-         rsync='rsync', runner=None, drop_behind_copied=True):
+def sync(src: str, dest: str, ssh: list[str] | None = None, streams: int = 4, force: Iterable[str] | None = None,
+         excludes: list[str] | None = None, check_mode: bool = False, reserve: int = 0, rsync: str = 'rsync',
+         runner: Runner | None = None, drop_behind_copied: bool = True) -> dict[str, Any]:
     """Plan and (unless ``check_mode``) copy. Returns a result dict; raises :class:`SyncError`."""
     started = time.time()
     excludes = DEFAULT_EXCLUDES if excludes is None else excludes
@@ -296,11 +304,11 @@ def sync(src, dest, ssh=None, streams=4, force=None, excludes=None, check_mode=F
         free = free_bytes(dest)
         dst_list = local_listing(dest, excludes, follow=False)
     p = plan(src_list, dst_list, force)
-    result = dict(src=src, dest=dest, dest_host=where, files_total=len(src_list), bytes_total=p['bytes_total'],
-                  files_copied=p['whole'], files_replaced=p['replace'], files_resumed=p['append'], files_skipped=len(p['skip']),
-                  extra=p['extra'], bytes_needed=p['bytes_needed'], bytes_to_send=p['bytes_to_send'],
-                  dest_free_bytes=free, dest_fs=fs_path, bytes_copied=0, bytes_sent=0, streams_used=0,
-                  changed=bool(p['whole'] or p['append']))
+    result: dict[str, Any] = dict(src=src, dest=dest, dest_host=where, files_total=len(src_list), bytes_total=p['bytes_total'],
+                                  files_copied=p['whole'], files_replaced=p['replace'], files_resumed=p['append'], files_skipped=len(p['skip']),
+                                  extra=p['extra'], bytes_needed=p['bytes_needed'], bytes_to_send=p['bytes_to_send'],
+                                  dest_free_bytes=free, dest_fs=fs_path, bytes_copied=0, bytes_sent=0, streams_used=0,
+                                  changed=bool(p['whole'] or p['append']))
     if p['bytes_needed'] + reserve > free:
         raise SyncError('not enough disk space on %s for %s: need %s (%d bytes: model %s minus %s already there%s), '
                         'free %s (%d bytes) on the file system of %s; free space there or change the model host_dir'
@@ -323,9 +331,9 @@ def sync(src, dest, ssh=None, streams=4, force=None, excludes=None, check_mode=F
         todo = p['whole'] + p['append']
         mode_of = dict([(r, 'whole') for r in p['whole']] + [(r, 'replace') for r in p['replace']]
                        + [(r, 'append') for r in p['append']])
-        jobs = []
+        jobs: list[list[list[str]]] = []
         for i, part in enumerate(balance(todo, sizes, streams)):
-            chain = []
+            chain: list[list[str]] = []
             for mode in ('append', 'whole', 'replace'):
                 names = [r for r in part if mode_of[r] == mode]
                 if not names:
@@ -366,7 +374,7 @@ def sync(src, dest, ssh=None, streams=4, force=None, excludes=None, check_mode=F
     return result
 
 
-def _run(argv):
+def _run(argv: list[str]) -> tuple[int, str, str]:
     # Pure module_utils (no AnsibleModule here, unit-tested without Ansible): plain subprocess.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # pylint: disable=ansible-bad-function
     out, err = proc.communicate()
