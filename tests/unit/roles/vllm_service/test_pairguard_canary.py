@@ -18,7 +18,6 @@ from .test_pairguard_memory import Clock, gate
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import canary as pg_canary
-from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import hang as pg_hang
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import pair as pg_pair
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import state as pg_state
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import watch as pg_watch

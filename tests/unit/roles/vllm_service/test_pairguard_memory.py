@@ -11,7 +11,6 @@ Recovery: back in rotation."""
 
 import os
 
-from .role_files import load
 from .test_pairguard import HEAD, SSH, WORKER, FakeSystemd
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import pair as pg_pair

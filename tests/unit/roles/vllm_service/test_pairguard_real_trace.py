@@ -15,7 +15,6 @@ import os
 
 import pytest
 
-from .role_files import load
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import hang as pg_hang
