@@ -25,6 +25,8 @@ import os
 import shutil
 import stat
 import time
+from collections.abc import Callable
+from typing import Any
 
 MANIFEST = "manifest.json"
 
@@ -33,7 +35,7 @@ class ConfigSetError(Exception):
     pass
 
 
-def _sha256(path):
+def _sha256(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 16), b""):
@@ -41,7 +43,7 @@ def _sha256(path):
     return h.hexdigest()
 
 
-def _check_files(files):
+def _check_files(files: list[dict[str, Any]]) -> None:
     names = set()
     for f in files:
         name, path = f.get("name"), f.get("path")
@@ -54,9 +56,9 @@ def _check_files(files):
         names.add(name)
 
 
-def live_state(files):
+def live_state(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     _check_files(files)
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for f in files:
         p = f["path"]
         if os.path.isfile(p):
@@ -66,7 +68,7 @@ def live_state(files):
     return out
 
 
-def read_manifest(store):
+def read_manifest(store: str) -> Any:
     path = os.path.join(store, MANIFEST)
     if not os.path.isfile(path):
         return None
@@ -74,14 +76,14 @@ def read_manifest(store):
         return json.load(f)
 
 
-def _copy_atomic(src, dst, mode):
+def _copy_atomic(src: str, dst: str, mode: int) -> None:
     tmp = "%s.ds4tmp-%d" % (dst, os.getpid())
     shutil.copyfile(src, tmp)
     os.chmod(tmp, mode)
     os.replace(tmp, dst)
 
 
-def _write_manifest(store, manifest):
+def _write_manifest(store: str, manifest: dict[str, Any]) -> None:
     tmp = os.path.join(store, MANIFEST + ".tmp")
     with open(tmp, "w") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)
@@ -90,7 +92,7 @@ def _write_manifest(store, manifest):
     os.replace(tmp, os.path.join(store, MANIFEST))
 
 
-def plan_save(files, store):
+def plan_save(files: list[dict[str, Any]], store: str) -> tuple[bool, list[str]]:
     live = live_state(files)
     old = (read_manifest(store) or {}).get("files") or {}
     diff = []
@@ -103,7 +105,7 @@ def plan_save(files, store):
     return bool(diff), diff
 
 
-def save(files, store, label=None):
+def save(files: list[dict[str, Any]], store: str, label: str | None = None) -> dict[str, Any]:
     """Copy the live set into the store (replacing what was stored).  At least one live file must exist."""
     live = live_state(files)
     if not any(v["present"] for v in live.values()):
@@ -122,7 +124,7 @@ def save(files, store, label=None):
     return manifest
 
 
-def plan_swap(store):
+def plan_swap(store: str) -> tuple[bool, list[str]]:
     manifest = read_manifest(store)
     if not manifest:
         raise ConfigSetError("no rollback target in %s (switch.yml keeps one when it changes the profile)" % store)
@@ -137,7 +139,7 @@ def plan_swap(store):
     return bool(diff), diff
 
 
-def swap(store, label=None):
+def swap(store: str, label: str | None = None) -> dict[str, Any]:
     """Exchange live and stored files (rollback).  The replaced live set becomes the stored set, so a
     second swap returns to it.  Stored files are verified against the manifest before anything moves."""
     manifest = read_manifest(store)
@@ -188,12 +190,12 @@ LAUNCH_KEYS = ('served_model_name', 'max_model_len', 'max_num_seqs', 'thinking',
                'engine_url', 'headless')
 
 
-def read_text(path):
+def read_text(path: str) -> str:
     with open(path) as handle:
         return handle.read()
 
 
-def launch_from_record(record, read_script=read_text):
+def launch_from_record(record: Any, read_script: Callable[[str], str] | None = read_text) -> dict[str, Any]:
     """The launch facts of a config set, from its deployed record (deployed-<role>.json, part of the set): the slice
     the config compile published as ds4_effective.launch, copied there when the set was deployed.
 
@@ -204,7 +206,7 @@ def launch_from_record(record, read_script=read_text):
         return {}
     if isinstance(record.get('launch'), dict):
         return dict((key, record['launch'].get(key)) for key in LAUNCH_KEYS)
-    parsed = {}
+    parsed: dict[str, Any] = {}
     if record.get('launch_script') and read_script is not None:
         try:
             parsed = launch_facts(read_script(record['launch_script']))
@@ -218,7 +220,7 @@ def launch_from_record(record, read_script=read_text):
     return facts
 
 
-def read_record(path):
+def read_record(path: str) -> dict[str, Any] | None:
     """A deployed record as a dict, or None (absent or not JSON)."""
     try:
         with open(path) as handle:
@@ -228,7 +230,7 @@ def read_record(path):
     return record if isinstance(record, dict) else None
 
 
-def launch_facts(script_text):
+def launch_facts(script_text: str | None) -> dict[str, Any]:
     """A launch script's serve arguments, read back from its `exec <entrypoint> ...` command (backslash continuations
     joined, shell words split): served_model_name, max_model_len, thinking, api_port (vLLM's --port), api_host,
     max_num_seqs, headless. Only for a deployed record written before ds4_effective.launch existed
@@ -239,20 +241,21 @@ def launch_facts(script_text):
     for line in text.splitlines():
         if line.strip().startswith("exec "):
             cmd = line.strip()[5:]
-    facts = {"served_model_name": None, "max_model_len": None, "thinking": False, "api_port": None,
-             "api_host": None, "max_num_seqs": None, "headless": False}
+    facts: dict[str, Any] = {"served_model_name": None, "max_model_len": None, "thinking": False, "api_port": None,
+                             "api_host": None, "max_num_seqs": None, "headless": False}
     if cmd is None:
         return facts
     try:
         words = shlex.split(cmd)
     except ValueError:
         return facts
-    args = {}
+    args: dict[str, str | bool] = {}
     i = 0
     while i < len(words):
         w = words[i]
         if w.startswith("--"):
-            key, _sep, val = w[2:].partition("=")
+            key, _sep, text = w[2:].partition("=")
+            val: str | bool = text
             key = key.replace("_", "-")
             if not _sep:
                 if i + 1 < len(words) and not words[i + 1].startswith("--"):
@@ -269,7 +272,7 @@ def launch_facts(script_text):
             facts[name] = int(args[key]) if key in args else None
         except (TypeError, ValueError):
             facts[name] = None
-    kw = args.get("default-chat-template-kwargs")
+    kw: Any = args.get("default-chat-template-kwargs")
     if isinstance(kw, str):
         try:
             kw = json.loads(kw)

@@ -35,6 +35,8 @@ import binascii
 import copy
 import os
 import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import garble
@@ -62,9 +64,9 @@ PREFILL_TEXT = ('the pair serves a long prompt while the kit measures how fast t
                 'token of the answer comes back to the client').split()
 
 
-def check_thresholds(cfg):
+def check_thresholds(cfg: dict[str, Any]) -> list[str]:
     """Problems of the threshold settings (one line each, naming the variable, the value and the fix)."""
-    problems = []
+    problems: list[str] = []
     for key, var, default, low, high in THRESHOLDS:
         value = cfg.get(key, default)
         try:
@@ -79,7 +81,7 @@ def check_thresholds(cfg):
     return problems
 
 
-def check_upgrade(thresholds, kit_data, recipe):
+def check_upgrade(thresholds: dict[str, Any] | None, kit_data: Any, recipe: str | None) -> list[str]:
     """Problems of an upgrade's inputs before anything changes: the thresholds and the recipe's kit."""
     problems = check_thresholds(thresholds or {})
     if not isinstance(kit_data, dict) or not isinstance(kit_data.get('default'), dict):
@@ -88,8 +90,8 @@ def check_upgrade(thresholds, kit_data, recipe):
     return problems + ['%s. Fix: ds4_upgrade_kit_file.' % p for p in resolve_kit(kit_data, recipe)[1]]
 
 
-def _kit_problems(kit, where):
-    problems = []
+def _kit_problems(kit: dict[str, Any], where: str) -> list[str]:
+    problems: list[str] = []
     unknown = sorted(set(kit) - set(KIT_KEYS))
     if unknown:
         problems.append('%s: unknown key(s) %s (known: %s)' % (where, ', '.join(unknown), ', '.join(KIT_KEYS)))
@@ -110,7 +112,7 @@ def _kit_problems(kit, where):
     return problems
 
 
-def resolve_kit(data, recipe):
+def resolve_kit(data: Any, recipe: str | None) -> tuple[dict[str, Any], list[str]]:
     """(kit, problems): the default kit with the recipe's entry over it (a key of the entry replaces the default's;
     bench keys one by one)."""
     default = copy.deepcopy((data or {}).get('default') or {})
@@ -124,20 +126,20 @@ def resolve_kit(data, recipe):
     return kit, _kit_problems(kit, 'regression kit of %s' % recipe)
 
 
-def _median(values):
-    values = sorted(v for v in values if v is not None)
-    if not values:
+def _median(values: Iterable[float | None]) -> float | None:
+    present = sorted(v for v in values if v is not None)
+    if not present:
         return None
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2.0
+    mid = len(present) // 2
+    return present[mid] if len(present) % 2 else (present[mid - 1] + present[mid]) / 2.0
 
 
-def _body(model, prompt, max_tokens, **extra):
+def _body(model: str, prompt: str, max_tokens: int, **extra: Any) -> dict[str, Any]:
     """A request at temperature 0, thinking off: smoke_checks' body, as validate.yml sends it."""
     return smoke_checks._body(model, prompt, max_tokens, False, **extra)  # pylint: disable=protected-access
 
 
-def decode_tps(rec):
+def decode_tps(rec: dict[str, Any]) -> float | None:
     """Tokens after the first over the time after the first, from a stream record (vllm_client.stream_chat); None
     when it cannot be measured (one token, no timings)."""
     tokens, t_first, t_last = rec.get('completion_tokens'), rec.get('t_first'), rec.get('t_last')
@@ -146,7 +148,7 @@ def decode_tps(rec):
     return None
 
 
-def prefill_tps(rec):
+def prefill_tps(rec: dict[str, Any]) -> float | None:
     """The prompt's tokens as the server counted them (the stream's usage) over the time to the first token; None
     without them."""
     if rec.get('prompt_tokens') and rec.get('t_first') is not None and rec.get('t_start') is not None \
@@ -155,35 +157,41 @@ def prefill_tps(rec):
     return None
 
 
-def prefill_prompt(words, salt):
+def prefill_prompt(words: int, salt: str) -> str:
     """`words` words of plain English, the first one `salt`: a prompt no earlier request shares a prefix with, so
     the prefix cache (on by default in vLLM V1; the simulator models it) cannot serve any of it. Repeated as is, the
     second run's "prefill" came back ~7x faster from the cache (measured on the simulator)."""
     return ' '.join([str(salt)] + [PREFILL_TEXT[i % len(PREFILL_TEXT)] for i in range(int(words) - 1)])
 
 
-def _salt():
+def _salt() -> str:
     return 'kit%s' % binascii.hexlify(os.urandom(6)).decode('ascii')
 
 
-def run_kit(base_url, model, kit, api_key=None, tools=True, tool_choice='auto', timeout=300.0, post=None, stream=None,
-            scrape=None, clock=time.monotonic, salt=_salt):
+def run_kit(base_url: str, model: str, kit: dict[str, Any], api_key: str | None = None, tools: bool = True,
+            tool_choice: str = 'auto', timeout: float = 300.0, post: Callable[..., Any] | None = None,
+            stream: Callable[..., dict[str, Any]] | None = None, scrape: Callable[[str], str | None] | None = None,
+            clock: Callable[[], float] = time.monotonic, salt: Callable[[], str] = _salt) -> dict[str, Any]:
     """The kit against one endpoint -> {'ok', 'failures', 'checks', 'decode_tps', 'prefill_tps', 'acceptance_rate',
     'spec_decode', 'runs', 'seconds'}. post/stream/scrape: vllm_client.post_json, vllm_client.stream_chat and a
     /metrics reader; salt: the first word of each prefill prompt (tests pass fakes)."""
     post = post or vllm_client.post_json
     stream = stream or vllm_client.stream_chat
     t0 = clock()
-    if scrape is None:
-        def scrape(url):
-            try:
-                status, text = vllm_client.get(url, '/metrics', api_key=api_key, timeout=10.0)
-            except (OSError, ValueError, vllm_client.HTTPException):
-                return None  # no acceptance figure; the verdict says it was not compared
-            return text if status == 200 else None
-    failures, checks = [], {'known_answers': 0, 'tool_calls': 0, 'garble_requests': 0, 'skipped': []}
 
-    def fail(request, check, excerpt, detail):
+    def metrics(url: str) -> str | None:
+        try:
+            status, text = vllm_client.get(url, '/metrics', api_key=api_key, timeout=10.0)
+        except (OSError, ValueError, vllm_client.HTTPException):
+            return None  # no acceptance figure; the verdict says it was not compared
+        return text if status == 200 else None
+
+    if scrape is None:
+        scrape = metrics
+    failures: list[dict[str, Any]] = []
+    checks: dict[str, Any] = {'known_answers': 0, 'tool_calls': 0, 'garble_requests': 0, 'skipped': []}
+
+    def fail(request: str, check: str, excerpt: str | None, detail: str) -> None:
         failures.append({'request': request, 'check': check, 'excerpt': (excerpt or '')[:120], 'detail': detail})
 
     for entry in kit.get('known_answers') or []:
@@ -218,7 +226,7 @@ def run_kit(base_url, model, kit, api_key=None, tools=True, tool_choice='auto', 
 
     bench = kit.get('bench') or {}
     before = scrape(base_url)
-    runs = []
+    runs: list[dict[str, Any]] = []
     for run in range(int(bench.get('runs') or 1)):
         rec = stream(base_url, _body(model, smoke_checks.GARBLE_PROMPTS[0], bench['decode_tokens'], ignore_eos=True),
                      api_key=api_key, timeout=timeout, clock=clock)
@@ -253,12 +261,14 @@ def run_kit(base_url, model, kit, api_key=None, tools=True, tool_choice='auto', 
             'seconds': round(clock() - t0, 2)}
 
 
-def verdict(new, old, thresholds=None):
+def verdict(new: dict[str, Any], old: dict[str, Any], thresholds: dict[str, Any] | None = None) -> dict[str, Any]:
     """new and old: run_kit results (old: the reference, an old pair's or the pair's own before the change).
     -> {'verdict': 'pass'|'regressed', 'regressions': [line], 'compared': [{'figure', 'new', 'old', 'ratio',
     'floor_ratio', 'ok'}], 'not_compared': [line]}"""
     t = dict(THRESHOLD_DEFAULTS, **(thresholds or {}))
-    regressions, compared, not_compared = [], [], []
+    regressions: list[str] = []
+    compared: list[dict[str, Any]] = []
+    not_compared: list[str] = []
     for f in new.get('failures') or []:
         regressions.append('%s %s: %s' % (f['request'], f['check'], f['detail'] or f['excerpt']))
     for key, label, tkey in COMPARED:
@@ -281,13 +291,13 @@ def verdict(new, old, thresholds=None):
             'not_compared': not_compared}
 
 
-def upgrade_plan(pairs):
+def upgrade_plan(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The order and references of an upgrade over `pairs` (the run's pairs in pair order: name, head, ...):
     -> [{'pair', 'head', 'reference', 'reference_head', 'measure_before'}], one per pair in order. A pair's reference
     is the next pair (still on the old version when this one is compared, measured at the same time); the last pair
     has none: its own numbers from before are the reference, taken when it was the previous pair's reference, or
     right before its change when it never was (a single pair: measure_before)."""
-    plan = []
+    plan: list[dict[str, Any]] = []
     for i, pair in enumerate(pairs):
         ref = pairs[i + 1] if i + 1 < len(pairs) else None
         plan.append({'pair': pair['name'], 'head': pair['head'],
@@ -296,7 +306,7 @@ def upgrade_plan(pairs):
     return plan
 
 
-def summary(result):
+def summary(result: dict[str, Any]) -> str:
     """One line of a verdict."""
     nums = ', '.join('%s %s vs %s (x%.2f)' % (c['figure'], c['new'], c['old'], c['ratio']) for c in result['compared'])
     if result['verdict'] == 'pass':
