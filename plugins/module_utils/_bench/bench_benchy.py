@@ -28,6 +28,8 @@ What llama-benchy 0.4.0 measures (read from its source, llama_benchy/client.py a
   markdown_report(report) -> str
 """
 
+from __future__ import annotations
+
 from typing import Any
 
 BENCHY_VERSION = '0.4.0'   # PyPI; the version seed 001's era and the field note name

@@ -36,6 +36,8 @@ Pure Python standard library plus the collection's one HTTP client (vllm_client:
 Ansible imports.  bench.yml runs it through the vllm_bench_mixed module (-e ds4_bench_mode=mixed).
 """
 
+from __future__ import annotations
+
 
 import random
 import threading

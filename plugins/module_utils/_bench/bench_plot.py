@@ -9,6 +9,8 @@ imported only when a plot is drawn, so the module_utils import everywhere.
   render_plot(report, path, dpi=120) -> path
 """
 
+from __future__ import annotations
+
 from typing import Any
 
 

@@ -13,6 +13,8 @@ the HTTP client is vllm_client's.
   markdown_report(report) -> str   (header with the method, then one row per level)
 """
 
+from __future__ import annotations
+
 
 import time
 from collections.abc import Callable, Iterable

@@ -18,6 +18,8 @@ The stored copy lives in one directory (default /etc/dgxspark-ds4/previous/, 070
 Copies are written to a temporary name and renamed (a crash never leaves half a file).
 """
 
+from __future__ import annotations
+
 
 import hashlib
 import json

@@ -30,6 +30,8 @@ below the reference by more than the thresholds (percent); `pass` otherwise. A n
 compared, and the verdict says which.
 """
 
+from __future__ import annotations
+
 
 import binascii
 import copy

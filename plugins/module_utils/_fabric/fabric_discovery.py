@@ -24,6 +24,8 @@ API:
   gid_to_ipv4(gid) -> str|None
 """
 
+from __future__ import annotations
+
 
 import os
 from typing import Any

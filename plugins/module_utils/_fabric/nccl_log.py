@@ -23,6 +23,8 @@ API:
   summarize(log_lines, row_lines=None, threshold_gbps=18.0, expected_hcas=2) -> dict
 """
 
+from __future__ import annotations
+
 
 import re
 from collections.abc import Iterable

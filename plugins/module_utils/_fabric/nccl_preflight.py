@@ -21,6 +21,8 @@ API:
   fabric_facts(params, dev_infiniband_present) -> (result, warnings)   (the fabric_facts module body)
 """
 
+from __future__ import annotations
+
 
 from typing import Any
 

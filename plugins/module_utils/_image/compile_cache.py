@@ -21,6 +21,8 @@ it without a cache volume (ds4_config.check_merged); this module looks into that
 :data:`SMALL_NODE_GIB` GiB, the warning in seed 002's words.
 """
 
+from __future__ import annotations
+
 
 import json
 import os

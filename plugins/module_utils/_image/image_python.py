@@ -23,6 +23,8 @@ Each try is one ``tried <python> (<how found>): <result>`` line; the winner adds
 ``vllm=`` lines. :func:`parse` turns that into a result with an error naming the image, what was tried and the fix.
 """
 
+from __future__ import annotations
+
 from collections.abc import Sequence
 from typing import Any
 

@@ -20,6 +20,8 @@ per site.  Anything it does not recognise is refused, never guessed at.
 Pure logic, no Ansible imports.
 """
 
+from __future__ import annotations
+
 
 import os
 import re

@@ -16,6 +16,8 @@
 huggingface_hub is imported lazily (only the head needs it). No Ansible imports.
 """
 
+from __future__ import annotations
+
 
 import importlib
 import os

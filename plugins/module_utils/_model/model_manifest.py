@@ -20,6 +20,8 @@
 Pure logic, no Ansible imports.
 """
 
+from __future__ import annotations
+
 
 import fnmatch
 import hashlib

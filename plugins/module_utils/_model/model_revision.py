@@ -30,6 +30,8 @@ Layout, for the profile's ``model.host_dir`` ``/srv/dgxspark-ds4/models/DeepSeek
 Pure logic, no Ansible imports.
 """
 
+from __future__ import annotations
+
 
 import hashlib
 import os

@@ -27,6 +27,8 @@ or is a local directory when the prefix is empty.
 Pure logic, no Ansible imports.
 """
 
+from __future__ import annotations
+
 
 import fnmatch
 import os

@@ -46,6 +46,8 @@ API:
   entry(entry_id) -> dict;  CATALOGUE: tuple of entries
 """
 
+from __future__ import annotations
+
 
 import re
 from typing import Any

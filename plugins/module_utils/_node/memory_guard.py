@@ -5,9 +5,9 @@
 (pure logic, no I/O).
 
 Pure Python (no Ansible imports). Used twice, one file: the controller validates the settings with
-check_config (the config play, plugins/plugin_utils/role_inputs.py), and dgxspark.ds4.vllm_service installs this file
-next to pairguard.py, which runs MemoryGuard in its watch loop on the head (the same loop, health gate,
-state and textfile as the hang watchdog) and reads the sources.
+check_config (the config play, plugins/plugin_utils/role_inputs.py), and the pair guard (the node package's
+pairguard/, installed by dgxspark.ds4.vllm_service) runs MemoryGuard in its watch loop on the head (the same loop,
+health gate, state and textfile as the hang watchdog) and reads the sources.
 
 Why: on GB10 the GPU and the CPU share one pool; an exhausted pool does not give a CUDA error, the node
 freezes and needs someone at the power button (seed 002 "OOM Safety on GB10 Unified Memory").

@@ -8,6 +8,8 @@ Pure Python (no Ansible imports); every request goes through ``vllm_client`` (th
 Used by the module ``dgxspark.ds4.vllm_ready`` (run on the head node itself).
 """
 
+from __future__ import annotations
+
 
 import json
 import time

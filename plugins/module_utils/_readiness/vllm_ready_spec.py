@@ -7,6 +7,8 @@ The module validates them with these defaults. The action validates the same nam
 (``ACTION_ARGUMENT_SPEC``): an option left unset is filled from ds4_effective there, the rest by the module.
 """
 
+from __future__ import annotations
+
 from typing import Any
 
 ARGUMENT_SPEC: dict[str, dict[str, Any]] = dict(

@@ -23,6 +23,8 @@ Entry points:
   render_proxy_keys(keys, upstream_key) -> text of the 0600 keys include
 """
 
+from __future__ import annotations
+
 
 import ipaddress
 import re

@@ -54,6 +54,8 @@ new connections only (`ct state new`): the inter-node range is also where every 
 server's replies to a client on this node's fabric address go there.
 """
 
+from __future__ import annotations
+
 
 import difflib
 import hashlib

@@ -6,6 +6,8 @@
 Pure Python standard library (no Ansible imports).  Used by ``dgxspark.ds4.ds4_doctor``.
 """
 
+from __future__ import annotations
+
 
 import re
 from collections.abc import Iterable

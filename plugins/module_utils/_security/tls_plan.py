@@ -31,6 +31,8 @@ Entry points:
   site_ca_problem(ca_dir, host, ca_path, observed, new_ca) -> '' or the refusal: one CA per site
 """
 
+from __future__ import annotations
+
 
 import base64
 import datetime

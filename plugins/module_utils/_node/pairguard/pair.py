@@ -2,6 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Units, ssh, the records and the phase marker; the fresh worker a new head takes (prestart)."""
 
+# A node script's code, run by the node's own python3 (not an Ansible module): print and subprocess are its I/O.
+# pylint: disable=ansible-bad-function
 import json
 import os
 import subprocess
