@@ -27,6 +27,7 @@ from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue
 from ansible_collections.dgxspark.ds4.plugins.module_utils._image import compile_cache
 from ansible_collections.dgxspark.ds4.plugins.module_utils._fabric import nccl_preflight
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import vllm_schema
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.vllm_schema import JSON_FLAGS
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.system_paths import is_system as is_system_dir
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.launch_render import (
     build_argv,
@@ -36,23 +37,6 @@ from ansible_collections.dgxspark.ds4.plugins.plugin_utils.launch_render import 
 # The shipped recipes (roles/config/files/recipes/<name>.yml) and image families (plugins/plugin_utils/catalogue.py).
 PROFILES = tuple(catalogue.recipe_names())
 IMAGE_FAMILIES = tuple(sorted(catalogue.IMAGE_FAMILIES))
-
-# vLLM flags whose value is JSON.  They must be YAML mappings in the inventory, never
-# strings: seed 000 failure #6 (--compilation-config quotes stripped by nested shells,
-# vLLM silently fell back to default compilation).
-JSON_FLAGS = frozenset((
-    'compilation-config',
-    'speculative-config',
-    'default-chat-template-kwargs',
-    'reasoning-config',
-    'override-generation-config',
-    'hf-overrides',
-    'kv-transfer-config',
-    'kv-events-config',
-    'limit-mm-per-prompt',
-    'mm-processor-kwargs',
-    'override-pooler-config',
-))
 
 # Flags the renderer writes from the inventory; nobody may pass them by hand.
 RENDERER_FLAGS = {

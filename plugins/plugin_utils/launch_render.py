@@ -14,6 +14,8 @@ import json
 import shlex
 from typing import Any
 
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils.vllm_schema import JSON_FLAGS
+
 JSON_SEPARATORS = (',', ':')
 
 
@@ -45,7 +47,6 @@ def _json_flag_value(flag: str, value: Any) -> list[str]:
 
 def build_argv_groups(eff: dict[str, Any]) -> list[list[str]]:
     """argv as groups: [entrypoint words], [model], [--flag, value...], ..."""
-    from ansible_collections.dgxspark.ds4.plugins.plugin_utils.ds4_config import JSON_FLAGS
     groups = [list(eff['entrypoint']), [str(eff['model']['serve_arg'])]]
     groups.append(['--host', str(eff['api']['host'])])
     groups.append(['--port', str(eff['api']['port'])])

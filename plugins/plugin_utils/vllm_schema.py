@@ -24,6 +24,24 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+# vLLM flags whose value is JSON that the collection requires as YAML mappings in the inventory, never strings: seed
+# 000 failure #6 (--compilation-config quotes stripped by nested shells, vLLM silently fell back to default
+# compilation); the renderer writes each as one JSON word. Each is a JSON flag of the schemas that know it
+# (tests/unit/plugins/plugin_utils/test_vllm_schema.py holds this list to them). The config check (ds4_config) and
+# the renderer (launch_render) read it here.
+JSON_FLAGS = frozenset((
+    'compilation-config',
+    'speculative-config',
+    'default-chat-template-kwargs',
+    'reasoning-config',
+    'override-generation-config',
+    'hf-overrides',
+    'kv-transfer-config',
+    'kv-events-config',
+    'limit-mm-per-prompt',
+    'mm-processor-kwargs',
+))
+
 SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'vllm_schemas')
 SCHEMA_RE = re.compile(r'^vllm-(\d+\.\d+(?:\.\d+)?)\.json$')
 VERSION_RE = re.compile(r'^\d+\.\d+(\.\d+)?([.+-]?[A-Za-z0-9.+-]*)?$')
@@ -364,7 +382,7 @@ def check_serve_args(schema: dict[str, Any], args: dict[str, Any],
                      mapping_flags: Iterable[str] = ()) -> list[tuple[str, str, Any, str, str, str]]:
     """serve_args (normalised names) -> [(flag, key_path, value, why, fix, level)].
 
-    mapping_flags: JSON flags the caller already requires to be mappings (ds4_config.JSON_FLAGS)."""
+    mapping_flags: JSON flags the caller already requires to be mappings (JSON_FLAGS)."""
     version = schema.get('vllm_version', '?')
     index, short = flag_index(schema)
     out: list[tuple[str, str, Any, str, str, str]] = []

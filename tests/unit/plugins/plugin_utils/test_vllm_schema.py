@@ -422,3 +422,16 @@ def test_check_serve_args_reports_tuples():
 def test_schema_for_rejects_non_strings():
     assert vs.schema_for(0.33) == (None, None, 'invalid')
     assert vs.schema_for('9.9.9')[2] == 'missing'
+
+
+def test_the_mapping_flags_are_json_flags_of_the_schemas_that_know_them():
+    """vllm_schema.JSON_FLAGS (the flags the collection requires as YAML mappings and renders as one JSON word, read
+    by the config check and the renderer from this one place) holds to vLLM's own parsers: each is a JSON flag in
+    every committed schema that has it, and at least one schema has it (a flag vLLM dropped leaves the list)."""
+    schemas = [vs.load_schema(v) for v in vs.available_versions()]
+    assert len(schemas) >= 2
+    for flag in sorted(vs.JSON_FLAGS):
+        known = [s['flags'][flag] for s in schemas if flag in s['flags']]
+        assert known, '%s is in no committed schema' % flag
+        assert all(entry.get('json') for entry in known), flag
+    assert c.JSON_FLAGS is vs.JSON_FLAGS
