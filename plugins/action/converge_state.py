@@ -171,7 +171,7 @@ class ActionModule(ActionBase):
         """Inputs minus the role's own results of this run (its registered values and set_fact facts share its
         prefix): a role included twice in one playbook must not take what its first run set for a new input.
 
-        The one private name of ansible-core this action reads (tests/unit/plugins/test_public_api.py lists it): which
+        The one private name of ansible-core this action reads (docs/architecture.md, on the public API, lists it): which
         variables a register or a set_fact of this run set on the host is held only in VariableManager's
         _nonpersistent_fact_cache; task_vars, hostvars and VariableManager.get_vars() merge it with the inventory, the
         play and the role defaults and keep no public trace of where a value came from. Without the attribute (another

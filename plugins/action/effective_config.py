@@ -46,7 +46,7 @@ from ansible_collections.dgxspark.ds4.plugins.plugin_utils.service_layout import
 # Where a variable was set (ansible-core >= 2.19 tags every loaded value with its origin): the file and line the
 # refusals name. ansible-core offers no public reader of that tag (ansible.module_utils.datatag exposes none of the
 # controller's tags), so this private import is kept, and optional: without it the messages name no file
-# (tests/unit/plugins/test_public_api.py lists it).
+# (docs/architecture.md, on the public API, lists it).
 try:
     from ansible._internal._datatag._tags import Origin
 except ImportError:  # pragma: no cover - older ansible-core: no file names in the message

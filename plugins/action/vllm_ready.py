@@ -102,8 +102,8 @@ class ActionModule(ActionBase):
 
         # The two ranks' instances of this task meet under the task's identity: its _uuid, the same in both hosts'
         # workers and new for every load of the task (an include run twice, the next playbook run). No public
-        # attribute gives that (get_path() is the same for both runs of an include); tests/unit/plugins/test_public_api.py
-        # lists this private read.
+        # attribute gives that (get_path() is the same for both runs of an include); docs/architecture.md (on the public
+        # API) lists this private read.
         key = "%s-%s" % (getattr(self._task, "_uuid", None) or "default", args.pop("pair"))
         sdir = state_dir(key, sdir_base or C.DEFAULT_LOCAL_TMP)
         inst = ReadyInstance(role, node, sdir, timeout)
