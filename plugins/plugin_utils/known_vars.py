@@ -21,7 +21,7 @@ by hand:
 - ``COLLECTION_VARS`` below: the few collection-wide ``ds4_*`` names that playbooks read with
   ``| default(...)`` and that no file declares.
 
-``tests/unit/plugins/plugin_utils/test_known_vars.py`` fails when a prefixed name used anywhere
+The unit tests fail when a prefixed name used anywhere
 in the repository is not known, so the list cannot drift. Names starting with ``_`` never carry
 a prefix and are never checked. Pure Python (no Ansible, no YAML import: the caller passes the
 YAML loader).

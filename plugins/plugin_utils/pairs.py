@@ -28,6 +28,7 @@ import ipaddress
 import re
 from typing import Any
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security.tls_plan import is_ip
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue, keepalived_render
 
 PAIR_GROUP_RE = re.compile(r'^spark_pair(\d+|_[A-Za-z0-9_]+)$')
@@ -217,14 +218,6 @@ def router_needed(pairs: list[dict[str, Any]], enabled: Any = None) -> bool:
     return bool(enabled)
 
 
-def _is_ip(text: Any) -> bool:
-    try:
-        ipaddress.ip_address(str(text))
-        return True
-    except ValueError:
-        return False
-
-
 def _router_hosts(pairs: list[dict[str, Any]], host: Any, hosts: Any, vip: Any) -> tuple[list[Any], list[str]]:
     """(router hosts, errors): ds4_router_hosts with a VIP (default the heads of the first two pairs), else the one
     ds4_router_host (default the first pair's head)."""
@@ -295,11 +288,11 @@ def router_plan(pairs: list[dict[str, Any]], hostvars: dict[str, Any], enabled: 
     for name in chosen:
         hv = hostvars.get(name) or {}
         addr = hv.get('ds4_router_address') or hv.get('ansible_host')
-        if not _is_ip(addr):
+        if not is_ip(addr):
             errors.append('ds4_router_address = %r: the heads let the router on %s in by its address, and %s has no IP '
                           'ansible_host (%r). Fix: set ds4_router_address (host_vars/%s.yml) to the IP %s reaches the '
                           'heads from' % (hv.get('ds4_router_address'), name, name, hv.get('ansible_host'), name, name))
-        addresses.append(str(addr) if _is_ip(addr) else None)
+        addresses.append(str(addr) if is_ip(addr) else None)
     seen: dict[str | None, str] = {}
     for name, addr in zip(chosen, addresses):
         if addr is not None and addr in seen:
@@ -321,7 +314,7 @@ def router_plan(pairs: list[dict[str, Any]], hostvars: dict[str, Any], enabled: 
         for name in sorted(hostvars):
             hv = hostvars[name] or {}
             for key in ('ansible_host', 'ds4_router_address', 'ds4_fabric_ip'):
-                if _is_ip(hv.get(key)):
+                if is_ip(hv.get(key)):
                     taken.setdefault(str(hv.get(key)), '%s (%s)' % (name, key))
         errors.extend(keepalived_render.vip_errors(vip, list(zip(chosen, addresses)), taken))
         why = keepalived_render.auth_pass_error(vrrp_auth_pass)

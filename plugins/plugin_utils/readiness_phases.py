@@ -4,7 +4,7 @@
 """Readiness phase tracking: the startup phases of one vLLM rank, read from its log lines.
 
 Pure Python standard library (no Ansible imports).  Used by ``readiness_pair.ReadyInstance`` (the vllm_ready
-action); the vLLM simulator's lines (``tests/vllm_sim``) and vllm-ops.md §1.3 are what the patterns match.
+action); the test-only vLLM simulator's lines and vllm-ops.md §1.3 are what the patterns match.
 
 Phases (in order): ``loading`` (``Starting to load model``), ``shards`` (every
 ``Loading safetensors checkpoint shards: N% Completed | i/n``), ``weights_loaded`` (``Loading weights

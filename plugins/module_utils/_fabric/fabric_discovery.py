@@ -4,7 +4,7 @@
 """Discover the ConnectX-7 RoCE fabric of one DGX Spark from sysfs; compare and check it.
 
 Pure Python (no Ansible imports); reads a sysfs tree under a configurable root so tests use
-fixture trees (tests/fixtures/sysfs/node_a, node_b).
+fixture trees (a node_a / node_b sysfs copy in the repository's tests).
 
 What it reads (paths relative to sysfs_root, default '/sys'):
   class/net/<if>/device -> PCI function; device/vendor == 0x15b3 and device/device == 0x1021

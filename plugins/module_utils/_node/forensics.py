@@ -363,11 +363,9 @@ def main(argv):
     if len(argv) != 3 or argv[1] != 'ack':
         print('usage: %s ack CONFIG.json' % argv[0], file=sys.stderr)
         return 2
-    try:
-        with open(argv[2]) as fh:
-            cfg = json.load(fh)
-    except (IOError, OSError, ValueError) as exc:
-        print('%s: cannot read config %s: %s' % (TAG, argv[2], exc), file=sys.stderr)
+    cfg, error = pair.read_config(argv[2], TAG)
+    if error:
+        print(error, file=sys.stderr)
         return 1
     say(ack(cfg))
     return 0

@@ -70,7 +70,8 @@ PEM_CERT_RE = re.compile(r'-----BEGIN CERTIFICATE-----\s*([A-Za-z0-9+/=\s]+?)---
 _DNS_RE = re.compile(r'^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$')
 
 
-def _is_ip(text: Any) -> bool:
+def is_ip(text: Any) -> bool:
+    """True for an IPv4 or IPv6 address (the one test of it: TLS names here, inventory addresses in pairs)."""
     try:
         ipaddress.ip_address(str(text))
         return True
@@ -186,8 +187,8 @@ def _now() -> int:
 
 def covers(sans: list[str], name: str) -> bool:
     """Whether a certificate's SANs cover a name clients use (IP exactly, DNS exactly or one-label wildcard)."""
-    if _is_ip(name):
-        return any(_is_ip(s) and ipaddress.ip_address(s) == ipaddress.ip_address(name) for s in sans)
+    if is_ip(name):
+        return any(is_ip(s) and ipaddress.ip_address(s) == ipaddress.ip_address(name) for s in sans)
     low = name.lower()
     for s in sans:
         s = s.lower()
@@ -223,7 +224,7 @@ def front_names(host: str, hv: dict[str, Any], pair: dict[str, Any] | None = Non
 
 def subject_alt_name(names: list[str]) -> list[str]:
     """community.crypto's subject_alt_name entries (IP:... / DNS:...) for a certificate the collection makes."""
-    return [('IP:%s' if _is_ip(n) else 'DNS:%s') % n for n in names]
+    return [('IP:%s' if is_ip(n) else 'DNS:%s') % n for n in names]
 
 
 def _check_number(var: str, value: Any, low: int, high: int, errors: list[str]) -> bool:
@@ -269,7 +270,7 @@ def plan_tls(inputs: dict[str, Any], names: list[str], now: int | None = None) -
                       '[api.example.internal]' % (extra,))
     else:
         for i, n in enumerate(extra):
-            if not (isinstance(n, str) and (_is_ip(n) or _DNS_RE.match(n))):
+            if not (isinstance(n, str) and (is_ip(n) or _DNS_RE.match(n))):
                 errors.append('ds4_tls_extra_names[%d] = %r: not a DNS name or an IP address. Fix: e.g. '
                               'api.example.internal or 192.0.2.10' % (i, n))
             elif n not in plan['names']:
@@ -444,7 +445,7 @@ def generated_current(ca_dir: str, key_path: str | None = None, cert_path: str |
         cert.verify_directly_issued_by(ca)
         wanted = sorted(str(ipaddress.ip_address(s[3:])) if s.startswith('IP:') else s[4:].lower()
                         for s in (subject_alt_name or []))
-        have = sorted(str(ipaddress.ip_address(s)) if _is_ip(s) else s.lower() for s in _sans(cert))
+        have = sorted(str(ipaddress.ip_address(s)) if is_ip(s) else s.lower() for s in _sans(cert))
         if have != wanted:
             return False, 'the certificate names %s, the fronts need %s' % (have, wanted)
         usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value

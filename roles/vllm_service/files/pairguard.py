@@ -10,7 +10,6 @@ the unit tests import it from the working tree. Python 3 standard library only.
 """
 
 
-import json
 import os
 import sys
 
@@ -18,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import quality_canary  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.config import check_config  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import TAG, say  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import TAG, read_config, say  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.state import reset_window  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.watch import watch_forever  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -27,11 +26,9 @@ def main(argv):
     if len(argv) != 3 or argv[1] not in ('watch', 'reset-window'):
         print('usage: %s watch|reset-window CONFIG.json' % argv[0], file=sys.stderr)
         return 2
-    try:
-        with open(argv[2]) as fh:
-            cfg = json.load(fh)
-    except (IOError, OSError, ValueError) as exc:
-        print('%s: cannot read config %s: %s' % (TAG, argv[2], exc), file=sys.stderr)
+    cfg, error = read_config(argv[2])
+    if error:
+        print(error, file=sys.stderr)
         return 1
     problems = ((check_config(cfg) + memory_guard.check_config(cfg) + quality_canary.check_config(cfg))
                 if isinstance(cfg, dict) else ['the config is not a JSON object'])

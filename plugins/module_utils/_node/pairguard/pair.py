@@ -20,6 +20,15 @@ class GuardError(Exception):
     pass
 
 
+def read_config(path, tag=TAG):
+    """(the JSON config of a node script's command line, None), or (None, the line to print on stderr)."""
+    try:
+        with open(path) as fh:
+            return json.load(fh), None
+    except (IOError, OSError, ValueError) as exc:
+        return None, '%s: cannot read config %s: %s' % (tag, path, exc)
+
+
 def say(msg):
     print('%s: %s' % (TAG, msg))
     sys.stdout.flush()

@@ -40,7 +40,7 @@ def _cert(subject, key, issuer_name, issuer_key, sans=(), ca=False, days=(-1, 36
          .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
     if sans:
         b = b.add_extension(x509.SubjectAlternativeName(
-            [x509.IPAddress(ipaddress.ip_address(n)) if t._is_ip(n) else x509.DNSName(n) for n in sans]), critical=False)
+            [x509.IPAddress(ipaddress.ip_address(n)) if t.is_ip(n) else x509.DNSName(n) for n in sans]), critical=False)
     return b.sign(issuer_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM).decode()
 
 
