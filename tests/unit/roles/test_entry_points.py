@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The node scripts prestart.py, forensics.py (roles/vllm_service/files) and routerpool.py (roles/router/files) are
-thin entry points: their directory on sys.path, the node package's main, nothing else. Run as the node runs them
+"""The node scripts prestart.py, forensics.py, pairguard.py (roles/vllm_service/files) and routerpool.py
+(roles/router/files) are thin entry points: their directory on sys.path, the node package's main, nothing else. Run as the node runs them
 (python3 -I, the script beside ansible_collections/dgxspark/ds4), they keep their command lines, exit codes and
 messages."""
 
@@ -17,10 +17,11 @@ import pytest
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import forensics
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import prestart
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import routerpool
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import cli as pairguard_cli
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..'))
 SCRIPTS = {'prestart.py': ('vllm_service', prestart), 'forensics.py': ('vllm_service', forensics),
-           'routerpool.py': ('router', routerpool)}
+           'pairguard.py': ('vllm_service', pairguard_cli), 'routerpool.py': ('router', routerpool)}
 
 
 def _script(name):
@@ -63,6 +64,13 @@ def test_the_command_lines_exit_codes_and_messages(libexec):
     assert (rc, out) == (2, '') and err == 'usage: %s ack CONFIG.json\n' % (libexec / 'forensics.py')
     rc, out, err = _run(libexec, 'forensics.py', 'ack', str(libexec / 'absent.json'))
     assert rc == 1 and err.startswith('dgxspark-ds4 forensics: cannot read config'), err
+    rc, out, err = _run(libexec, 'pairguard.py', 'watch')
+    assert (rc, out) == (2, '') and err == 'usage: %s watch|reset-window CONFIG.json\n' % (libexec / 'pairguard.py')
+    rc, out, err = _run(libexec, 'pairguard.py', 'reset-window', str(libexec / 'absent.json'))
+    assert rc == 1 and err.startswith('dgxspark-ds4 pairguard: cannot read config %s: ' % (libexec / 'absent.json')), err
+    (libexec / 'guard.json').write_text('[]')
+    rc, out, err = _run(libexec, 'pairguard.py', 'watch', str(libexec / 'guard.json'))
+    assert (rc, out, err) == (2, '', 'dgxspark-ds4 pairguard: config %s: the config is not a JSON object\n' % (libexec / 'guard.json'))
     rc, out, err = _run(libexec, 'routerpool.py')
     assert (rc, out, err) == (1, '', 'usage: routerpool.py <config.json>\n')
     (libexec / 'pool.json').write_text('{"router_url": "http://127.0.0.1:9"}')

@@ -4,8 +4,8 @@
 
 The package: pair (units, ssh, records, the phase marker, the fresh worker), hang (the hang detector and the
 Prometheus text), jobs (child jobs with a deadline, the evidence), canary (the quality canary), memory (the memory
-poll), state (guard state, the textfile), watch (the watch loop), config (its checks). The entry point is
-roles/vllm_service/files/pairguard.py.
+poll), state (guard state, the textfile), watch (the watch loop), config (its checks), cli (the command line, main).
+The entry point is roles/vllm_service/files/pairguard.py.
 
 The entry point is installed by dgxspark.ds4.vllm_service as /usr/local/libexec/dgxspark-ds4/pairguard.py on the head,
 this package under <libexec>/ansible_collections/dgxspark/ds4/plugins/module_utils/_node/pairguard/.

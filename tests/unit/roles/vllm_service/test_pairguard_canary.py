@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The quality canary in the pair guard's loop (roles/vllm_service/files/pairguard.py + quality_canary.py): one canary
+"""The quality canary in the pair guard's loop (the node package's pairguard/ + quality_canary.py): one canary
 at a time in a child job, the baseline from the head's first passing canary, a failure gating the pair out of rotation
 at once with its evidence kept, a pair restart after canary_failures_to_restart in a row (worker first, through the
 head's prestart; within the storm limit), skipped while saturated, a new head starting over. The child itself
@@ -12,17 +12,16 @@ import os
 import threading
 import time
 
-from .role_files import load
 from .test_pairguard import HEAD, SSH, WORKER, FakeSystemd
 from .test_pairguard_memory import Clock, gate
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import cli as pg_cli
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import canary as pg_canary
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import pair as pg_pair
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import state as pg_state
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import watch as pg_watch
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import quality_canary
-pairguard = load('pairguard.py')
 
 IDLE = 'vllm:num_requests_running 0.0\nvllm:num_requests_waiting 0.0\nvllm:generation_tokens_total 10.0\n'
 BUSY = 'vllm:num_requests_running 3.0\nvllm:num_requests_waiting 2.0\nvllm:generation_tokens_total 10.0\n'
@@ -237,7 +236,7 @@ def test_the_guard_refuses_bad_canary_settings_before_it_watches(tmp_path, capsy
     path = tmp_path / 'pairguard.json'
     path.write_text(json.dumps({'head_unit': HEAD, 'canary': True, 'canary_url': 'http://127.0.0.1:8000',
                                 'canary_model': 'm', 'canary_failures_to_restart': 0}))
-    assert pairguard.main(['pairguard.py', 'watch', str(path)]) == 2
+    assert pg_cli.main(['pairguard.py', 'watch', str(path)]) == 2
     assert 'vllm_service_canary_failures_to_restart = 0: must be a number from 1 to 20' in capsys.readouterr().err
 
 
@@ -386,7 +385,7 @@ TIMED_OUT = 'stream interrupted: TimeoutError: timed out'
 def canary_run(readings, stuck=1, mode=None):
     """A canary result as quality_canary.run_canary makes it: the gauges read `readings` while its requests waited; the
     first `stuck` requests got no first token within the timeout; `mode` garbles the answers that came."""
-    qc = pairguard.quality_canary
+    qc = quality_canary
 
     def probe():
         box['read'].set()

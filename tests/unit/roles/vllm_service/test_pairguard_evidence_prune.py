@@ -13,12 +13,12 @@ import time
 
 import pytest
 
-from .role_files import load
+from .role_files import FILES
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import forensics
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import cli as pg_cli
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import config as pg_config
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import jobs as pg_jobs
-pairguard = load('pairguard.py')
 
 DAY = 86400
 NOW = 1796083200.0  # 2026-12-01T00:00:00Z
@@ -169,7 +169,7 @@ def test_check_config_refuses_bad_settings_naming_the_variable(tmp_path, capsys,
     # the guard refuses to start on it (main exits 2); a writer that still meets it prunes nothing and says why
     path = tmp_path / 'pairguard.json'
     path.write_text(json.dumps(cfg))
-    assert pairguard.main(['pairguard.py', 'watch', str(path)]) == 2
+    assert pg_cli.main(['pairguard.py', 'watch', str(path)]) == 2
     assert variable in capsys.readouterr().err
     old = make(cfg['evidence_dir'], 'hang', NOW - 400 * DAY)
     pg_jobs.evidence_path(cfg, NOW, 'hang')
@@ -182,6 +182,6 @@ def test_defaults_and_rendered_values_pass_check_config(tmp_path):
     assert pg_config.check_config(cfg_for(tmp_path, evidence_keep=1, evidence_max_age_days=1)) == []
     assert (pg_jobs.EVIDENCE_KEEP, pg_jobs.EVIDENCE_MAX_AGE_DAYS) == (20, 30)
     import yaml
-    with open(os.path.join(os.path.dirname(pairguard.__file__), '..', 'defaults', 'main.yml')) as fh:
+    with open(os.path.join(FILES, '..', 'defaults', 'main.yml')) as fh:
         defaults = yaml.safe_load(fh)
     assert (defaults['vllm_service_evidence_keep'], defaults['vllm_service_evidence_max_age_days']) == (20, 30)

@@ -16,15 +16,13 @@ import time
 
 import pytest
 
-from .role_files import load
-
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import cli as pg_cli
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import config as pg_config
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import hang as pg_hang
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import jobs as pg_jobs
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import pair as pg_pair
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import watch as pg_watch
-pairguard = load('pairguard.py')
 
 SSH = ['ssh', '-i', '/etc/dgxspark-ds4/peer/id_ed25519', 'root@10.77.0.12']
 HEAD = 'dgxspark-ds4-head.service'
@@ -402,7 +400,7 @@ def test_a_deliberate_pair_restart_clears_the_storm_window_even_while_the_guard_
     assert [a for _t, a in run_for(watch, clock, 130)] == ['restart']
     config = tmp_path / 'pairguard.json'
     config.write_text(json.dumps(c))
-    assert pairguard.main(['pairguard.py', 'reset-window', str(config)]) == 0
+    assert pg_cli.main(['pairguard.py', 'reset-window', str(config)]) == 0
     assert 'storm window cleared (1 pair restarts forgotten)' in capsys.readouterr().out
     state = json.load(open(c['state_file']))
     assert state['restart_times'] == [] and state['restarts_total'] == 1      # counters kept
@@ -475,7 +473,7 @@ def test_guard_config_refuses_bad_values_naming_the_variable():
 def test_guard_main_refuses_a_bad_config(tmp_path, capsys):
     path = tmp_path / 'pairguard.json'
     path.write_text(json.dumps({'head_unit': HEAD, 'hang_poll_s': -1}))
-    assert pairguard.main(['pairguard.py', 'watch', str(path)]) == 2
+    assert pg_cli.main(['pairguard.py', 'watch', str(path)]) == 2
     assert 'hang_poll_s = -1: must be a number >= 1. Fix: set vllm_service_hang_poll_s' in capsys.readouterr().err
 
 
