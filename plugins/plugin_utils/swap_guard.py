@@ -12,6 +12,9 @@ memory an OOM is a freeze, not a kill. The refusal names the numbers and the fix
 Pure Python (no Ansible imports).
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import parse_meminfo
 
@@ -19,17 +22,19 @@ GIB = 1024.0 * 1024 * 1024
 MARGIN_VAR = 'host_hardening_swapoff_margin_mib'
 
 
-def _gib(num):
+def _gib(num: float) -> str:
     return '%.1f GiB' % (num / GIB)
 
 
-def swapoff_refusals(meminfo_text, margin_mib, gpu_processes=None, vllm_units=None, vllm_processes=None, host='this node'):
+def swapoff_refusals(meminfo_text: str, margin_mib: int | str, gpu_processes: Iterable[str] | None = None,
+                     vllm_units: Iterable[str] | None = None, vllm_processes: Iterable[str] | None = None,
+                     host: str = 'this node') -> list[str]:
     """Reasons (sentences) to refuse `swapoff --all` now; empty when it is safe.
 
     ``gpu_processes``: lines of `nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader`;
     ``vllm_units``: the collection's vLLM units that run; ``vllm_processes``: lines of `pgrep -a` for vLLM."""
     info = parse_meminfo(meminfo_text, in_bytes=True)
-    problems = []
+    problems: list[str] = []
     missing = [key for key in ('MemAvailable', 'SwapTotal', 'SwapFree') if key not in info]
     if missing:
         return ['swapoff refused on %s: /proc/meminfo has no %s, so the swap in use cannot be weighed against free '

@@ -25,6 +25,7 @@ Pure Python (no Ansible imports): the controller side (digests) and the node sid
 compare, record) are tested without Ansible.
 """
 
+from __future__ import annotations
 
 import base64
 import hashlib
@@ -35,28 +36,34 @@ import re
 import stat
 import subprocess
 import tempfile
+from collections.abc import Callable, Collection, Container, Iterable, Mapping
+from typing import Any
 
 RECORD_VERSION = 1
 CHECK_KINDS = ('files', 'units', 'commands', 'trees')
 # Names and files that never feed a role's behaviour (bytecode, editor droppings).
 _SKIP_DIRS = ('__pycache__', '.pytest_cache')
 _SKIP_SUFFIXES = ('.pyc', '.pyo', '~', '.swp')
+# observe's `run(argv)`: (rc, stdout, stderr).
+Runner = Callable[[list[str]], tuple[int, str, str]]
+# A check that differs: (kind, name, recorded, now).
+Drift = tuple[str, str, str, str]
 
 
-def value_hash(value):
+def value_hash(value: Any) -> str:
     """Stable short hash of any JSON-able value (secrets are only ever stored hashed)."""
     blob = json.dumps(value, sort_keys=True, separators=(',', ':'), default=str)
     return hashlib.sha256(blob.encode('utf-8')).hexdigest()[:16]
 
 
-def content_hash(paths):
+def content_hash(paths: Iterable[str]) -> str:
     """Hash of every file under `paths` (names and bytes), independent of walk order."""
     digest = hashlib.sha256()
     for root_path in sorted(paths):
         if not os.path.exists(root_path):
             digest.update(('absent:%s\n' % root_path).encode('utf-8'))
             continue
-        entries = []
+        entries: list[str] = []
         for dirpath, dirnames, filenames in os.walk(root_path):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
             for name in filenames:
@@ -84,13 +91,14 @@ SALT_NAME = '.salt'
 SECRET_WIRE_PREFIX = 'ds4-secret:'
 
 
-def is_secret_name(name):
+def is_secret_name(name: str) -> bool:
     return bool(SECRET_NAME_RE.search(name))
 
 
-def split_secrets(inputs):
+def split_secrets(inputs: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, str]]:
     """(plain inputs, {name: wire form of its canonical JSON text} of the inputs whose name says secret)."""
-    plain, secret = {}, {}
+    plain: dict[str, Any] = {}
+    secret: dict[str, str] = {}
     for name, value in (inputs or {}).items():
         if is_secret_name(name):
             text = json.dumps(value, sort_keys=True, separators=(',', ':'), default=str)
@@ -100,14 +108,14 @@ def split_secrets(inputs):
     return plain, secret
 
 
-def secret_text(wire):
+def secret_text(wire: str) -> str:
     """The canonical JSON text of a secret input from its wire form (split_secrets)."""
     if not wire.startswith(SECRET_WIRE_PREFIX):
         raise ValueError('a secret input not in its wire form (%s...)' % SECRET_WIRE_PREFIX)
     return base64.b64decode(wire[len(SECRET_WIRE_PREFIX):].encode('ascii')).decode('utf-8')
 
 
-def node_salt(state_dir, create=True):
+def node_salt(state_dir: str, create: bool = True) -> bytes:
     """This node's random salt (<state_dir>/.salt, 32 bytes, root only), made on first use; in check mode (create
     False) a missing salt is a fresh random one (nothing was recorded under it: the inputs differ, as they would)."""
     path = os.path.join(state_dir, SALT_NAME)
@@ -130,7 +138,8 @@ def node_salt(state_dir, create=True):
     return salt
 
 
-def fold_secrets(digest, per_input, secrets, salt):
+def fold_secrets(digest: str, per_input: dict[str, str], secrets: Mapping[str, str],
+                 salt: bytes) -> tuple[str, dict[str, str]]:
     """(digest, per-input hashes) with each secret input hashed under the node's salt (HMAC-SHA256) and folded in."""
     if not secrets:
         return digest, per_input
@@ -141,19 +150,19 @@ def fold_secrets(digest, per_input, secrets, salt):
     return value_hash({'inputs': digest, 'secrets': hashed}), merged
 
 
-def inputs_digest(inputs, code_hash):
+def inputs_digest(inputs: Mapping[str, Any] | None, code_hash: str) -> tuple[str, dict[str, str]]:
     """(digest, per-input hashes) of a role's inputs mapping and its code hash."""
     per_input = dict((name, value_hash(value)) for name, value in (inputs or {}).items())
     per_input['(collection code)'] = code_hash
     return value_hash(per_input), per_input
 
 
-def check_name(item):
+def check_name(item: str | list[str]) -> str:
     """The name a check is reported and recorded under (a command: its argv joined by blanks)."""
     return ' '.join(item) if isinstance(item, list) else item
 
 
-def normalise_checks(checks):
+def normalise_checks(checks: Mapping[str, Any] | None) -> tuple[Any, str | None]:
     """Validate the checks mapping; returns (checks, error or None).
 
     ``observed`` (optional): checks of the other kinds (paths, unit names, argv lists) the role observes but does
@@ -165,7 +174,7 @@ def normalise_checks(checks):
     observed = checks.get('observed') or []
     if not isinstance(observed, list) or not all(isinstance(o, str) and o or isinstance(o, list) and o for o in observed):
         return None, 'checks.observed must be a list of paths, unit names or argv lists, got %r' % (observed,)
-    out = {'observed': sorted(set(check_name(o) for o in observed))}
+    out: dict[str, list[Any]] = {'observed': sorted(set(check_name(o) for o in observed))}
     for kind in CHECK_KINDS:
         items = checks.get(kind) or []
         if not isinstance(items, list):
@@ -183,7 +192,7 @@ def normalise_checks(checks):
     return out, None
 
 
-def observe_file(path):
+def observe_file(path: str) -> str:
     """A file by its SHA-1, mode and owner; a directory or a symlink by what it is; absent or unreadable."""
     path = os.path.expanduser(path)
     try:
@@ -202,7 +211,7 @@ def observe_file(path):
         return 'unreadable:%s' % exc.strerror
 
 
-def _observe_tree(path):
+def _observe_tree(path: str) -> str:
     """Names, sizes and mtimes under `path` (symlinks not followed; no file is read)."""
     if not os.path.isdir(path):
         return 'absent'
@@ -221,9 +230,9 @@ def _observe_tree(path):
     return '%d files:%s' % (count, digest.hexdigest()[:16])
 
 
-def observe(checks, run):
+def observe(checks: Mapping[str, Any], run: Runner) -> dict[str, dict[str, str]]:
     """Observe every check. `run(argv)` returns (rc, stdout, stderr) and never raises."""
-    seen = {'files': {}, 'units': {}, 'commands': {}, 'trees': {}}
+    seen: dict[str, dict[str, str]] = {'files': {}, 'units': {}, 'commands': {}, 'trees': {}}
     for path in checks.get('files', []):
         seen['files'][path] = observe_file(path)
     for path in checks.get('trees', []):
@@ -233,7 +242,7 @@ def observe(checks, run):
         argv = ['systemctl', 'show', '--property=Id,UnitFileState,ActiveState'] + list(units)
         rc, out, err = run(argv)
         blocks = out.strip().split('\n\n') if rc == 0 else []
-        parsed = []
+        parsed: list[str] = []
         for block in blocks:
             props = dict(line.split('=', 1) for line in block.splitlines() if '=' in line)
             parsed.append('%s/%s' % (props.get('UnitFileState', '') or 'none', props.get('ActiveState', '') or 'none'))
@@ -245,7 +254,7 @@ def observe(checks, run):
     return seen
 
 
-def run_command(argv):
+def run_command(argv: list[str]) -> tuple[int, str, str]:
     """observe's `run` outside a module (the action plugin's direct probe): (rc, stdout, stderr) with LC_ALL=C and no
     pager, as the module runs it. A program that cannot be started raises OSError, as the module's run_command fails."""
     env = dict(os.environ, LC_ALL='C', SYSTEMD_PAGER='')
@@ -256,7 +265,7 @@ def run_command(argv):
     return proc.returncode, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace')
 
 
-def probe(params, run, check_mode=False):
+def probe(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> dict[str, Any]:
     """state=probe (read-only) on this node: the result the module returns, from its parameters (role, digest, inputs,
     checks, secret_inputs, state_dir). A dict with failed and msg when the checks are malformed. The module and the
     action plugin's direct run (no module upload: plugins/action/converge_state.py) both call it."""
@@ -277,17 +286,18 @@ def probe(params, run, check_mode=False):
                 differs=differences(previous, digest, per_input, seen))
 
 
-def _walk(record, digest, per_input, seen):
+def _walk(record: Mapping[str, Any] | None, digest: str, per_input: Mapping[str, str],
+          seen: Mapping[str, Any]) -> tuple[list[str], list[Drift]] | None:
     """(the input names whose hash changed, [(kind, name, recorded, now)] of every check that differs) against a usable
     record; None when there is none (absent, or of another version)."""
     if not record or record.get('version') != RECORD_VERSION:
         return None
-    inputs = []
+    inputs: list[str] = []
     if record.get('digest') != digest:
         before = record.get('inputs') or {}
         inputs = sorted(name for name in set(before) | set(per_input) if before.get(name) != per_input.get(name))
     recorded_state = record.get('state') or {}
-    checks = []
+    checks: list[Drift] = []
     for kind in CHECK_KINDS:
         was = recorded_state.get(kind) or {}
         now = seen.get(kind) or {}
@@ -296,19 +306,23 @@ def _walk(record, digest, per_input, seen):
     return inputs, checks
 
 
-def compare(record, role, digest, per_input, seen):
+def compare(record: Mapping[str, Any] | None, role: str, digest: str, per_input: Mapping[str, str],
+            seen: Mapping[str, Any]) -> list[str]:
     """Reasons why the recorded state does not stand for this run (empty list: current)."""
     if not record:
         return ['%s has no converge record on this node (first run, or the last run of the role failed)' % role]
     if record.get('version') != RECORD_VERSION:
         return ['converge record version %r, expected %d' % (record.get('version'), RECORD_VERSION)]
-    inputs, checks = _walk(record, digest, per_input, seen)
+    walked = _walk(record, digest, per_input, seen)
+    assert walked is not None  # a record of this version (above)
+    inputs, checks = walked
     reasons = ['inputs changed: %s' % (', '.join(inputs) or 'digest differs')] if record.get('digest') != digest else []
     reasons.extend('%s %s: recorded %s, now %s' % (kind[:-1], name, was, now) for kind, name, was, now in checks)
     return reasons
 
 
-def differences(record, digest, per_input, seen):
+def differences(record: Mapping[str, Any] | None, digest: str, per_input: Mapping[str, str],
+                seen: Mapping[str, Any]) -> dict[str, Any]:
     """What differs between the record and now, by name: {'recorded': a usable record exists, 'inputs': the input
     names whose hash changed ('(collection code)' among them when the collection's code did), 'checks': the check
     names (paths, units, argv lines) whose observation changed or that the record does not hold}. A role reads it to
@@ -320,7 +334,8 @@ def differences(record, digest, per_input, seen):
     return {'recorded': True, 'inputs': inputs, 'checks': sorted(set(name for _kind, name, _was, _now in checks))}
 
 
-def unrepaired(reference, digest, found, after, observed=()):
+def unrepaired(reference: Mapping[str, Any] | None, digest: str, found: Mapping[str, Any] | None,
+               after: Mapping[str, Any], observed: Container[str] = ()) -> list[Drift]:
     """Checks the role ran for and left as it found them, when that must not happen: [(kind, name, recorded, found)].
 
     ``reference``: the record of the role's last successful run (moved aside while the role runs); ``digest``: the
@@ -330,7 +345,7 @@ def unrepaired(reference, digest, found, after, observed=()):
     would make it the baseline. ``observed`` names the checks the role does not render (exempt)."""
     if not reference or reference.get('version') != RECORD_VERSION or reference.get('digest') != digest or not found:
         return []
-    out = []
+    out: list[Drift] = []
     recorded_state = reference.get('state') or {}
     for kind in CHECK_KINDS:
         was = recorded_state.get(kind) or {}
@@ -344,7 +359,7 @@ def unrepaired(reference, digest, found, after, observed=()):
     return out
 
 
-def describe_unrepaired(role, problems, path):
+def describe_unrepaired(role: str, problems: Iterable[Drift], path: str) -> str:
     """The failure message for `unrepaired` problems, with the way out."""
     items = '; '.join('%s %s: recorded %s, found and left %s' % (kind[:-1], name, was, found)
                       for kind, name, was, found in problems)
@@ -355,16 +370,16 @@ def describe_unrepaired(role, problems, path):
             'and rerun.' % (role, items, running_path(path)))
 
 
-def record_path(state_dir, role):
+def record_path(state_dir: str, role: str) -> str:
     return os.path.join(state_dir, '%s.json' % role)
 
 
-def running_path(path):
+def running_path(path: str) -> str:
     """Where the record waits while the role runs: a run that fails leaves no record behind."""
     return path + '.running'
 
 
-def begin(path):
+def begin(path: str) -> bool:
     """Move the record aside before the role changes anything. Returns True if there was one."""
     if os.path.exists(path):
         os.rename(path, running_path(path))
@@ -372,7 +387,7 @@ def begin(path):
     return False
 
 
-def finish(path, record):
+def finish(path: str, record: Mapping[str, Any]) -> bool:
     """Write the record and drop the one moved aside. Returns True if the record differs from the last one."""
     previous = load_record(path) or load_record(running_path(path))
     write_record(path, record)
@@ -381,7 +396,7 @@ def finish(path, record):
     return previous != record
 
 
-def load_record(path):
+def load_record(path: str) -> Any:
     try:
         with open(path) as handle:
             return json.load(handle)
@@ -389,12 +404,13 @@ def load_record(path):
         return None
 
 
-def build_record(role, digest, per_input, seen, published):
+def build_record(role: str, digest: str, per_input: Mapping[str, str], seen: Mapping[str, Any],
+                 published: Mapping[str, Any] | None) -> dict[str, Any]:
     return {'version': RECORD_VERSION, 'role': role, 'digest': digest, 'inputs': per_input,
             'state': seen, 'published': published or {}}
 
 
-def write_record(path, record):
+def write_record(path: str, record: Mapping[str, Any]) -> bool:
     """Atomic write (0600: published values may name hosts and keys' paths). Returns True if changed."""
     text = json.dumps(record, sort_keys=True, indent=1) + '\n'
     try:
@@ -419,7 +435,9 @@ def write_record(path, record):
     return True
 
 
-def decide(role, probe, pair_current, full=False, roles=(), needed=None):
+def decide(role: str, probe: Mapping[str, Any], pair_current: Iterable[bool], full: bool = False,
+           roles: Collection[str] | None = (),
+           needed: Mapping[str, bool] | None = None) -> tuple[dict[str, bool], dict[str, Any], str]:
     """Whether the role runs in this deploy, from this node's probe and the probes of every node of its pair.
 
     role: the calling role; probe: this node's state=probe result; pair_current: the probes' ``current`` of every
@@ -429,7 +447,7 @@ def decide(role, probe, pair_current, full=False, roles=(), needed=None):
     runs = bool(full) or role in (roles or ()) or not all(pair_current)
     needed = dict(needed or {})
     needed[role] = runs
-    facts = {'__%s_converge' % role: probe, '__converge_needed': needed}
+    facts: dict[str, Any] = {'__%s_converge' % role: probe, '__converge_needed': needed}
     if runs:
         why = '; '.join(probe.get('reasons') or ()) or 'the other node of the pair differs, ds4_converge_full or ds4_converge_roles'
         line = '%s: runs (%s)' % (role, why)

@@ -8,11 +8,14 @@ Pure logic, no Ansible imports: the module ``dgxspark.ds4.drop_caches`` is a thi
 wrapper and the unit tests drive these functions against a fake proc root.
 """
 
+from __future__ import annotations
 
 import errno
 import os
 import re
 import shlex
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 
@@ -37,13 +40,13 @@ _SIZE_RE = re.compile(r'^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$')
 class DropCachesError(Exception):
     """A failure with a message meant for the user, plus result fields."""
 
-    def __init__(self, msg, **fields):
+    def __init__(self, msg: str, **fields: Any) -> None:
         super(DropCachesError, self).__init__(msg)
         self.msg = msg
         self.fields = fields
 
 
-def parse_size(value, option='min_available'):
+def parse_size(value: Any, option: str = 'min_available') -> int | None:
     """Return a byte count for an int or a string like ``100GiB``, ``1.5 TB``, ``4096``."""
     if value is None:
         return None
@@ -63,7 +66,7 @@ def parse_size(value, option='min_available'):
     return int(float(match.group(1)) * _UNITS[unit])
 
 
-def human_bytes(num):
+def human_bytes(num: float | None) -> str:
     """Format a byte count as GiB/MiB for messages (exact bytes are in the result)."""
     if num is None:
         return 'unknown'
@@ -75,15 +78,15 @@ def human_bytes(num):
     return '%s%d B' % (sign, num)
 
 
-def meminfo_path(proc_root):
+def meminfo_path(proc_root: str) -> str:
     return os.path.join(proc_root, 'meminfo')
 
 
-def drop_caches_path(proc_root):
+def drop_caches_path(proc_root: str) -> str:
     return os.path.join(proc_root, 'sys', 'vm', 'drop_caches')
 
 
-def read_mem_available(proc_root):
+def read_mem_available(proc_root: str) -> int:
     """MemAvailable from <proc_root>/meminfo, in bytes."""
     path = meminfo_path(proc_root)
     try:
@@ -97,7 +100,7 @@ def read_mem_available(proc_root):
     raise DropCachesError('%s has no MemAvailable line (kernel older than 3.14?)' % path)
 
 
-def writable_reason(path):
+def writable_reason(path: str) -> str | None:
     """None when ``path`` looks writable, else a sentence saying why not (used by check mode)."""
     if not os.path.exists(path):
         return '%s does not exist' % path
@@ -111,7 +114,7 @@ def writable_reason(path):
     return None
 
 
-def _oserror_reason(path, exc):
+def _oserror_reason(path: str, exc: OSError) -> str:
     if exc.errno == errno.EROFS:
         return ('%s is on a read-only file system (a container sharing the host kernel mounts /proc/sys read-only); '
                 'drop caches on the host instead' % path)
@@ -122,8 +125,9 @@ def _oserror_reason(path, exc):
     return 'cannot write %s: %s' % (path, exc)
 
 
-def drop_caches(proc_root='/proc', level=3, do_sync=True, min_available=None, skip_if_readonly=False,
-                check_mode=False, sync_fn=None):
+def drop_caches(proc_root: str = '/proc', level: int = 3, do_sync: bool = True, min_available: Any = None,
+                skip_if_readonly: bool = False, check_mode: bool = False,
+                sync_fn: Callable[[], None] | None = None) -> dict[str, Any]:
     """Sync, write ``level`` to drop_caches and measure MemAvailable around it.
 
     Returns a result dict (``changed``, ``mem_available_before`` ...).  Raises
@@ -135,7 +139,7 @@ def drop_caches(proc_root='/proc', level=3, do_sync=True, min_available=None, sk
     sync_fn = sync_fn or os.sync
     target = drop_caches_path(proc_root)
     before = read_mem_available(proc_root)
-    result = dict(
+    result: dict[str, Any] = dict(
         changed=False, skipped=False, reason=None, level=level, path=target,
         mem_available_before=before, mem_available_after=None, freed_bytes=None,
         min_available_bytes=min_bytes, min_available_met=None, synced=False,
@@ -181,7 +185,7 @@ def drop_caches(proc_root='/proc', level=3, do_sync=True, min_available=None, sk
     return result
 
 
-def _readonly(result, reason, skip_if_readonly):
+def _readonly(result: dict[str, Any], reason: str, skip_if_readonly: bool) -> dict[str, Any]:
     result['reason'] = reason
     if skip_if_readonly:
         result['skipped'] = True
@@ -197,14 +201,15 @@ def _readonly(result, reason, skip_if_readonly):
 # pages, never the whole cache, so it is safe beside a live pair and on test hosts sharing a kernel.
 # The same shell command runs on this host and, over ssh, on the worker.
 
-def drop_behind_command(root, names):
+def drop_behind_command(root: str, names: Iterable[str]) -> str:
     """Shell command flushing and dropping the cached pages of ``names`` (relative) under ``root``."""
     quoted = ' '.join(shlex.quote(name) for name in names)
     return ('cd %s && sync -d -- %s && for f in %s; do dd if="$f" iflag=nocache count=0 status=none || exit 1; done'
             % (shlex.quote(root), quoted, quoted))
 
 
-def drop_behind(run, root, names, ssh=None):
+def drop_behind(run: Callable[[list[str]], tuple[int, str, str]], root: str, names: Iterable[str],
+                ssh: Sequence[str] | None = None) -> str | None:
     """Run :func:`drop_behind_command` locally (``sh -c``) or over the ssh prefix ``ssh``; ``run(argv)`` returns
     ``(rc, out, err)``. Returns None, or a warning naming the host and the error (a copy is not failed for it)."""
     names = sorted(set(names))

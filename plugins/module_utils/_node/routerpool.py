@@ -16,31 +16,33 @@ It never removes a worker. Every change and every new reason to wait is printed 
 Python 3 standard library only.
 """
 
+from __future__ import annotations
 
 # A node script's code, run by the node's own python3 (not an Ansible module): print and subprocess are its I/O.
 # pylint: disable=ansible-bad-function
 import json
 import sys
 import time
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_admin
 
 
-def load(path):
+def load(path: str) -> dict[str, Any]:
     with open(path) as handle:
-        cfg = json.load(handle)
+        cfg: dict[str, Any] = json.load(handle)
     missing = [k for k in ('router_url', 'workers') if k not in cfg]
     if missing or not isinstance(cfg.get('workers'), list):
         raise SystemExit('%s: needs router_url and a workers list (missing: %s)' % (path, ', '.join(missing) or 'workers'))
     return cfg
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     if len(argv) != 2:
         raise SystemExit('usage: routerpool.py <config.json>')
     cfg = load(argv[1])
     poll_s = float(cfg.get('poll_s') or 1)
-    said = None
+    said: tuple[Any, ...] | None = None
     print('pool keeper: %d pair(s) %s for %s' % (len(cfg['workers']), ', '.join(cfg['workers']), cfg['router_url']))
     sys.stdout.flush()
     while True:
@@ -48,7 +50,7 @@ def main(argv):
             res = router_admin.reconcile(cfg['router_url'], cfg['workers'], hold_dir=cfg.get('hold_dir'))
             for url in res['added']:
                 print('added %s (it answers /health); the router lists %s' % (url, ', '.join(res['listed'])))
-            state = ('waiting', tuple(sorted(res['waiting'].items())), tuple(res['held']))
+            state: tuple[Any, ...] = ('waiting', tuple(sorted(res['waiting'].items())), tuple(res['held']))
             if state != said and (res['waiting'] or res['held']):
                 print('; '.join(['waiting for %s: %s' % kv for kv in sorted(res['waiting'].items())]
                                 + ['held by a drain: %s' % u for u in res['held']]))
