@@ -23,10 +23,18 @@ import os
 import re
 import shlex
 
+import yaml
+from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import known_vars
+
+try:  # libyaml: the role's task files in ~5 ms instead of ~50
+    from yaml import CSafeLoader as _YamlLoader
+except ImportError:  # pragma: no cover
+    from yaml import SafeLoader as _YamlLoader
 
 _ARG_SPEC = dict(
     role=dict(type='str', required=True),
@@ -79,6 +87,26 @@ def code_hash_for(role_path, task_role_path=None):
     return _CODE_HASHES[key]
 
 
+def _role_results(role_path, code_hash):
+    """known_vars.role_results of the role at role_path, cached by its code hash in the run's local temporary
+    directory (each task runs in a new worker process: a module-level cache would not outlive it)."""
+    cache = os.path.join(C.DEFAULT_LOCAL_TMP, 'ds4-role-results-%s-%s.json' % (os.path.basename(role_path), code_hash[:16]))
+    try:
+        with open(cache) as handle:
+            return frozenset(json.load(handle))
+    except (OSError, ValueError):
+        pass
+    names = sorted(known_vars.role_results(role_path, lambda text: yaml.load(text, Loader=_YamlLoader)))
+    tmp = '%s.%d' % (cache, os.getpid())
+    try:
+        with open(tmp, 'w') as handle:
+            json.dump(names, handle)
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+    return frozenset(names)
+
+
 def calling_role_path(task_vars, name):
     """The directory of the role called `name`: the task's own role (the magic variable role_path) or one that includes
     it (ansible_parent_role_paths, nearest first: import_role and include_role both set it), or None."""
@@ -117,8 +145,9 @@ class ActionModule(ActionBase):
         else:
             found = {}
             # secret inputs leave the controller as values (no_log) and are hashed on the node under its own salt
-            plain, secrets = cs.split_secrets(self._without_own_results(args['role'], args['inputs'], task_vars))
-            digest, per_input = cs.inputs_digest(plain, code_hash_for(role_path, task_vars.get('role_path')))
+            code_hash = code_hash_for(role_path, task_vars.get('role_path'))
+            plain, secrets = cs.split_secrets(self._without_own_results(args['inputs'], role_path, code_hash))
+            digest, per_input = cs.inputs_digest(plain, code_hash)
         module_args = dict(role=args['role'], state=args['state'], digest=digest, inputs=per_input,
                            checks=args['checks'], published=args['published'], state_dir=args['state_dir'])
         if args['state'] == 'probe' and secrets:
@@ -167,18 +196,11 @@ class ActionModule(ActionBase):
                 module_args['role'], res.get('rc'), ((res.get('stderr') or '') + out).strip()[-2000:])}
         return parsed
 
-    def _without_own_results(self, role, inputs, task_vars):
-        """Inputs minus the role's own results of this run (its registered values and set_fact facts share its
-        prefix): a role included twice in one playbook must not take what its first run set for a new input.
-
-        The one private name of ansible-core this action reads (docs/architecture.md, on the public API, lists it): which
-        variables a register or a set_fact of this run set on the host is held only in VariableManager's
-        _nonpersistent_fact_cache; task_vars, hostvars and VariableManager.get_vars() merge it with the inventory, the
-        play and the role defaults and keep no public trace of where a value came from. Without the attribute (another
-        ansible-core) nothing is left out, as on a role's first probe of a run."""
-        manager = self._task.get_variable_manager()
-        cache = getattr(manager, '_nonpersistent_fact_cache', None) or {}
-        set_this_run = cache.get(task_vars.get('inventory_hostname'), {})
-        prefix = role + '_'
-        return dict((name, value) for name, value in inputs.items()
-                    if not (name.startswith(prefix) and name in set_this_run))
+    @staticmethod
+    def _without_own_results(inputs, role_path, code_hash):
+        """Inputs minus what the role itself sets as it runs (its registered values and set_fact facts share its
+        prefix, known_vars.role_results): a role included twice in one playbook must not take what its first run set
+        for a new input. Read from the role's own task files, once per role and code hash per playbook run (a file in
+        the run's local temporary directory, shared by its workers)."""
+        own = _role_results(role_path, code_hash)
+        return dict((name, value) for name, value in inputs.items() if name not in own)

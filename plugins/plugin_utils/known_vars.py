@@ -114,6 +114,47 @@ def assigned_names(doc: Any) -> set[str]:
     return names
 
 
+def result_names(doc: Any) -> set[str]:
+    """The names a task document sets for the rest of the run: `register:` and `set_fact` keys (not `vars:`, which
+    are scoped to their task or block). Walks the whole document (blocks, rescue, always)."""
+    names: set[str] = set()
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key, value in node.items():
+            if key == 'register' and isinstance(value, str) and NAME_RE.match(value):
+                names.add(value)
+            elif key in _SET_FACT and isinstance(value, dict):
+                names.update(str(k) for k in value if k not in _SET_FACT_OPTIONS)
+            if isinstance(value, (dict, list)):
+                stack.append(value)
+    return names
+
+
+def role_results(role_dir: str, load_yaml: Callable[[str], Any]) -> set[str]:
+    """What a role sets on a host as it runs, under its own prefix, that is not one of its options: the names its
+    tasks and handlers register or set_fact (`<role>_*`), less its argument_specs options. A role's converge inputs
+    leave these out, so that a role included twice in one run does not take its first run's results for inputs;
+    an option the role also sets stays an input (a user's value is compared, at worst the role runs again)."""
+    def load(path: str) -> Any:
+        with open(path) as handle:
+            return load_yaml(handle.read())
+
+    prefix = os.path.basename(os.path.normpath(role_dir)) + '_'
+    names: set[str] = set()
+    for sub in ('tasks', 'handlers'):
+        for path in _yaml_files(os.path.join(role_dir, sub)):
+            names |= result_names(load(path))
+    spec = os.path.join(role_dir, 'meta', 'argument_specs.yml')
+    options = argument_spec_names(load(spec)) if os.path.isfile(spec) else set()
+    return set(n for n in names if n.startswith(prefix)) - options
+
+
 def _yaml_files(top: str) -> list[str]:
     out = []
     for dirpath, dirnames, filenames in os.walk(top):

@@ -30,10 +30,6 @@ INTERFACE = frozenset((
 
 # The private names still used, (file, name) -> why ansible-core has no public way to the same effect.
 KEPT = {
-    ('plugins/action/converge_state.py', '_nonpersistent_fact_cache'):
-        'which variables a register or set_fact of this run set on the host (a role included twice in one playbook '
-        'must not take its first run\'s results for inputs): only VariableManager keeps that apart; task_vars, '
-        'hostvars and get_vars() merge it with every other source',
     ('plugins/action/effective_config.py', 'ansible._internal._datatag._tags'):
         'Origin, the file and line a variable was loaded from, named in the refusals of unknown variables and '
         'placeholder addresses; ansible-core has no public reader of its data tags (optional import)',

@@ -237,3 +237,46 @@ def test_scan_of_a_missing_collection_knows_only_the_documented_names(tmp_path):
     known, roles = kv.scan_collection(str(tmp_path), yaml.safe_load)
     assert roles == []
     assert known == set(kv.COLLECTION_VARS) | set(kv.INTERNAL_NAMES)
+
+
+def test_role_results_are_the_roles_registered_and_set_names_less_its_options(tmp_path):
+    role = tmp_path / "roles" / "demo"
+    (role / "tasks").mkdir(parents=True)
+    (role / "handlers").mkdir()
+    (role / "meta").mkdir()
+    (role / "tasks" / "main.yml").write_text(yaml.safe_dump([
+        {"name": "a", "ansible.builtin.command": "true", "register": "demo_probe"},
+        {"block": [{"name": "b", "ansible.builtin.set_fact": {"demo_ref": 1, "demo_force": True, "cacheable": False}}],
+         "rescue": [{"name": "c", "ansible.builtin.debug": {"msg": "x"}, "register": "_demo_private"}]},
+        # scoped to the task: an input passed this way (include_role vars) is never a result
+        {"name": "d", "ansible.builtin.debug": {"msg": "x"}, "vars": {"demo_pairs": [1]}},
+        # another role's prefix: that role's result is this one's input
+        {"name": "e", "ansible.builtin.set_fact": {"other_ref": 2}},
+    ]))
+    (role / "handlers" / "main.yml").write_text(yaml.safe_dump([
+        {"name": "h", "ansible.builtin.command": "true", "register": "demo_handled"}]))
+    (role / "meta" / "argument_specs.yml").write_text(yaml.safe_dump(
+        {"argument_specs": {"main": {"options": {"demo_force": {"type": "bool"}, "demo_pairs": {"type": "list"}}}}}))
+    assert kv.role_results(str(role), yaml.safe_load) == {"demo_probe", "demo_ref", "demo_handled"}
+
+
+def test_what_a_skipped_role_publishes_is_among_its_results_so_a_second_include_never_takes_it_for_an_input():
+    """converge_decide sets a skipped role's published facts (__<role>_converge_published); the role's inputs leave
+    them out only if the role's own tasks set them too (known_vars.role_results)."""
+    found = 0
+    for role in sorted(os.listdir(os.path.join(REPO, "roles"))):
+        path = os.path.join(REPO, "roles", role, "vars", "main.yml")
+        if not os.path.isfile(path):
+            continue
+        with open(path) as handle:
+            pattern = (yaml.safe_load(handle) or {}).get("__%s_converge_published" % role)
+        if not pattern:
+            continue
+        results = kv.role_results(os.path.join(REPO, "roles", role), yaml.safe_load)
+        assert set(n for n in results if re.match(pattern, n)), (role, pattern)
+        # an option would stay an input (role_results leaves options in): none may be published
+        with open(os.path.join(REPO, "roles", role, "meta", "argument_specs.yml")) as handle:
+            options = kv.argument_spec_names(yaml.safe_load(handle))
+        assert not [n for n in options if re.match(pattern, n)], (role, pattern)
+        found += 1
+    assert found >= 4

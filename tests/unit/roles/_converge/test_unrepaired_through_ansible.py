@@ -178,3 +178,44 @@ def test_the_direct_probe_returns_what_the_module_returns(tmp_path):
         assert direct['current'] is not drifted and direct['seen']['files'] and direct['inputs']['cvtest_api_key'], direct
     assert results[(False, 'direct')]['reasons'] == [] and results[(False, 'direct')]['published'] == {}
     assert ['file %s: recorded sha1:' % managed in r for r in results[(True, 'direct')]['reasons']] == [True]
+
+
+TWICE_VARS = '''__cvtest_converge_inputs: >-
+  {{ dict(query('ansible.builtin.varnames', '^cvtest_') | zip(query('ansible.builtin.vars', *query('ansible.builtin.varnames', '^cvtest_')))) }}
+__cvtest_converge_checks:
+  files:
+    - "{{ cvtest_path }}"
+'''
+# The role sets a result under its own prefix as it runs (the deploy roles do: container_image_ref, ...).
+TWICE_RESULT = '''- name: A result under the role's own prefix
+  ansible.builtin.set_fact:
+    cvtest_rendered: "{{ cvtest_content | length }}"
+'''
+
+
+def test_a_role_included_twice_in_one_run_does_not_take_its_first_runs_result_for_an_input(tmp_path):
+    """The inputs are every cvtest_* variable; the role's own set_fact cvtest_rendered (known_vars.role_results, read
+    from its task files) is not one: the second include in the same playbook run finds the role as recorded. An option
+    changed between the includes still runs it (the options are compared)."""
+    managed, dummy = _throwaway_role(tmp_path, TWICE_VARS)
+    converge = tmp_path / 'roles' / 'cvtest' / 'tasks' / 'converge.yml'
+    converge.write_text(ROLE_CONVERGE.replace('- name: Converge state | Record', TWICE_RESULT + '- name: Converge state | Record'))
+    (tmp_path / 'play.yml').write_text(PLAY.format(state=tmp_path / 'state', managed=managed).replace(
+        '  roles:\n    - cvtest\n',
+        '  tasks:\n'
+        '    - name: First\n'
+        '      ansible.builtin.include_role:\n'
+        '        name: cvtest\n'
+        '    - name: Second, as the first left it\n'
+        '      ansible.builtin.include_role:\n'
+        '        name: cvtest\n'
+        '    - name: Third, an input changed\n'
+        '      ansible.builtin.include_role:\n'
+        '        name: cvtest\n'
+        '      vars:\n'
+        '        cvtest_content: "other\\n"\n'))
+    rc, out = _run(tmp_path, True)
+    assert rc == 0, out[-3000:]
+    decisions = re.findall(r"msg: 'cvtest: (runs \([^)]*\)|as recorded)", out)
+    assert decisions == ['runs (cvtest has no converge record on this node (first run, or the last run of the role failed)',
+                         'as recorded', 'runs (inputs changed: cvtest_content)'], (decisions, out[-3000:])
