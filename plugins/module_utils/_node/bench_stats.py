@@ -46,9 +46,12 @@ API:
   spec_decode_stats(before, after) -> dict
 """
 
+from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
 SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -57,7 +60,7 @@ SPEC_ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 MEAN_ACCEPTANCE_CONVENTION = "1 + accepted/drafts (includes the bonus token)"
 
 
-def per_stream_decode_tps(completion_tokens, t_first, t_last):
+def per_stream_decode_tps(completion_tokens: float | None, t_first: float | None, t_last: float | None) -> float | None:
     """(completion_tokens - 1) / (t_last - t_first); None when undefined (< 2 tokens or no time)."""
     if completion_tokens is None or t_first is None or t_last is None:
         return None
@@ -66,7 +69,7 @@ def per_stream_decode_tps(completion_tokens, t_first, t_last):
     return (completion_tokens - 1) / float(t_last - t_first)
 
 
-def percentile(values, p):
+def percentile(values: Iterable[float | None], p: float) -> float | None:
     """Linear interpolation between closest ranks (numpy default); None for no values."""
     vals = sorted(float(v) for v in values if v is not None)
     if not vals:
@@ -79,12 +82,12 @@ def percentile(values, p):
     return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
 
 
-def _ok(stream):
+def _ok(stream: Mapping[str, Any]) -> bool:
     return not stream.get("error") and per_stream_decode_tps(stream.get("completion_tokens"), stream.get("t_first"),
                                                              stream.get("t_last")) is not None
 
 
-def steady_state_window(streams):
+def steady_state_window(streams: Iterable[Mapping[str, Any]]) -> tuple[float, float] | None:
     """[max t_first, min t_last] over successful streams; None if empty or streams do not overlap."""
     good = [s for s in streams if _ok(s)]
     if not good:
@@ -96,7 +99,7 @@ def steady_state_window(streams):
     return (w0, w1)
 
 
-def _tokens_in_window(stream, w0, w1):
+def _tokens_in_window(stream: Mapping[str, Any], w0: float, w1: float) -> float:
     chunks = stream.get("chunks")
     if chunks:
         return float(sum(n for t, n in chunks if w0 < t <= w1))
@@ -105,7 +108,7 @@ def _tokens_in_window(stream, w0, w1):
     return (stream["completion_tokens"] - 1) * overlap / float(t1 - t0)
 
 
-def summarize_level(streams, concurrency=None):
+def summarize_level(streams: Iterable[Mapping[str, Any]], concurrency: int | None = None) -> dict[str, Any]:
     """Statistics for one concurrency level.
 
     Returns dict: concurrency, requests, ok_requests, errors, error_messages (up to 5),
@@ -115,9 +118,9 @@ def summarize_level(streams, concurrency=None):
     method ('chunks' if every successful stream has chunks, else 'uniform-rate').
     """
     streams = list(streams)
-    per = []
-    ttft = []
-    errors = []
+    per: list[float | None] = []
+    ttft: list[float] = []
+    errors: list[Any] = []
     for s in streams:
         tps = None if s.get("error") else per_stream_decode_tps(s.get("completion_tokens"), s.get("t_first"), s.get("t_last"))
         per.append(tps)
@@ -160,11 +163,11 @@ _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{(.*)\})?\s+(\S+)(?:\s+-?\d+
 _LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 
 
-def _unescape(value):
+def _unescape(value: str) -> str:
     return value.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
 
 
-def _float(text):
+def _float(text: str) -> float:
     low = text.lower()
     if low in ("+inf", "inf"):
         return float("inf")
@@ -175,11 +178,11 @@ def _float(text):
     return float(text)
 
 
-def parse_prometheus(text):
+def parse_prometheus(text: str | None) -> list[dict[str, Any]]:
     """Parse Prometheus text exposition ('name{labels} value [timestamp]').  Comments (# HELP,
     # TYPE) and blank lines are skipped; malformed lines are skipped too.
     Returns [{'name': str, 'labels': {str: str}, 'value': float}] in input order."""
-    out = []
+    out: list[dict[str, Any]] = []
     for line in (text or "").splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
@@ -187,7 +190,7 @@ def parse_prometheus(text):
         m = _SAMPLE.match(line)
         if not m:
             continue
-        labels = {}
+        labels: dict[str, str] = {}
         if m.group(3):
             for lm in _LABEL.finditer(m.group(3)):
                 labels[lm.group(1)] = _unescape(lm.group(2))
@@ -199,13 +202,13 @@ def parse_prometheus(text):
     return out
 
 
-def _samples(obj):
+def _samples(obj: str | Iterable[dict[str, Any]] | None) -> list[dict[str, Any]]:
     return parse_prometheus(obj) if isinstance(obj, str) else list(obj or [])
 
 
-def metric_sum(samples, name, **labels):
+def metric_sum(samples: str | Iterable[dict[str, Any]] | None, name: str, **labels: object) -> float | None:
     """Sum of every sample named name whose labels include the given ones; None if none match."""
-    total = None
+    total: float | None = None
     for s in _samples(samples):
         if s["name"] != name:
             continue
@@ -215,7 +218,8 @@ def metric_sum(samples, name, **labels):
     return total
 
 
-def counter_delta(before, after, name, **labels):
+def counter_delta(before: str | Iterable[dict[str, Any]] | None, after: str | Iterable[dict[str, Any]] | None,
+                  name: str, **labels: object) -> float | None:
     """after - before for a counter (summed over other labels); None if absent in either scrape
     or if it went backwards (server restarted between the scrapes)."""
     b = metric_sum(before, name, **labels)
@@ -225,7 +229,7 @@ def counter_delta(before, after, name, **labels):
     return a - b
 
 
-def spec_decode_stats(before, after):
+def spec_decode_stats(before: str | Iterable[dict[str, Any]] | None, after: str | Iterable[dict[str, Any]] | None) -> dict[str, Any]:
     """Speculative-decoding acceptance from two scrapes (text or parsed samples).
 
     Returns dict: available (bool: counters present and drafts advanced), drafts, draft_tokens,
@@ -239,7 +243,7 @@ def spec_decode_stats(before, after):
     accepted = counter_delta(before, after, SPEC_ACCEPTED)
     positions = sorted(set(int(s["labels"]["position"]) for s in after
                            if s["name"] == SPEC_ACCEPTED_PER_POS and "position" in s["labels"]))
-    per_pos = []
+    per_pos: list[dict[str, Any]] = []
     for pos in positions:
         acc = counter_delta(before, after, SPEC_ACCEPTED_PER_POS, position=pos)
         per_pos.append({"position": pos, "accepted": acc,

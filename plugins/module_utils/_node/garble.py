@@ -28,8 +28,10 @@ API:
   script_ratio(text) -> (unexpected_letters, letters)
 """
 
+from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 EXCERPT = 60
 
@@ -69,19 +71,19 @@ _SEPARATORS = set("-=_*#~.")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-def _in(cp, ranges):
+def _in(cp: int, ranges: Iterable[tuple[int, int]]) -> bool:
     for lo, hi in ranges:
         if lo <= cp <= hi:
             return True
     return False
 
 
-def _is_unexpected(ch):
+def _is_unexpected(ch: str) -> bool:
     cp = ord(ch)
     return _in(cp, UNEXPECTED_RANGES) or _in(cp, UNEXPECTED_PUNCT)
 
 
-def _excerpt(text, start, end=None, width=EXCERPT):
+def _excerpt(text: str, start: int, end: int | None = None, width: int = EXCERPT) -> str:
     end = start + 1 if end is None else end
     a = max(0, start - 10)
     b = min(len(text), max(end, a + width))
@@ -89,7 +91,7 @@ def _excerpt(text, start, end=None, width=EXCERPT):
     return text[a:b].replace("\n", "\\n")
 
 
-def script_ratio(text):
+def script_ratio(text: str) -> tuple[int, int]:
     """(unexpected, letters): unexpected-script characters vs all letters + unexpected punctuation."""
     unexpected = 0
     letters = 0
@@ -102,13 +104,13 @@ def script_ratio(text):
     return unexpected, letters
 
 
-def empty_reply(text):
+def empty_reply(text: str | None) -> list[dict[str, str]]:
     if text is None or not text.strip():
         return [{"check": "empty_reply", "excerpt": repr(text), "detail": "reply is empty"}]
     return []
 
 
-def unexpected_script(text, max_ratio=0.05, min_run=8):
+def unexpected_script(text: str, max_ratio: float = 0.05, min_run: int = 8) -> list[dict[str, str]]:
     if not text:
         return []
     bad, letters = script_ratio(text)
@@ -126,19 +128,19 @@ def unexpected_script(text, max_ratio=0.05, min_run=8):
     return []
 
 
-def _class():
-    parts = []
+def _class() -> str:
+    parts: list[str] = []
     for lo, hi in UNEXPECTED_RANGES + UNEXPECTED_PUNCT:
         parts.append(u"%s-%s" % (_u(lo), _u(hi)))
     return u"".join(parts)
 
 
-def _u(cp):
+def _u(cp: int) -> str:
     return u"\\U%08x" % cp
 
 
-def char_run(text, min_run=40):
-    out = []
+def char_run(text: str, min_run: int = 40) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
     for m in re.finditer(r"(\S)\1{%d,}" % (min_run - 1), text or ""):
         if m.group(1) in _SEPARATORS:
             continue
@@ -148,7 +150,7 @@ def char_run(text, min_run=40):
     return out
 
 
-def substring_loop(text, min_repeats=8, min_span=60):
+def substring_loop(text: str, min_repeats: int = 8, min_span: int = 60) -> list[dict[str, str]]:
     rx = re.compile(r"(.{2,40}?)\1{%d,}" % (min_repeats - 1), re.S)
     pos = 0
     text = text or ""
@@ -164,7 +166,7 @@ def substring_loop(text, min_repeats=8, min_span=60):
         pos = m.start() + 1
 
 
-def token_loop(text, min_repeats=6, min_tokens=24, max_n=8):
+def token_loop(text: str, min_repeats: int = 6, min_tokens: int = 24, max_n: int = 8) -> list[dict[str, str]]:
     words = [w.lower() for w in _WORD.findall(text or "")]
     spans = [m.span() for m in _WORD.finditer(text or "")]
     n_words = len(words)
@@ -183,8 +185,8 @@ def token_loop(text, min_repeats=6, min_tokens=24, max_n=8):
     return []
 
 
-def leaked_tokens(text):
-    out = []
+def leaked_tokens(text: str) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
     for name, rx in _LEAKS:
         m = rx.search(text or "")
         if m:
@@ -193,13 +195,15 @@ def leaked_tokens(text):
     return out
 
 
-def check_reply(text, max_script_ratio=0.05, script_run=8, char_run_min=40, loop_repeats=6, loop_tokens=24,
-                substring_repeats=8, substring_span=60):
+def check_reply(text: str | None, max_script_ratio: float = 0.05, script_run: int = 8, char_run_min: int = 40,
+                loop_repeats: int = 6, loop_tokens: int = 24, substring_repeats: int = 8,
+                substring_span: int = 60) -> list[dict[str, str]]:
     """Run every check; [] when the reply is clean.  Empty replies return only empty_reply."""
     empty = empty_reply(text)
     if empty:
         return empty
-    out = []
+    assert text is not None  # empty_reply flags None
+    out: list[dict[str, str]] = []
     out += unexpected_script(text, max_script_ratio, script_run)
     out += char_run(text, char_run_min)
     out += token_loop(text, loop_repeats, loop_tokens)

@@ -21,11 +21,14 @@ Pure Python (no Ansible imports).  The unit and container are read by the node p
   format_table(rows) -> [line, ...] (table, then the "previous boot", "pair guard" and "quality canary" lines of each row)
 """
 
+from __future__ import annotations
 
 import calendar
 import json
 import re
 import time
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import bench_stats
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
@@ -44,7 +47,7 @@ parse_docker_inspect = node_probe.parse_container_inspect
 _ISO = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:?\d{2})?$")
 
 
-def parse_iso8601(text):
+def parse_iso8601(text: str | None) -> float | None:
     """Docker's StartedAt ('2026-11-22T19:46:01.123456789Z') -> epoch seconds; None for zero/invalid."""
     if not text or text.startswith("0001-"):
         return None
@@ -62,7 +65,7 @@ def parse_iso8601(text):
     return epoch
 
 
-def human_duration(seconds):
+def human_duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     s = int(max(0, seconds))
@@ -76,7 +79,7 @@ def human_duration(seconds):
     return "%dm%02ds" % (m, s)
 
 
-def metrics_summary(text):
+def metrics_summary(text: str | None) -> dict[str, Any]:
     samples = bench_stats.parse_prometheus(text or "")
     return {
         "kv_cache_usage_perc": bench_stats.metric_sum(samples, "vllm:kv_cache_usage_perc"),
@@ -87,27 +90,27 @@ def metrics_summary(text):
     }
 
 
-def _ago(ts, now):
+def _ago(ts: object, now: float) -> str | None:
     """'3m05s ago' for an epoch time; None for none (0, null, not a number)."""
     return "%s ago" % human_duration(now - ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) and ts else None
 
 
-def _number(value):
+def _number(value: object) -> float | None:
     """A float from a JSON number; None for anything else (null, a string, a bool)."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def guard_summary(state, now=None):
+def guard_summary(state: Any, now: float | None = None) -> dict[str, Any] | None:
     """The pair guard's state (roles/vllm_service/files/pairguard.py, GuardState) -> summary with a one-line text;
     None when there is no state (guard off or never ran)."""
     if not isinstance(state, dict) or not state:
         return None
     now = time.time() if now is None else now
 
-    def ago(ts):
+    def ago(ts: object) -> str | None:
         return _ago(ts, now)
 
-    out = {
+    out: dict[str, Any] = {
         "restarts": int(state.get("restarts_total") or 0),
         "hangs": int(state.get("hangs_total") or 0),
         "storm_stops": int(state.get("storm_stops_total") or 0),
@@ -141,9 +144,9 @@ def guard_summary(state, now=None):
     return out
 
 
-def _timings(ttft_s, decode_tps, labelled):
+def _timings(ttft_s: float | None, decode_tps: float | None, labelled: bool) -> str:
     """'ttft 0.21 s, decode 49.8 tok/s' (labelled) or '0.20 s, 50.1 tok/s'; an unknown part is left out."""
-    parts = []
+    parts: list[str] = []
     if ttft_s is not None:
         parts.append("%s%.2f s" % ("ttft " if labelled else "", ttft_s))
     if decode_tps is not None:
@@ -151,7 +154,7 @@ def _timings(ttft_s, decode_tps, labelled):
     return ", ".join(parts)
 
 
-def canary_summary(state, config, now=None):
+def canary_summary(state: Any, config: Any, now: float | None = None) -> dict[str, Any] | None:
     """The quality canary of a pair (the pair guard's state file: canary_* and last_canary_* keys; config: the guard's
     pairguard.json, of which only `canary` and `canary_interval_s` are read) -> summary with a one-line text; None when
     neither says anything (no config and no canary run: a guard without the canary)."""
@@ -161,7 +164,7 @@ def canary_summary(state, config, now=None):
     known = "canary" in config
     enabled = bool(config.get("canary")) if known else None
     interval = _number(config.get("canary_interval_s"))
-    out = {
+    out: dict[str, Any] = {
         "enabled": enabled,
         "interval_s": interval,
         "runs": int(state.get("canary_runs_total") or 0),
@@ -203,7 +206,7 @@ def canary_summary(state, config, now=None):
     return out
 
 
-def read_json(path):
+def read_json(path: str | None) -> Any:
     """The JSON file's content, or None when there is no path, no file or no JSON (a state file that may be absent)."""
     if not path:
         return None
@@ -214,7 +217,7 @@ def read_json(path):
         return None
 
 
-def crash_summary(record):
+def crash_summary(record: Any) -> dict[str, Any] | None:
     """The boot forensics' record of the incident that holds the pair (roles/vllm_service/files/forensics.py,
     crash-hold.json) -> {held, incident, text, lines}; None when there is none (nothing held or acknowledged)."""
     if not isinstance(record, dict) or not record.get("incident") or not record.get("findings"):
@@ -240,14 +243,15 @@ def crash_summary(record):
             "text": lines[0], "lines": lines}
 
 
-def _short_id(image_id):
+def _short_id(image_id: str | None) -> str:
     if not image_id:
         return "-"
     return image_id.split(":", 1)[-1][:12]
 
 
-def build_row(node, role, unit, container, deployed=None, endpoint=None, now=None, guard=None, crash=None,
-              guard_config=None):
+def build_row(node: str, role: str, unit: Mapping[str, Any], container: Mapping[str, Any],
+              deployed: Mapping[str, Any] | None = None, endpoint: Mapping[str, Any] | None = None,
+              now: float | None = None, guard: Any = None, crash: Any = None, guard_config: Any = None) -> dict[str, Any]:
     """unit: parse_systemctl_show dict; container: parse_docker_inspect dict; deployed: the
     deployed-<role>.json mapping or None; endpoint (head): {health, model, answer, seconds, error, metrics};
     guard (head): the pair guard's state file mapping or None; crash (head): crash-hold.json mapping or None;
@@ -255,7 +259,7 @@ def build_row(node, role, unit, container, deployed=None, endpoint=None, now=Non
     now = time.time() if now is None else now
     deployed = deployed or {}
     started = parse_iso8601(container.get("started_at")) if container.get("running") else None
-    row = {
+    row: dict[str, Any] = {
         "node": node, "role": role,
         "unit": "%s/%s" % (unit.get("ActiveState", "?"), unit.get("SubState", "?")),
         "unit_restarts": unit.get("NRestarts"),
@@ -300,7 +304,7 @@ def build_row(node, role, unit, container, deployed=None, endpoint=None, now=Non
     return row
 
 
-def format_table(rows):
+def format_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     cols = list(COLUMNS)
     widths = [max([len(title)] + [len(str(r.get(k, "-"))) for r in rows]) for k, title in cols]
     fmt = "  ".join("%%-%ds" % w for w in widths)

@@ -21,24 +21,27 @@ A stream record is what bench_stats.summarize_level expects (vllm-ops.md section
   (None or a short text), plus content, reasoning, tool_calls, finish_reason, text_chunks, status.
 """
 
+from __future__ import annotations
 
 import json
 import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 try:  # Python 3
-    from http.client import HTTPConnection, HTTPSConnection, HTTPException
+    from http.client import HTTPConnection, HTTPResponse, HTTPSConnection, HTTPException
     from urllib.parse import urlsplit
 except ImportError:  # pragma: no cover  (Python 2 is not supported by the collection)
-    from httplib import HTTPConnection, HTTPSConnection, HTTPException  # type: ignore
+    from httplib import HTTPConnection, HTTPResponse, HTTPSConnection, HTTPException  # type: ignore
     from urlparse import urlsplit  # type: ignore
 
 USER_AGENT = "dgxspark.ds4-ops/1"
 
 
-def _headers(api_key, json_body=False):
+def _headers(api_key: str | None, json_body: bool = False) -> dict[str, str]:
     h = {"User-Agent": USER_AGENT}
     if json_body:
         h["Content-Type"] = "application/json"
@@ -47,7 +50,7 @@ def _headers(api_key, json_body=False):
     return h
 
 
-def _connect(base_url, timeout, ca_file=None):
+def _connect(base_url: str, timeout: float, ca_file: str | None = None) -> tuple[HTTPConnection, str]:
     """A connection straight to the endpoint (http.client: no proxy from the environment is used).  https verifies
     the server against ca_file (a PEM bundle) when given, else against the system's trust store."""
     u = urlsplit(base_url)
@@ -59,7 +62,7 @@ def _connect(base_url, timeout, ca_file=None):
     return HTTPConnection(u.hostname, u.port or 80, timeout=timeout), u.path.rstrip("/")
 
 
-def _error_text(status, body):
+def _error_text(status: object, body: str) -> str:
     try:
         obj = json.loads(body)
         err = obj.get("error") if isinstance(obj, dict) else None
@@ -72,7 +75,8 @@ def _error_text(status, body):
     return "HTTP %s: %s" % (status, body[:300])
 
 
-def _request(base_url, method, path, body=None, api_key=None, timeout=10.0, ca_file=None):
+def _request(base_url: str, method: str, path: str, body: Any = None, api_key: str | None = None, timeout: float = 10.0,
+             ca_file: str | None = None) -> tuple[HTTPConnection, HTTPResponse]:
     """(connection, response) for one request; the caller reads and closes."""
     conn, prefix = _connect(base_url, timeout, ca_file)
     data = None if body is None else json.dumps(body).encode("utf-8")
@@ -84,7 +88,7 @@ def _request(base_url, method, path, body=None, api_key=None, timeout=10.0, ca_f
         raise
 
 
-def base_url(host, port, scheme="http"):
+def base_url(host: object, port: int | str, scheme: str = "http") -> str:
     """The base URL of host:port (an IPv6 address in brackets)."""
     host = str(host)
     if ":" in host and not host.startswith("["):
@@ -92,7 +96,7 @@ def base_url(host, port, scheme="http"):
     return "%s://%s:%d" % (scheme, host, int(port))
 
 
-def get(base_url, path, api_key=None, timeout=10.0):
+def get(base_url: str, path: str, api_key: str | None = None, timeout: float = 10.0) -> tuple[int, str]:
     """GET; returns (status, text).  Connection errors raise (OSError / HTTPException)."""
     conn, resp = _request(base_url, "GET", path, api_key=api_key, timeout=timeout)
     try:
@@ -101,7 +105,7 @@ def get(base_url, path, api_key=None, timeout=10.0):
         conn.close()
 
 
-def post(base_url, path, body, api_key=None, timeout=120.0):
+def post(base_url: str, path: str, body: Any, api_key: str | None = None, timeout: float = 120.0) -> tuple[int, str]:
     """POST a JSON body; returns (status, text).  Connection errors and timeouts raise (OSError / HTTPException)."""
     conn, resp = _request(base_url, "POST", path, body=body, api_key=api_key, timeout=timeout)
     try:
@@ -110,7 +114,8 @@ def post(base_url, path, body, api_key=None, timeout=120.0):
         conn.close()
 
 
-def post_json(base_url, path, body, api_key=None, timeout=120.0):
+def post_json(base_url: str, path: str, body: Any, api_key: str | None = None,
+              timeout: float = 120.0) -> tuple[int | None, Any, float]:
     """POST a JSON body; returns (status, parsed JSON or text, seconds).  HTTP errors do not raise;
     connection errors and timeouts return status None and the error text."""
     t0 = time.monotonic()
@@ -131,7 +136,7 @@ def post_json(base_url, path, body, api_key=None, timeout=120.0):
         return status, raw, time.monotonic() - t0
 
 
-def _merge_tool_calls(acc, deltas):
+def _merge_tool_calls(acc: dict[int, dict[str, Any]], deltas: list[dict[str, Any]] | None) -> None:
     for d in deltas or []:
         idx = d.get("index", 0)
         cur = acc.setdefault(idx, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
@@ -144,7 +149,7 @@ def _merge_tool_calls(acc, deltas):
             cur["function"]["arguments"] += fn["arguments"]
 
 
-def parse_sse_line(line):
+def parse_sse_line(line: str) -> tuple[str | None, Any]:
     """One SSE line -> ('data', obj) | ('done', None) | (None, None)."""
     line = line.strip()
     if not line.startswith("data:"):
@@ -158,13 +163,13 @@ def parse_sse_line(line):
         return None, None
 
 
-def new_record():
+def new_record() -> dict[str, Any]:
     return {"t_start": None, "t_first": None, "t_last": None, "t_end": None, "completion_tokens": None,
             "prompt_tokens": None, "reasoning_tokens": None, "error": None, "status": None, "content": "",
             "reasoning": "", "tool_calls": [], "finish_reason": None, "text_chunks": 0}
 
 
-def consume_event(rec, obj, now, tools):
+def consume_event(rec: dict[str, Any], obj: Mapping[str, Any], now: float, tools: dict[int, dict[str, Any]]) -> None:
     """Fold one parsed chunk into the record (pure; used by stream_chat and the unit tests)."""
     usage = obj.get("usage")
     if usage:
@@ -196,7 +201,9 @@ def consume_event(rec, obj, now, tools):
             rec["finish_reason"] = choice["finish_reason"]
 
 
-def stream_chat(base_url, body, api_key=None, timeout=600.0, clock=time.monotonic, path="/v1/chat/completions", ca_file=None):
+def stream_chat(base_url: str, body: Mapping[str, Any], api_key: str | None = None, timeout: float = 600.0,
+                clock: Callable[[], float] = time.monotonic, path: str = "/v1/chat/completions",
+                ca_file: str | None = None) -> dict[str, Any]:
     """Send one streamed request and time its chunks (see the module docstring)."""
     body = dict(body)
     body["stream"] = True
@@ -204,7 +211,7 @@ def stream_chat(base_url, body, api_key=None, timeout=600.0, clock=time.monotoni
     opts["include_usage"] = True
     body["stream_options"] = opts
     rec = new_record()
-    tools = {}
+    tools: dict[int, dict[str, Any]] = {}
     rec["t_start"] = clock()
     try:
         conn, resp = _request(base_url, "POST", path, body=body, api_key=api_key, timeout=timeout, ca_file=ca_file)
@@ -233,7 +240,7 @@ def stream_chat(base_url, body, api_key=None, timeout=600.0, clock=time.monotoni
     return rec
 
 
-def timed_lines(resp, clock=time.monotonic):
+def timed_lines(resp: HTTPResponse, clock: Callable[[], float] = time.monotonic) -> Iterator[tuple[float, str]]:
     """(clock() when the line arrived, line text) for each line of a streamed response, until EOF."""
     while True:
         raw = resp.readline()
@@ -242,7 +249,7 @@ def timed_lines(resp, clock=time.monotonic):
         yield clock(), raw.decode("utf-8", "replace")
 
 
-def fold_stream(rec, lines, tools):
+def fold_stream(rec: dict[str, Any], lines: Iterable[tuple[float, str]], tools: dict[int, dict[str, Any]]) -> bool:
     """Fold (time, SSE line) pairs into the record until [DONE] or an in-band error; True if [DONE] came.
     Pure: stream_chat uses it on the live response, a recorded stream is replayed through it."""
     for now, line in lines:
@@ -258,7 +265,7 @@ def fold_stream(rec, lines, tools):
     return False
 
 
-def finish_record(rec, done, tools):
+def finish_record(rec: dict[str, Any], done: bool, tools: Mapping[int, dict[str, Any]]) -> None:
     """The record's last fields once the stream ended (tool calls in index order, the error of a cut stream)."""
     rec["tool_calls"] = [tools[k] for k in sorted(tools)]
     if rec["error"] is None:
@@ -268,16 +275,16 @@ def finish_record(rec, done, tools):
             rec["error"] = "no usage chunk (stream_options.include_usage ignored by the server)"
 
 
-def run_concurrent(fn, args_list, start_timeout=30.0):
+def run_concurrent(fn: Callable[..., Any], args_list: Sequence[Sequence[Any]], start_timeout: float = 30.0) -> list[Any]:
     """Run fn(*args) for every args tuple in its own thread, all released at once; results in order.
     An exception in fn becomes {'error': 'ExcType: text'}."""
     n = len(args_list)
-    results = [None] * n
+    results: list[Any] = [None] * n
     if n == 0:
         return results
     barrier = threading.Barrier(n)
 
-    def worker(i, args):
+    def worker(i: int, args: Sequence[Any]) -> None:
         try:
             barrier.wait(start_timeout)
             results[i] = fn(*args)
