@@ -50,6 +50,7 @@ from __future__ import annotations
 
 
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 ROLES_BOTH = ("head", "worker")
@@ -639,12 +640,12 @@ _BY_ID = dict((e["id"], e) for e in CATALOGUE)
 _ROLE_ALIASES = {"head": "head", "worker": "worker", "0": "head", "1": "worker", "rank0": "head", "rank1": "worker"}
 
 
-def entry(entry_id):
+def entry(entry_id: str) -> dict[str, Any]:
     """Return the catalogue entry with this id (KeyError if unknown)."""
     return _BY_ID[entry_id]
 
 
-def _role_of(node, role):
+def _role_of(node: object, role: object) -> str | None:
     if role is not None:
         return _ROLE_ALIASES.get(str(role).lower())
     if node is not None:
@@ -652,7 +653,7 @@ def _role_of(node, role):
     return None
 
 
-def _applies(ent, role, source):
+def _applies(ent: Mapping[str, Any], role: str | None, source: str | None) -> bool:
     if source is not None and source not in ent["where"]:
         return False
     if ent.get("needs_role"):
@@ -660,7 +661,7 @@ def _applies(ent, role, source):
     return role is None or role in ent["roles"]
 
 
-def _finding(ent, node, hits):
+def _finding(ent: Mapping[str, Any], node: str | None, hits: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "id": ent["id"],
         "cause": ent["cause"],
@@ -673,7 +674,8 @@ def _finding(ent, node, hits):
     }
 
 
-def match(lines, node=None, source=None, role=None, max_lines=5):
+def match(lines: str | Iterable[str], node: str | None = None, source: str | None = None, role: str | None = None,
+          max_lines: int = 5) -> list[dict[str, Any]]:
     """Match log lines against the catalogue.
 
     lines: iterable of str (or one str, split on newlines).
@@ -690,7 +692,7 @@ def match(lines, node=None, source=None, role=None, max_lines=5):
     lines = lines.splitlines() if isinstance(lines, str) else list(lines)
     role = _role_of(node, role)
     candidates = [e for e in CATALOGUE if e["patterns"] and _applies(e, role, source)]
-    hits = dict((e["id"], []) for e in candidates)
+    hits: dict[str, list[dict[str, Any]]] = dict((e["id"], []) for e in candidates)
     for lineno, raw in enumerate(lines, 1):
         text = raw.rstrip("\r\n")
         for ent in candidates:
@@ -721,7 +723,7 @@ _SHUTDOWN = (
 )
 
 
-def boot_end(lines):
+def boot_end(lines: str | Iterable[str]) -> dict[str, Any]:
     """How a previous boot's log ended: {'end', 'lineno', 'text', 'why'} (lineno/text: the line that tells, or the last).
 
     'unknown': no "Journal started" (journalctl -k alone, an empty log): the log cannot tell.
@@ -752,7 +754,7 @@ def boot_end(lines):
     return {"end": "unclean", "lineno": last_n, "text": last_t, "why": "the log stops with no shutdown sequence"}
 
 
-def _absences(lines, role, source):
+def _absences(lines: list[str], role: str | None, source: str | None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """[(entry, last line)] for the absence rules the log breaks: a line matching 'requires', none matching 'absent';
     a 'boot_end' rule: the log ended uncleanly (boot_end)."""
     rules = [e for e in CATALOGUE if (e.get("absent") or e.get("boot_end")) and _applies(e, role, source)]
@@ -760,7 +762,7 @@ def _absences(lines, role, source):
         return []
     numbered = [(n, raw.rstrip("\r\n")) for n, raw in enumerate(lines, 1)]
     last = [{"lineno": n, "text": t} for n, t in numbered if t.strip()][-1:]
-    out = []
+    out: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for ent in rules:
         if ent.get("boot_end"):
             end = boot_end(lines)
@@ -775,7 +777,7 @@ def _absences(lines, role, source):
     return out
 
 
-def diagnose(sources, max_lines=5):
+def diagnose(sources: Iterable[Mapping[str, Any]], max_lines: int = 5) -> list[dict[str, Any]]:
     """Match several logs at once (both nodes; vLLM log, journal, kernel log).
 
     sources: iterable of dicts {'lines': [...] or str, 'node': str|None, 'role': 'head'|'worker'|None,
@@ -783,7 +785,7 @@ def diagnose(sources, max_lines=5):
     Returns all findings ordered like match() (errors before info, then rank), ties broken by
     the order of the sources and then line number.
     """
-    merged = []
+    merged: list[tuple[bool, int, int, int, dict[str, Any]]] = []
     for order, src in enumerate(sources):
         for f in match(src.get("lines") or [], node=src.get("node"), source=src.get("source"), role=src.get("role"),
                        max_lines=max_lines):
@@ -793,7 +795,7 @@ def diagnose(sources, max_lines=5):
     return [t[4] for t in merged]
 
 
-def verdict(finding, width=200):
+def verdict(finding: Mapping[str, Any], width: int = 200) -> str:
     """One line: '<node>: <cause> — fix: <fix> [<line>]' (line = first matching line, trimmed)."""
     node = finding.get("node") or "node"
     line = finding["lines"][0]["text"].strip() if finding.get("lines") else ""
@@ -805,7 +807,7 @@ def verdict(finding, width=200):
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
 
 
-def _dict_slice(text, key):
+def _dict_slice(text: str, key: str) -> str | None:
     """Return the text of the value of 'key' in a python-repr dict string, or None."""
     start = text.find("'%s': " % key)
     if start < 0:
@@ -835,7 +837,7 @@ def _dict_slice(text, key):
     return text[pos:end].strip()
 
 
-def _norm_value(raw):
+def _norm_value(raw: str | None) -> str | None:
     if raw is None:
         return None
     raw = raw.strip()
@@ -845,7 +847,8 @@ def _norm_value(raw):
     return raw.strip("'\"")
 
 
-def check_json_flags(lines, expected, node=None):
+def check_json_flags(lines: str | Iterable[str], expected: Mapping[str, Mapping[str, Any]],
+                     node: str | None = None) -> list[dict[str, Any]]:
     """Detect JSON flags that vLLM did not receive as intended.
 
     vLLM logs 'non-default args: {...}' (python repr) at startup.  A JSON flag that arrived
@@ -864,7 +867,7 @@ def check_json_flags(lines, expected, node=None):
     if isinstance(lines, str):
         lines = lines.splitlines()
     ent = _BY_ID["json-flag-ignored"]
-    findings = []
+    findings: list[dict[str, Any]] = []
     for lineno, raw in enumerate(lines, 1):
         m = _NON_DEFAULT.search(raw.rstrip())
         if not m:
@@ -872,7 +875,7 @@ def check_json_flags(lines, expected, node=None):
         text = m.group(1)
         for dest, keys in sorted(expected.items()):
             sub = _dict_slice(text, dest)
-            problems = []
+            problems: list[str] = []
             if sub is None:
                 problems.append("%s absent from non-default args" % dest)
             else:

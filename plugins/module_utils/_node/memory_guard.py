@@ -44,6 +44,10 @@ Sources are paths (meminfo_path, psi_path, zoneinfo_path, min_free_kbytes_path; 
 Molecule point them at fixture files built from the kernel's formula (docs/testing.md).
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 
@@ -63,14 +67,14 @@ WATERMARK_SCALE_FACTOR = 10
 WATERMARK_KEYS = ('free', 'boost', 'min', 'low', 'high', 'promo', 'spanned', 'present', 'managed', 'cma')
 
 
-def parse_psi(text):
+def parse_psi(text: str | None) -> dict[str, dict[str, float]]:
     """/proc/pressure/memory text -> {'some': {'avg10': f, ...}, 'full': {...}}; {} when there is none."""
-    out = {}
+    out: dict[str, dict[str, float]] = {}
     for line in (text or '').splitlines():
         parts = line.split()
         if not parts or parts[0] not in ('some', 'full'):
             continue
-        values = {}
+        values: dict[str, float] = {}
         for item in parts[1:]:
             key, sep, value = item.partition('=')
             if not sep:
@@ -84,15 +88,15 @@ def parse_psi(text):
     return out
 
 
-def parse_zoneinfo(text):
+def parse_zoneinfo(text: str | None) -> list[dict[str, Any]]:
     """/proc/zoneinfo text -> [{'node': n, 'zone': name, 'free': pages, 'boost', 'min', 'low', 'high', 'managed', ...}].
 
     The kernel prints, per zone, "Node N, zone NAME", then "  pages free N" and the watermark lines "min N", "low N",
     "high N" (6.1+: "promo N"; 5.0+: "boost N"), "spanned", "present", "managed", "cma" (mm/vmstat.c,
     zoneinfo_show_print). Other lines (per-node and per-zone counters, pagesets, whose "high:" has a colon) and other
     files' text (the worker's sources come in one `cat`) are skipped."""
-    zones = []
-    zone = None
+    zones: list[dict[str, Any]] = []
+    zone: dict[str, Any] | None = None
     for line in (text or '').splitlines():
         parts = line.replace(',', ' ').split()
         if not parts or parts[0].startswith('#'):
@@ -110,7 +114,7 @@ def parse_zoneinfo(text):
     return [z for z in zones if 'min' in z and 'managed' in z]
 
 
-def parse_min_free_kbytes(text):
+def parse_min_free_kbytes(text: str | None) -> int | None:
     """/proc/sys/vm/min_free_kbytes text -> KiB (int), or None. The one line that is a bare number (the worker's sources
     come in one `cat`: no line of meminfo, PSI or zoneinfo is a bare number)."""
     for line in (text or '').splitlines():
@@ -120,12 +124,13 @@ def parse_min_free_kbytes(text):
     return None
 
 
-def _mult_frac(x, numer, denom):
+def _mult_frac(x: int, numer: int, denom: int) -> int:
     """The kernel's mult_frac(x, n, d): x * n / d without overflow, in integers."""
     return (x // denom) * numer + ((x % denom) * numer) // denom
 
 
-def kernel_watermarks(min_free_kbytes, zones, page_size=4096, scale_factor=WATERMARK_SCALE_FACTOR):
+def kernel_watermarks(min_free_kbytes: int | str, zones: Sequence[tuple[str, int]], page_size: int = 4096,
+                      scale_factor: int = WATERMARK_SCALE_FACTOR) -> list[dict[str, Any]]:
     """The kernel's per-zone watermarks for vm.min_free_kbytes (mm/page_alloc.c, __setup_per_zone_wmarks).
 
     zones: [(name, managed_pages)]. pages_min = min_free_kbytes >> (PAGE_SHIFT - 10) is spread over the lowmem zones
@@ -134,7 +139,7 @@ def kernel_watermarks(min_free_kbytes, zones, page_size=4096, scale_factor=WATER
     high = low + step, promo = high + step. Returns [{'zone', 'managed', 'min', 'low', 'high', 'promo'}] in pages."""
     pages_min = int(min_free_kbytes) // (page_size // 1024)
     lowmem = sum(managed for name, managed in zones if name not in ('Movable', 'HighMem'))
-    out = []
+    out: list[dict[str, Any]] = []
     for name, managed in zones:
         share = pages_min * managed // lowmem if lowmem else 0
         if name in ('Movable', 'HighMem'):
@@ -147,7 +152,7 @@ def kernel_watermarks(min_free_kbytes, zones, page_size=4096, scale_factor=WATER
     return out
 
 
-def page_size_of(mem_total, zones):
+def page_size_of(mem_total: int | None, zones: Sequence[Mapping[str, Any]]) -> int | None:
     """The page size that makes the zones' managed pages MemTotal (MemTotal is totalram_pages, the sum of every zone's
     managed pages); else the usual size at which the zones' present pages (the physical pages, never fewer than
     MemTotal) hold MemTotal at most twice over (the sizes are 4x apart: one fits). None when neither fits.
@@ -168,7 +173,8 @@ def page_size_of(mem_total, zones):
     return None
 
 
-def watermarks(info, zones=None, min_free_kbytes=None):
+def watermarks(info: Mapping[str, Any], zones: Iterable[Mapping[str, Any]] | None = None,
+               min_free_kbytes: int | None = None) -> dict[str, Any] | None:
     """The node's watermarks in bytes: {'min', 'low', 'high', 'source', 'page_size'}, or None when neither source is
     usable. From zoneinfo (every populated zone, boost taken off), else from min_free_kbytes by the kernel's formula
     (one zone of MemTotal, 4 KiB pages, watermark_scale_factor 10)."""
@@ -176,8 +182,8 @@ def watermarks(info, zones=None, min_free_kbytes=None):
     populated = [z for z in zones or [] if z.get('managed', 0) > 0]
     size = page_size_of(mem_total, populated) if populated else None
     if size:
-        marks = dict((key, sum(max(z.get(key, 0) - z.get('boost', 0), 0) for z in populated) * size)
-                     for key in ('min', 'low', 'high'))
+        marks: dict[str, Any] = dict((key, sum(max(z.get(key, 0) - z.get('boost', 0), 0) for z in populated) * size)
+                                     for key in ('min', 'low', 'high'))
         marks.update(source='zoneinfo', page_size=size)
         return marks
     if min_free_kbytes and mem_total:
@@ -187,16 +193,17 @@ def watermarks(info, zones=None, min_free_kbytes=None):
     return None
 
 
-def settings_of(cfg):
+def settings_of(cfg: Mapping[str, Any]) -> dict[str, float]:
     """The PSI thresholds of a guard config (defaults for the keys it does not set)."""
     return dict((key, float(cfg.get(key, default))) for key, default in DEFAULTS.items())
 
 
-def _gib(value):
+def _gib(value: float) -> str:
     return '%.2f GiB' % (value / GIB)
 
 
-def assess(node, meminfo_text, psi_text, settings=None, zoneinfo_text='', min_free_text=''):
+def assess(node: str, meminfo_text: str | None, psi_text: str | None, settings: Mapping[str, float] | None = None,
+           zoneinfo_text: str | None = '', min_free_text: str | None = '') -> dict[str, Any]:
     """One node's reading: dict with level, why (one clause), numbers; level None when MemFree/MemTotal are missing.
 
     settings: the PSI thresholds (settings_of(cfg)); the free-memory level is the node's min watermark (watermarks())."""
@@ -210,7 +217,7 @@ def assess(node, meminfo_text, psi_text, settings=None, zoneinfo_text='', min_fr
     some = psi.get('some', {}).get('avg10')
     full = psi.get('full', {}).get('avg10')
     gate_some, stop_full = settings['memory_gate_psi_some_avg10'], settings['memory_stop_psi_full_avg10']
-    reasons = {'stop': [], 'gate': []}
+    reasons: dict[str, list[str]] = {'stop': [], 'gate': []}
     if marks and free < marks['min']:
         reasons['stop'].append("MemFree %s < the kernel's min watermark %s (%s)"
                                % (_gib(free), _gib(marks['min']), marks['source']))
@@ -219,7 +226,7 @@ def assess(node, meminfo_text, psi_text, settings=None, zoneinfo_text='', min_fr
     if some is not None and some >= gate_some:
         reasons['gate'].append('PSI some avg10 %.1f%% >= %.1f%%' % (some, gate_some))
     level = 'stop' if reasons['stop'] else 'gate' if reasons['gate'] else 'ok'
-    context = []
+    context: list[str] = []
     if marks and free >= marks['min']:
         context.append('MemFree %s (%s: min %s, high %s, from %s)' % (
             _gib(free), 'in the reclaim band' if free < marks['high'] else 'above the reclaim band',
@@ -239,34 +246,35 @@ def assess(node, meminfo_text, psi_text, settings=None, zoneinfo_text='', min_fr
 class MemoryGuard(object):
     """Decides, poll by poll, from the readings of every node: None, 'gate', 'clear' or 'stop'. No I/O, no clock."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
         self.settings = settings_of(cfg)
         self.stop_polls = max(1, int(cfg.get('memory_stop_polls', 2)))
         self.clear_polls = max(1, int(cfg.get('memory_clear_polls', 3)))
         self.reset()
 
-    def reset(self):
+    def reset(self) -> None:
         """A new head: forget the streaks and the stop (the guard is armed again)."""
         self.gated = False
         self.stopped = False
         self.stop_streak = 0
         self.ok_streak = 0
-        self.readings = {}
+        self.readings: dict[str, dict[str, Any]] = {}
         self.why = ''
 
-    def assess(self, node, meminfo_text, psi_text, zoneinfo_text='', min_free_text=''):
+    def assess(self, node: str, meminfo_text: str | None, psi_text: str | None, zoneinfo_text: str | None = '',
+               min_free_text: str | None = '') -> dict[str, Any]:
         return assess(node, meminfo_text, psi_text, self.settings, zoneinfo_text, min_free_text)
 
-    def level(self):
+    def level(self) -> str | None:
         levels = [r['level'] for r in self.readings.values() if r.get('level')]
         return max(levels, key=LEVELS.index) if levels else None
 
-    def observe(self, readings):
+    def observe(self, readings: Iterable[dict[str, Any]]) -> None:
         """Keep readings without deciding anything (the pair is not running: the metrics stay current)."""
         for reading in readings:
             self.readings[reading['node']] = reading
 
-    def decide(self, readings):
+    def decide(self, readings: Sequence[dict[str, Any]]) -> str | None:
         """readings: [assess() results]. Returns the action for this poll (see the module docstring)."""
         self.observe(readings)
         if self.stopped:
@@ -294,9 +302,9 @@ class MemoryGuard(object):
         return None
 
 
-def check_config(cfg):
+def check_config(cfg: Mapping[str, Any]) -> list[str]:
     """Problems of the memory guard keys of a guard config; [] when usable (or when the guard is off)."""
-    problems = []
+    problems: list[str] = []
     if cfg.get('memory_guard_thresholds') is not None:
         # the old per-node-size table: refused whether the guard is on or off, so that it is never silently ignored
         problems.append('vllm_service_memory_guard_thresholds is no longer read: its gate_free_gib/stop_free_gib sat '

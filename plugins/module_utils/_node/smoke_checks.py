@@ -15,16 +15,19 @@ A failure is {'request': name, 'check': name, 'excerpt': str, 'detail': str}.
   run_validate(base_url, model, ...) -> {'ok', 'failures', 'requests', 'summary'}
 """
 
+from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import garble
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import vllm_client
 
 DETERMINISTIC_PROMPT = "What is 2+2? Answer with one word."
 DETERMINISTIC_EXPECTED = ("four", "4")
-TOOL = {"type": "function", "function": {
+TOOL: dict[str, Any] = {"type": "function", "function": {
     "name": "get_weather",
     "description": "Get the current weather for a city.",
     "parameters": {"type": "object",
@@ -45,17 +48,17 @@ DEFAULT_LEVELS = (1, 2, 4, 6)   # seed 003: 2/4/6 concurrent direct prompts (+1)
 EXCERPT = 80
 
 
-def _excerpt(text, width=EXCERPT):
+def _excerpt(text: object, width: int = EXCERPT) -> str:
     text = "" if text is None else str(text)
     text = text.replace("\n", "\\n")
     return text if len(text) <= width else text[:width] + "..."
 
 
-def _failure(request, check, excerpt, detail):
+def _failure(request: str, check: str, excerpt: object, detail: str) -> dict[str, Any]:
     return {"request": request, "check": check, "excerpt": _excerpt(excerpt), "detail": detail}
 
 
-def _message(response):
+def _message(response: Any) -> tuple[Any, Any, str | None]:
     """(message dict, finish_reason, error) from a non-streamed chat completion response."""
     if not isinstance(response, dict):
         return None, None, "not a JSON object: %s" % _excerpt(response)
@@ -66,18 +69,18 @@ def _message(response):
     return ch.get("message") or {}, ch.get("finish_reason"), None
 
 
-def _http_failure(name, status, response):
+def _http_failure(name: str, status: int | None, response: Any) -> list[dict[str, Any]]:
     if status == 200:
         return []
     return [_failure(name, "http", response if not isinstance(response, dict) else json.dumps(response),
                      "HTTP %s" % status if status else "no HTTP answer")]
 
 
-def normalise_answer(text):
+def normalise_answer(text: str | None) -> str:
     return re.sub(r"[^\w]+", " ", (text or "").lower()).strip()
 
 
-def check_deterministic(name, response, expected=DETERMINISTIC_EXPECTED):
+def check_deterministic(name: str, response: Any, expected: Sequence[str] = DETERMINISTIC_EXPECTED) -> list[dict[str, Any]]:
     msg, _finish, err = _message(response)
     if err:
         return [_failure(name, "deterministic_answer", "", err)]
@@ -90,7 +93,7 @@ def check_deterministic(name, response, expected=DETERMINISTIC_EXPECTED):
                      % (" or ".join(repr(e) for e in expected), content[:40]))]
 
 
-def check_tool_call(name, response, tool=None):
+def check_tool_call(name: str, response: Any, tool: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     tool = tool or TOOL
     fn = tool["function"]
     msg, finish, err = _message(response)
@@ -100,7 +103,7 @@ def check_tool_call(name, response, tool=None):
     if not calls:
         return [_failure(name, "tool_call", msg.get("content") or "",
                          "no tool call in the reply (finish_reason %s); the content is shown" % finish)]
-    out = []
+    out: list[dict[str, Any]] = []
     call = calls[0]
     f = call.get("function") or {}
     if f.get("name") != fn["name"]:
@@ -129,7 +132,7 @@ def check_tool_call(name, response, tool=None):
     return out
 
 
-def check_reasoning(name, response):
+def check_reasoning(name: str, response: Any) -> list[dict[str, Any]]:
     msg, _finish, err = _message(response)
     if err:
         return [_failure(name, "reasoning_field", "", err)]
@@ -141,11 +144,11 @@ def check_reasoning(name, response):
     return [_failure(name, "reasoning_field", content, "thinking is on but the reply has no reasoning field%s" % hint)]
 
 
-def check_garble(name, response, **thresholds):
+def check_garble(name: str, response: Any, **thresholds: Any) -> list[dict[str, Any]]:
     msg, _finish, err = _message(response)
     if err:
         return [_failure(name, "garble", "", err)]
-    out = []
+    out: list[dict[str, Any]] = []
     for f in garble.check_reply(msg.get("content"), **thresholds):
         out.append(_failure(name, f["check"], f["excerpt"], f["detail"]))
     reasoning = msg.get("reasoning") or msg.get("reasoning_content")
@@ -156,25 +159,28 @@ def check_garble(name, response, **thresholds):
     return out
 
 
-def _body(model, prompt, max_tokens, thinking, **extra):
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": int(max_tokens),
-            "temperature": 0.0}
+def _body(model: str, prompt: str, max_tokens: int, thinking: bool | None, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": prompt}],
+                            "max_tokens": int(max_tokens), "temperature": 0.0}
     if thinking is not None:
         body["chat_template_kwargs"] = {"thinking": bool(thinking), "enable_thinking": bool(thinking)}
     body.update(extra)
     return body
 
 
-def run_garble_levels(base_url, model, api_key=None, levels=DEFAULT_LEVELS, max_tokens=200, timeout=300.0,
-                      prompts=GARBLE_PROMPTS, thresholds=None, post=None):
+def run_garble_levels(base_url: str, model: str, api_key: str | None = None, levels: Iterable[int] = DEFAULT_LEVELS,
+                      max_tokens: int = 200, timeout: float = 300.0, prompts: Sequence[str] = GARBLE_PROMPTS,
+                      thresholds: Mapping[str, Any] | None = None,
+                      post: Callable[..., tuple[int | None, Any, float]] | None = None) -> dict[str, Any]:
     """For each of levels, that many English prompts at once (thinking off: the reply budget goes to content), every
     reply through the garble checks -> {'failures', 'requests'}. post: vllm_client.post_json (tests pass a fake)."""
     post = post or vllm_client.post_json
     thresholds = thresholds or {}
-    failures, requests = [], []
+    failures: list[dict[str, Any]] = []
+    requests: list[dict[str, Any]] = []
     for n in levels:
         n = int(n)
-        args = []
+        args: list[tuple[str, dict[str, Any]]] = []
         for i in range(n):
             args.append(("c%d-r%d" % (n, i + 1), _body(model, prompts[i % len(prompts)], max_tokens, False)))
         results = vllm_client.run_concurrent(
@@ -193,15 +199,17 @@ def run_garble_levels(base_url, model, api_key=None, levels=DEFAULT_LEVELS, max_
     return {"failures": failures, "requests": requests}
 
 
-def run_validate(base_url, model, api_key=None, thinking=False, levels=DEFAULT_LEVELS, tool_choice="auto",
-                 max_tokens=200, deterministic_max_tokens=None, timeout=300.0, prompts=GARBLE_PROMPTS,
-                 thresholds=None, tools_check=True):
+def run_validate(base_url: str, model: str, api_key: str | None = None, thinking: bool = False,
+                 levels: Iterable[int] = DEFAULT_LEVELS, tool_choice: Any = "auto", max_tokens: int = 200,
+                 deterministic_max_tokens: int | None = None, timeout: float = 300.0,
+                 prompts: Sequence[str] = GARBLE_PROMPTS, thresholds: Mapping[str, Any] | None = None,
+                 tools_check: bool = True) -> dict[str, Any]:
     """Deterministic prompt (+ reasoning when thinking is on), tool call, then N concurrent prompts per level."""
     thresholds = thresholds or {}
-    failures = []
-    requests = []
+    failures: list[dict[str, Any]] = []
+    requests: list[dict[str, Any]] = []
 
-    def record(name, status, response, seconds, fails):
+    def record(name: str, status: int | None, response: Any, seconds: float, fails: list[dict[str, Any]]) -> None:
         msg = _message(response)[0] if status == 200 else None
         requests.append({"request": name, "status": status, "seconds": round(seconds, 3),
                          "content": _excerpt((msg or {}).get("content") or "", 120),
