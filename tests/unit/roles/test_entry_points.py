@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The node scripts prestart.py, forensics.py, pairguard.py (roles/vllm_service/files) and routerpool.py
+"""The node scripts prestart.py, forensics.py, pairguard.py, verify_unit.py (roles/vllm_service/files) and routerpool.py
 (roles/router/files) are thin entry points: their directory on sys.path, the node package's main, nothing else. Run as the node runs them
 (python3 -I, the script beside ansible_collections/dgxspark/ds4), they keep their command lines, exit codes and
 messages."""
@@ -17,11 +17,13 @@ import pytest
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import forensics
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import prestart
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import routerpool
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import verify_unit
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import cli as pairguard_cli
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..'))
 SCRIPTS = {'prestart.py': ('vllm_service', prestart), 'forensics.py': ('vllm_service', forensics),
-           'pairguard.py': ('vllm_service', pairguard_cli), 'routerpool.py': ('router', routerpool)}
+           'pairguard.py': ('vllm_service', pairguard_cli), 'verify_unit.py': ('vllm_service', verify_unit),
+           'routerpool.py': ('router', routerpool)}
 
 
 def _script(name):
@@ -71,6 +73,15 @@ def test_the_command_lines_exit_codes_and_messages(libexec):
     (libexec / 'guard.json').write_text('[]')
     rc, out, err = _run(libexec, 'pairguard.py', 'watch', str(libexec / 'guard.json'))
     assert (rc, out, err) == (2, '', 'dgxspark-ds4 pairguard: config %s: the config is not a JSON object\n' % (libexec / 'guard.json'))
+    rc, out, err = _run(libexec, 'verify_unit.py', 'unit-file-only')
+    assert (rc, out) == (2, '') and err == 'usage: %s UNIT_FILE UNIT_NAME [DOCKER_CLI]\n' % (libexec / 'verify_unit.py')
+    rc, out, err = _run(libexec, 'verify_unit.py', '--dropins', 'dgxspark-ds4-head.service')
+    assert (rc, out) == (2, '') and err == 'usage: %s --dropins UNIT_NAME UNIT_FILE [ALLOWED_DROPIN ...]\n' % (
+        libexec / 'verify_unit.py')
+    (libexec / 'x.service').write_text('[Service]\nExecStart=/nonexistent/launch.sh\n')
+    rc, out, err = _run(libexec, 'verify_unit.py', str(libexec / 'x.service'), 'x.service')
+    assert rc == 1 and out == '' and err.startswith('dgxspark-ds4 verify-unit x.service: ExecStart: executable /nonexistent/'
+                                                    'launch.sh does not exist or is not executable'), err
     rc, out, err = _run(libexec, 'routerpool.py')
     assert (rc, out, err) == (1, '', 'usage: routerpool.py <config.json>\n')
     (libexec / 'pool.json').write_text('{"router_url": "http://127.0.0.1:9"}')

@@ -1,9 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for roles/vllm_service/files/prestart.py and verify_unit.py (the unit's guards).
-
-Both are standalone python3 scripts installed on the nodes; they are loaded here from the
-role's files/ directory and run against a fake /proc, a fake /dev/shm and a fake docker CLI.
+"""Unit tests for the node package's prestart.py and verify_unit.py (the unit's guards; the entry points
+roles/vllm_service/files/prestart.py and verify_unit.py are their mains), run against a fake /proc, a fake /dev/shm
+and a fake docker CLI.
 """
 
 
@@ -12,15 +11,12 @@ import socket
 
 import pytest
 
-from .role_files import load
-
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import prestart
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import verify_unit
 
 CID_DEAD = 'a' * 64
 CID_LIVE = 'b' * 64
-
-
-verify_unit = load('verify_unit.py')
 
 
 def fake_proc(tmp_path, procs, meminfo=(100 * 1024 * 1024, 50 * 1024 * 1024), listen=None):
@@ -267,7 +263,7 @@ def test_dropin_dirs_are_the_units_own_and_its_prefixes():
 
 
 def test_foreign_dropin_is_named_with_its_path_exec_start_and_the_fix():
-    props = verify_unit.parse_show(SHOW)
+    props = node_probe.parse_unit_show(SHOW)
     problems = verify_unit.dropin_problems(DROPIN_UNIT, DROPIN_UNIT_FILE, [], props, [])
     assert len(problems) == 1  # the type-wide service.d drop-in is every service's, not refused
     text = problems[0]
@@ -299,25 +295,34 @@ def test_dropin_on_disk_before_a_daemon_reload_and_a_prefix_dropin(tmp_path):
 
 
 def test_fragment_elsewhere_is_refused():
-    props = verify_unit.parse_show('FragmentPath=/etc/systemd/system/dgxspark-ds4-head.service\nDropInPaths=\n')
+    props = node_probe.parse_unit_show('FragmentPath=/etc/systemd/system/dgxspark-ds4-head.service\nDropInPaths=\n')
     problems = verify_unit.dropin_problems(DROPIN_UNIT, '/usr/local/lib/systemd/system/dgxspark-ds4-head.service', [], props, [])
     assert len(problems) == 1 and problems[0].startswith('systemd loads the unit from /etc/systemd/system/dgxspark-ds4-head')
     assert verify_unit.dropin_problems(DROPIN_UNIT, DROPIN_UNIT_FILE, [], props, []) == []
     # not installed yet: nothing loaded, nothing to refuse
-    assert verify_unit.dropin_problems(DROPIN_UNIT, DROPIN_UNIT_FILE, [], verify_unit.parse_show('FragmentPath=\nDropInPaths=\n'), []) == []
+    assert verify_unit.dropin_problems(DROPIN_UNIT, DROPIN_UNIT_FILE, [], node_probe.parse_unit_show('FragmentPath=\nDropInPaths=\n'), []) == []
 
 
-def test_dropins_cli_exit_status(tmp_path, monkeypatch):
+def test_dropins_cli_exit_status(tmp_path, monkeypatch, capsys):
     fake = tmp_path / 'bin'
     fake.mkdir()
     (fake / 'systemctl').write_text(u'#!/bin/sh\ncat <<"EOF"\n%sEOF\n' % SHOW)
     os.chmod(str(fake / 'systemctl'), 0o755)
     monkeypatch.setenv('PATH', '%s:%s' % (fake, os.environ['PATH']))
     monkeypatch.setattr(verify_unit, 'DROPIN_ROOTS', (str(tmp_path / 'none'),))
+    override = '/etc/systemd/system/dgxspark-ds4-head.service.d/override.conf'
     assert verify_unit.main(['verify-unit', '--dropins', DROPIN_UNIT, DROPIN_UNIT_FILE]) == 1
-    assert verify_unit.main(['verify-unit', '--dropins', DROPIN_UNIT, DROPIN_UNIT_FILE,
-                             '/etc/systemd/system/dgxspark-ds4-head.service.d/override.conf']) == 0
+    out, err = capsys.readouterr()
+    assert out == '' and err.startswith('dgxspark-ds4 verify-unit %s: drop-in %s was not written by' % (DROPIN_UNIT, override))
+    assert verify_unit.main(['verify-unit', '--dropins', DROPIN_UNIT, DROPIN_UNIT_FILE, override]) == 0
+    assert capsys.readouterr() == ('dgxspark-ds4 verify-unit %s: no foreign drop-in (%s allowed)\n' % (DROPIN_UNIT, override), '')
     assert verify_unit.main(['verify-unit', '--dropins', DROPIN_UNIT]) == 2
+    # DROPIN_ROOTS is read when the check runs: a drop-in on disk there, not loaded yet, is refused too
+    waiting = tmp_path / 'none' / 'dgxspark-ds4-.service.d' / 'env.conf'
+    waiting.parent.mkdir(parents=True)
+    waiting.write_text(u'[Service]\n')
+    assert verify_unit.main(['verify-unit', '--dropins', DROPIN_UNIT, DROPIN_UNIT_FILE, override]) == 1
+    assert 'drop-in %s was not written by' % waiting in capsys.readouterr().err
 
 
 def test_allowed_dropins_that_are_not_this_units_are_refused_naming_the_variable():
