@@ -45,6 +45,7 @@ State: hold_file (the incident, held or started, read by status.yml), state_file
 [ids]}), phase_file (the marker above); metrics: textfile (node-exporter textfile collector).
 """
 
+from __future__ import annotations
 
 # A node script's code, run by the node's own python3 (not an Ansible module): print and subprocess are its I/O.
 # pylint: disable=ansible-bad-function
@@ -54,6 +55,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import failure_catalogue
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard import jobs, pair
@@ -70,12 +73,12 @@ class ForensicsError(Exception):
     pass
 
 
-def say(msg):
+def say(msg: str) -> None:
     print('%s: %s' % (TAG, msg))
     sys.stdout.flush()
 
 
-def parse_mode(value):
+def parse_mode(value: object) -> tuple[str, str | None]:
     """'hold' | 'start' | 'fallback:<recipe>' -> (mode, recipe); raises ForensicsError naming the variable."""
     mode, _sep, recipe = str(value).partition(':')
     if mode not in MODES or (mode == 'fallback') != bool(recipe) or (recipe and not recipe.replace('-', '').replace('_', '').isalnum()):
@@ -84,7 +87,7 @@ def parse_mode(value):
     return mode, recipe or None
 
 
-def reader_commands(fcfg, ssh=None):
+def reader_commands(fcfg: Mapping[str, Any], ssh: Sequence[str] | None = None) -> list[tuple[str, list[str]]]:
     """The reader's commands for one node: [(label, argv)], the same for the head (ssh None) and a worker."""
     if fcfg.get('source') == 'file':
         return [('file %s' % fcfg['file'], ['cat', fcfg['file']])]
@@ -96,9 +99,10 @@ def reader_commands(fcfg, ssh=None):
     return commands
 
 
-def read_node(fcfg, runner, ssh=None):
+def read_node(fcfg: Mapping[str, Any], runner: Callable[..., tuple[int, str, str]], ssh: Sequence[str] | None = None) -> tuple[str, list[str]]:
     """The previous boot's kernel log of one node -> (text, [notes]) ; a source that cannot be read is a note."""
-    texts, notes = [], []
+    texts: list[str] = []
+    notes: list[str] = []
     for label, argv in reader_commands(fcfg, ssh):
         rc, out, err = runner(list(ssh or []) + argv, timeout=int(fcfg.get('timeout_s', 60)))
         if rc != 0:
@@ -108,7 +112,7 @@ def read_node(fcfg, runner, ssh=None):
     return ''.join(texts), notes
 
 
-def line_time(text):
+def line_time(text: str) -> int | None:
     """Epoch seconds of a journalctl short-iso line ('2026-11-25T02:41:13+0000 host ...'), or None."""
     stamp = text.split(' ', 1)[0]
     try:
@@ -124,22 +128,23 @@ def line_time(text):
     return secs
 
 
-def near_end(finding, end, window_s):
+def near_end(finding: Mapping[str, Any], end: Mapping[str, Any], window_s: float) -> bool:
     """True when the log ended at most window_s after the finding's last line (or the times cannot be read)."""
     last = line_time(end.get('text') or '')
-    seen = [line_time(ln['text']) for ln in finding['lines']]
-    seen = [t for t in seen if t is not None]
+    times = [line_time(ln['text']) for ln in finding['lines']]
+    seen = [t for t in times if t is not None]
     if last is None or not seen:
         return True
     return last - max(seen) <= window_s
 
 
-def judge_node(node, text, role, window_s=FAULT_WINDOW_S):
+def judge_node(node: str, text: str, role: str | None, window_s: float = FAULT_WINDOW_S) -> dict[str, Any]:
     """One node's previous boot -> {'node', 'end' (boot_end), 'findings', 'faults'}: the catalogue's findings ('info'
     left out; an only_if_unclean one only within window_s of an unclean end) and the host-killing GPU faults among
     them (gpu_fault, within window_s of an unclean end)."""
     end = failure_catalogue.boot_end(text)
-    found, faults = [], []
+    found: list[dict[str, Any]] = []
+    faults: list[dict[str, Any]] = []
     for f in failure_catalogue.match(text, node=node, source='kernel', role=role):
         if f['severity'] == 'info':
             continue
@@ -153,12 +158,12 @@ def judge_node(node, text, role, window_s=FAULT_WINDOW_S):
     return {'node': node, 'end': end, 'findings': found, 'faults': faults}
 
 
-def findings_of(node, text, role):
+def findings_of(node: str, text: str, role: str | None) -> list[dict[str, Any]]:
     """The findings of one node's previous boot (judge_node)."""
     return judge_node(node, text, role)['findings']
 
 
-def previous_phase(fcfg, clock):
+def previous_phase(fcfg: Mapping[str, Any], clock: Callable[[], float]) -> dict[str, Any] | None:
     """The head's phase marker of the previous boot ({'phase', 'since', 'boot_id'}) or None (no marker configured, none
     written: the pair guard is off or the pair never started). Rotates the marker at the first start of a boot."""
     path = fcfg.get('phase_file')
@@ -173,7 +178,7 @@ def previous_phase(fcfg, clock):
     return previous if isinstance(previous, dict) and previous.get('phase') else None
 
 
-def load_crash_finding(node, phase):
+def load_crash_finding(node: str, phase: Mapping[str, Any]) -> dict[str, Any]:
     """The collection's own record as a finding: the pair was loading when the boot ended."""
     ent = failure_catalogue.entry('pair-load-crash')
     text = ('phase marker: the pair was starting since %s (boot %s) and never reached readiness'
@@ -182,7 +187,7 @@ def load_crash_finding(node, phase):
             'rank': ent['rank'], 'node': node, 'lines': [{'lineno': 0, 'text': text}]}
 
 
-def verdict_of(judged, phase, head):
+def verdict_of(judged: Sequence[Mapping[str, Any]], phase: Mapping[str, Any] | None, head: str) -> tuple[list[dict[str, Any]], str]:
     """(hold findings, why) for the nodes judged (judge_node) and the head's previous-boot phase."""
     holds = [f for j in judged for f in j['faults']]
     unclean = [j['node'] for j in judged if j['end']['end'] == 'unclean']
@@ -196,18 +201,19 @@ def verdict_of(judged, phase, head):
     return [], 'started: the previous boot ended cleanly'
 
 
-def incident_id(findings):
+def incident_id(findings: Iterable[Mapping[str, Any]]) -> str:
     digest = hashlib.sha256()
     for f in sorted(findings, key=lambda f: (f['node'], f['id'])):
         digest.update(('%s|%s|%s\n' % (f['node'], f['id'], '|'.join(ln['text'] for ln in f['lines']))).encode('utf-8'))
     return digest.hexdigest()[:12]
 
 
-def summary_line(findings):
+def summary_line(findings: Iterable[Mapping[str, Any]]) -> str:
     return '; '.join('%s: %s (%s)' % (f['node'], f['id'], f['lines'][0]['text'].strip()[:120]) for f in findings)
 
 
-def write_record(fcfg, incident, logs, findings, mode, now, verdict='', ends=None):
+def write_record(fcfg: Mapping[str, Any], incident: str, logs: Mapping[str, tuple[str, list[str]]], findings: Iterable[Mapping[str, Any]],
+                 mode: str, now: float, verdict: str = '', ends: Mapping[str, str] | None = None) -> str:
     """crash-<UTC>-<id>/ under evidence_dir: kernel-<node>.txt per node and summary.json; returns its path. A new
     record prunes the older evidence directories (jobs.prune_evidence: never the held incident's)."""
     path = os.path.join(fcfg.get('evidence_dir') or '/var/lib/dgxspark-ds4/evidence',
@@ -229,7 +235,7 @@ def write_record(fcfg, incident, logs, findings, mode, now, verdict='', ends=Non
     return path
 
 
-def export(fcfg, findings, held, now):
+def export(fcfg: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], held: bool, now: float) -> None:
     """The node-exporter textfile: unacknowledged signatures per node, held or not; never raises."""
     path = fcfg.get('textfile')
     if not path:
@@ -260,7 +266,7 @@ def export(fcfg, findings, held, now):
         say('cannot write %s: %s' % (path, exc))
 
 
-def check(cfg, runner=pair.run, clock=time.time):
+def check(cfg: Mapping[str, Any], runner: Callable[..., tuple[int, str, str]] = pair.run, clock: Callable[[], float] = time.time) -> dict[str, Any] | None:
     """The prestart step (head). Returns the hold record (dict) when the pair is held, else None."""
     fcfg = cfg.get('forensics') or {}
     if not fcfg.get('enabled'):
@@ -269,10 +275,11 @@ def check(cfg, runner=pair.run, clock=time.time):
     mode, recipe = parse_mode(fcfg.get('after_crash', 'hold'))
     now = clock()
     head = cfg.get('head_name') or 'head'
-    nodes = [(head, 'head', None)]
+    nodes: list[tuple[str, str, Any]] = [(head, 'head', None)]
     nodes += [(p['name'], 'worker', p['ssh']) for p in cfg.get('peers') or [] if p.get('ssh')]
     window_s = float(fcfg.get('fault_window_s') or FAULT_WINDOW_S)
-    logs, judged = {}, []
+    logs: dict[str, tuple[str, list[str]]] = {}
+    judged: list[dict[str, Any]] = []
     for name, role, ssh in nodes:
         text, notes = read_node(fcfg, runner, ssh)
         logs[name] = (text, notes)
@@ -321,7 +328,7 @@ def check(cfg, runner=pair.run, clock=time.time):
     return record
 
 
-def held_message(record):
+def held_message(record: Mapping[str, Any]) -> str:
     first = record['findings'][0]
     then = ('then switch the pair to the safer recipe: playbooks/switch.yml -e ds4_profile=%s' % record['fallback_recipe']
             if record.get('fallback_recipe') else 'then the pair starts')
@@ -331,7 +338,7 @@ def held_message(record):
                first['cause'], first['fix'], record['evidence'], record['after_crash'], then))
 
 
-def hold(cfg, runner=pair.run):
+def hold(cfg: Mapping[str, Any], runner: Callable[..., tuple[int, str, str]] = pair.run) -> None:
     """Keep the pair down: stop each worker unit, then queue a stop of this head unit (systemd's Restart= does not
     retry a stopped unit; the prestart's own failure would be retried)."""
     for peer in cfg.get('peers') or []:
@@ -341,7 +348,7 @@ def hold(cfg, runner=pair.run):
         runner(['systemctl', 'stop', '--no-block', cfg['unit_name']], timeout=60)
 
 
-def ack(cfg, clock=time.time):
+def ack(cfg: Mapping[str, Any], clock: Callable[[], float] = time.time) -> str:
     """Acknowledge the held (or started-anyway) incident; returns the line to print."""
     fcfg = cfg.get('forensics') or {}
     record = pair.load_record(fcfg.get('hold_file') or '/nonexistent')
@@ -359,7 +366,7 @@ def ack(cfg, clock=time.time):
         record['incident'], ', '.join(sorted({f['id'] for f in record.get('findings') or []})))
 
 
-def main(argv):
+def main(argv: Sequence[str]) -> int:
     if len(argv) != 3 or argv[1] != 'ack':
         print('usage: %s ack CONFIG.json' % argv[0], file=sys.stderr)
         return 2

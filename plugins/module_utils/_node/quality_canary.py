@@ -47,8 +47,11 @@ the same engine). An answer that did arrive is judged as always, busy or not (ga
 failures); only its timings are not (`busy`: the pair guard judges timings on a canary that saw the pair idle only).
 """
 
+from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import garble
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import smoke_checks
@@ -85,11 +88,11 @@ SETTINGS = (
 DEFAULTS = dict((key, default) for key, _var, default, _lo, _hi in SETTINGS)
 
 
-def settings_problems(cfg, on=True):
+def settings_problems(cfg: Mapping[str, Any], on: object = True) -> list[str]:
     """Problems of the canary's own settings (the role variables of SETTINGS, keyed as in the guard config; one line
     each, naming the variable, the value and the fix); [] when usable or when the canary is off. The controller runs it
     on the inventory's values before any host changes (plugins/plugin_utils/role_inputs.py), the guard at its start."""
-    problems = []
+    problems: list[str] = []
     if not isinstance(on, bool):
         return ['vllm_service_canary = %r: must be true or false. Fix: true (the default) or false' % (on,)]
     if not on:
@@ -107,7 +110,7 @@ def settings_problems(cfg, on=True):
     return problems
 
 
-def check_config(cfg):
+def check_config(cfg: Mapping[str, Any]) -> list[str]:
     """Problems of the canary keys of a guard config (one line each, naming the variable, the value and the fix);
     [] when usable or when the canary is off: the settings (settings_problems) and what the role derives from the
     recipe (the request timeout and deadline, the URL and the served name)."""
@@ -132,7 +135,7 @@ def check_config(cfg):
     return problems
 
 
-def should_skip(samples, max_num_seqs):
+def should_skip(samples: Mapping[str, float], max_num_seqs: int | str | None) -> str | None:
     """The reason to skip the canary now (the pair is saturated), or None. samples: the head's /metrics
     ({name: value}, the pair guard's parse); max_num_seqs: the recipe's (None: only the queue counts)."""
     waiting = samples.get('vllm:num_requests_waiting') or 0.0
@@ -144,7 +147,7 @@ def should_skip(samples, max_num_seqs):
     return None
 
 
-def busy_reason(samples, own=CANARY_OWN_REQUESTS):
+def busy_reason(samples: Mapping[str, Any], own: int = CANARY_OWN_REQUESTS) -> str | None:
     """Why the engine was busy with other work at this reading, or None. samples: the head's queue gauges
     ({name: value}); own: how many of the requests in the engine may be the canary's (1 while one of its requests
     awaits its answer). Running + waiting above own is other work: a prefill the canary waits behind (Part 1b: waiting
@@ -157,18 +160,20 @@ def busy_reason(samples, own=CANARY_OWN_REQUESTS):
     return None
 
 
-def _watched(send, probe, every_s):
+def _watched(send: Callable[[], Any], probe: Callable[[], Mapping[str, Any]],
+             every_s: float) -> tuple[Any, list[dict[str, Any]], Callable[[], None]]:
     """send() while a thread reads probe() every every_s; -> (send's value, the readings (samples, or {'error': ...}),
     read: one more reading into them)."""
-    readings, stop = [], threading.Event()
+    readings: list[dict[str, Any]] = []
+    stop = threading.Event()
 
-    def read():
+    def read() -> None:
         try:
             readings.append(dict(probe()))
         except Exception as exc:  # pylint: disable=broad-except
             readings.append({'error': '%s: %s' % (type(exc).__name__, exc)})
 
-    def loop():
+    def loop() -> None:
         while not stop.wait(every_s):
             read()
     thread = threading.Thread(target=loop, name='canary-probe')
@@ -182,49 +187,56 @@ def _watched(send, probe, every_s):
     return value, readings, read
 
 
-def _body(model, prompt, max_tokens, **extra):
-    body = {'model': model, 'messages': [{'role': 'user', 'content': prompt}], 'max_tokens': int(max_tokens),
-            'temperature': 0.0, 'chat_template_kwargs': {'thinking': False, 'enable_thinking': False}}
+def _body(model: str, prompt: str, max_tokens: int, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {'model': model, 'messages': [{'role': 'user', 'content': prompt}],
+                            'max_tokens': int(max_tokens), 'temperature': 0.0,
+                            'chat_template_kwargs': {'thinking': False, 'enable_thinking': False}}
     body.update(extra)
     return body
 
 
-def _timings(rec):
+def _timings(rec: Mapping[str, Any]) -> tuple[float | None, float | None]:
     """(ttft_s, decode_tps) of a stream record; None where it cannot be measured."""
     ttft = rec['t_first'] - rec['t_start'] if rec.get('t_first') is not None and rec.get('t_start') is not None else None
     tokens, t_first, t_last = rec.get('completion_tokens'), rec.get('t_first'), rec.get('t_last')
-    tps = None
+    tps: float | None = None
     if tokens and tokens > 1 and t_first is not None and t_last is not None and t_last > t_first:
         tps = (tokens - 1) / (t_last - t_first)
     return ttft, tps
 
 
-def _failure(request, check, excerpt, detail):
+def _failure(request: str, check: str, excerpt: str | None, detail: str) -> dict[str, Any]:
     return {'request': request, 'check': check, 'excerpt': (excerpt or '')[:EXCERPT], 'detail': detail}
 
 
-def _as_response(rec):
+def _as_response(rec: Mapping[str, Any]) -> dict[str, Any]:
     """A streamed record as the non-streamed response smoke_checks reads."""
     return {'choices': [{'message': {'content': rec.get('content') or '', 'tool_calls': rec.get('tool_calls') or []},
                          'finish_reason': rec.get('finish_reason')}]}
 
 
-def run_canary(base_url, model, api_key=None, tools=True, tool_choice='auto', timeout=60.0, decode_tokens=64,
-               stream=None, probe=None, probe_every_s=5.0):
+def run_canary(base_url: str, model: str, api_key: str | None = None, tools: bool = True, tool_choice: Any = 'auto',
+               timeout: float = 60.0, decode_tokens: int = 64, stream: Callable[..., dict[str, Any]] | None = None,
+               probe: Callable[[], Mapping[str, Any]] | None = None, probe_every_s: float = 5.0) -> dict[str, Any]:
     """One canary. -> {'ok', 'failures': [...], 'requests': [...], 'ttft_s', 'decode_tps', 'skipped_checks': [...],
     'unreachable': [...], 'inconclusive': [...], 'busy': first busy_reason seen or ''} (judge_timings adds the baseline
     comparison). stream: vllm_client.stream_chat (tests pass a fake). probe: the head's queue gauges
     ({'vllm:num_requests_running': n, 'vllm:num_requests_waiting': n}), read while each request awaits its answer
     (None: not read; a request with no answer is then a failure, as before)."""
     stream = stream or vllm_client.stream_chat
-    failures, requests, skipped = [], [], []
-    unreachable, inconclusive, busy = [], [], []
+    failures: list[dict[str, Any]] = []
+    requests: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    unreachable: list[str] = []
+    inconclusive: list[str] = []
+    busy: list[str] = []
 
-    def send(name, body):
+    def send(name: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
         if inconclusive:
             skipped.append('%s: not sent, the pair is busy (an earlier request got no answer behind other work)' % name)
             return None
-        read = None
+        read: Callable[[], None] | None = None
+        readings: list[dict[str, Any]]
         if probe is None:
             rec, readings = stream(base_url, body, api_key=api_key, timeout=timeout), []
         else:
@@ -280,7 +292,8 @@ def run_canary(base_url, model, api_key=None, tools=True, tool_choice='auto', ti
     else:
         skipped.append('tool_call: the recipe has no tool-call parser')
 
-    ttft = tps = None
+    ttft: float | None = None
+    tps: float | None = None
     rec = send('decode', _body(model, DECODE_PROMPT, decode_tokens))
     if rec is not None:
         content = rec.get('content') or ''
@@ -294,7 +307,7 @@ def run_canary(base_url, model, api_key=None, tools=True, tool_choice='auto', ti
             'ttft_s': None if ttft is None else round(ttft, 4), 'decode_tps': None if tps is None else round(tps, 2)}
 
 
-def judge_timings(result, baseline, settings=None):
+def judge_timings(result: dict[str, Any], baseline: Mapping[str, Any] | None, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Compare a canary's ttft_s / decode_tps with the pair's baseline ({'ttft_s', 'decode_tps'} or {}); appends the
     failures to result (and sets ok). Returns result."""
     s = dict(DEFAULTS, **(settings or {}))
@@ -314,7 +327,7 @@ def judge_timings(result, baseline, settings=None):
     return result
 
 
-def summary(result):
+def summary(result: Mapping[str, Any]) -> str:
     """One line: what failed (the first three), or the timings."""
     if result.get('ok'):
         return 'ok (ttft %.2f s, decode %.1f tok/s)' % (result.get('ttft_s') or 0, result.get('decode_tps') or 0)
