@@ -28,6 +28,7 @@ Steps, in order (seed 000 "required cleanup sequence before any cold restart"):
      `prestart.py --stopped CONFIG.json` (the head unit's ExecStopPost) marks it 'stopped'.
 """
 
+from __future__ import annotations
 
 # A node script's code, run by the node's own python3 (not an Ansible module): print and subprocess are its I/O.
 # pylint: disable=ansible-bad-function
@@ -41,6 +42,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import forensics
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
@@ -54,16 +57,16 @@ class PrestartError(Exception):
     pass
 
 
-def say(msg):
+def say(msg: str) -> None:
     print('%s: %s' % (TAG, msg))
     sys.stdout.flush()
 
 
-def gib(n_bytes):
+def gib(n_bytes: float) -> str:
     return '%.1f GiB' % (n_bytes / float(1 << 30))
 
 
-def docker(cfg, *args):
+def docker(cfg: Mapping[str, Any], *args: str) -> tuple[int, str, str]:
     proc = subprocess.run([cfg.get('docker', '/usr/bin/docker')] + list(args),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     return proc.returncode, proc.stdout.strip(), proc.stderr.strip()
@@ -71,7 +74,7 @@ def docker(cfg, *args):
 
 # ------------------------------------------------------------------ 1. leftover container
 
-def remove_leftover_container(cfg):
+def remove_leftover_container(cfg: Mapping[str, Any]) -> None:
     name = cfg['container_name']
     rc, out, _err = docker(cfg, 'inspect', '--format', '{{.State.Status}}', name)
     if rc != 0:
@@ -85,7 +88,7 @@ def remove_leftover_container(cfg):
 
 # ------------------------------------------------------------------ 2. leftover processes
 
-def _read(path, binary=False):
+def _read(path: str, binary: bool = False) -> Any:
     try:
         with open(path, 'rb' if binary else 'r') as fh:
             return fh.read()
@@ -93,11 +96,11 @@ def _read(path, binary=False):
         return None
 
 
-def vllm_processes(cfg):
+def vllm_processes(cfg: Mapping[str, Any]) -> list[tuple[int, str, str | None]]:
     """[(pid, title, container_id or None)] for processes whose title starts with a vLLM prefix."""
     proc_root = cfg.get('proc_root', '/proc')
     prefixes = tuple(cfg.get('process_title_prefixes') or ['VLLM::'])
-    found = []
+    found: list[tuple[int, str, str | None]] = []
     for entry in os.listdir(proc_root):
         if not entry.isdigit():
             continue
@@ -113,16 +116,16 @@ def vllm_processes(cfg):
     return found
 
 
-def running_container_ids(cfg):
+def running_container_ids(cfg: Mapping[str, Any]) -> set[str]:
     rc, out, err = docker(cfg, 'ps', '-q', '--no-trunc')
     if rc != 0:
         raise PrestartError('docker ps failed (is docker.service up?): %s' % err)
     return set(out.split())
 
 
-def end_leftover_processes(cfg):
+def end_leftover_processes(cfg: Mapping[str, Any]) -> None:
     running = running_container_ids(cfg)
-    victims = []
+    victims: list[tuple[int, str, str]] = []
     for pid, title, cid in vllm_processes(cfg):
         if cid is None:
             say('WARNING: pid %d "%s" is a vLLM process outside any container; left alone '
@@ -153,9 +156,9 @@ def end_leftover_processes(cfg):
 
 # ------------------------------------------------------------------ 3. ports
 
-def listening_inodes(cfg, port):
+def listening_inodes(cfg: Mapping[str, Any], port: int) -> set[str]:
     proc_root = cfg.get('proc_root', '/proc')
-    inodes = set()
+    inodes: set[str] = set()
     for name in ('tcp', 'tcp6'):
         text = _read(os.path.join(proc_root, 'net', name)) or ''
         for line in text.splitlines()[1:]:
@@ -167,9 +170,9 @@ def listening_inodes(cfg, port):
     return inodes
 
 
-def socket_owners(cfg, inodes):
+def socket_owners(cfg: Mapping[str, Any], inodes: Iterable[str]) -> list[str]:
     proc_root = cfg.get('proc_root', '/proc')
-    owners = []
+    owners: list[str] = []
     wanted = set('socket:[%s]' % i for i in inodes)
     for entry in os.listdir(proc_root):
         if not entry.isdigit():
@@ -190,8 +193,8 @@ def socket_owners(cfg, inodes):
     return owners
 
 
-def check_ports(cfg):
-    busy = []
+def check_ports(cfg: Mapping[str, Any]) -> None:
+    busy: list[str] = []
     for item in cfg.get('ports') or []:
         inodes = listening_inodes(cfg, int(item['port']))
         if inodes:
@@ -206,7 +209,7 @@ def check_ports(cfg):
 
 # ------------------------------------------------------------------ 4. /dev/shm
 
-def clear_shm(cfg):
+def clear_shm(cfg: Mapping[str, Any]) -> None:
     prefix = cfg.get('container_prefix', 'dgxspark-ds4-')
     rc, out, err = docker(cfg, 'ps', '--format', '{{.Names}}')
     if rc != 0:
@@ -230,7 +233,7 @@ def clear_shm(cfg):
 
 # ------------------------------------------------------------------ 5. peers
 
-def reachable(addr, port, timeout):
+def reachable(addr: str, port: int, timeout: float) -> bool:
     """True when the host answers: a TCP accept OR a refusal (RST) both prove the host is up."""
     try:
         sock = socket.create_connection((addr, port), timeout=timeout)
@@ -242,7 +245,7 @@ def reachable(addr, port, timeout):
         return exc.errno == errno.ECONNREFUSED
 
 
-def wait_for_peers(cfg):
+def wait_for_peers(cfg: Mapping[str, Any]) -> None:
     peers = cfg.get('peers') or []
     if not peers:
         return
@@ -261,7 +264,7 @@ def wait_for_peers(cfg):
         time.sleep(float(cfg.get('peer_poll_s', 5)))
 
 
-def fresh_workers(cfg):
+def fresh_workers(cfg: Mapping[str, Any]) -> None:
     if not cfg.get('pair_state_file'):
         return
     try:
@@ -270,7 +273,7 @@ def fresh_workers(cfg):
         raise PrestartError(str(exc))
 
 
-def previous_boot(cfg, runner=None):
+def previous_boot(cfg: Mapping[str, Any], runner: Callable[..., tuple[int, str, str]] | None = None) -> None:
     if cfg.get('role') != 'head':
         return
     runner = runner or pair.run
@@ -287,7 +290,7 @@ def previous_boot(cfg, runner=None):
 
 # ------------------------------------------------------------------ 6. memory
 
-def meminfo(cfg):
+def meminfo(cfg: Mapping[str, Any]) -> dict[str, int]:
     try:
         _text, out = node_probe.read_meminfo(os.path.join(cfg.get('proc_root', '/proc'), 'meminfo'), in_bytes=True)
     except (IOError, OSError):
@@ -298,13 +301,13 @@ def meminfo(cfg):
     return out
 
 
-def mem_line(info):
+def mem_line(info: Mapping[str, int]) -> str:
     """'MemFree X (n bytes), MemAvailable Y (n bytes)': both numbers, for every memory message."""
     return 'MemFree %s (%d bytes), MemAvailable %s (%d bytes)' % (
         gib(info['MemFree']), info['MemFree'], gib(info['MemAvailable']), info['MemAvailable'])
 
 
-def drop_caches(cfg):
+def drop_caches(cfg: Mapping[str, Any]) -> None:
     if not cfg.get('drop_caches', True):
         say('page-cache drop skipped (vllm_service_drop_caches: false; test host sharing a kernel)')
         return
@@ -322,7 +325,7 @@ def drop_caches(cfg):
         % (gib(before['MemFree']), gib(after['MemFree']), gib(before['MemAvailable']), gib(after['MemAvailable'])))
 
 
-def memory_gate(cfg):
+def memory_gate(cfg: Mapping[str, Any]) -> None:
     """Wait (bounded) until MemFree >= fraction x MemTotal (see the module docstring: not MemAvailable)."""
     fraction = cfg.get('memory_fraction')
     if not fraction:
@@ -353,7 +356,7 @@ def memory_gate(cfg):
 
 # ------------------------------------------------------------------ 7. phase marker
 
-def mark_starting(cfg):
+def mark_starting(cfg: Mapping[str, Any]) -> None:
     """Head: the pair's phase marker says 'starting', on the disk (fsync of the file and its directory) before the
     container starts. The pair guard sets 'serving' once the head answers with every rank up; a boot that ends
     uncleanly while it still says 'starting' holds the pair at the next boot (forensics.py: the seed-000 GSP hang)."""
@@ -382,7 +385,7 @@ STEPS = (
 )
 
 
-def mark_stopped(cfg):
+def mark_stopped(cfg: Mapping[str, Any]) -> None:
     """Head, ExecStopPost: the unit stopped (a systemctl stop, a clean shutdown, vLLM exiting): the phase marker says
     'stopped', so a later end of this boot (a BMC power cycle after maintenance.yml stopped the pair) is no load crash."""
     fcfg = cfg.get('forensics') or {}
@@ -394,7 +397,7 @@ def mark_stopped(cfg):
         say('WARNING: cannot write the phase marker %s: %s' % (fcfg['phase_file'], exc))
 
 
-def main(argv):
+def main(argv: Sequence[str]) -> int:
     stopped = len(argv) == 3 and argv[1] == '--stopped'
     if len(argv) != 2 and not stopped:
         print('usage: %s [--stopped] CONFIG.json' % argv[0], file=sys.stderr)
