@@ -15,20 +15,20 @@ import os
 import yaml
 
 from ansible.plugins.action import ActionBase
+from ansible.utils.vars import load_extra_vars
 
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.ds4_config import (
     Ds4ConfigError,
     compute_effective,
 )
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.known_vars import (
-    describe_origin,
     find_unknown,
     format_unknown,
     prefixes,
     scan_collection,
 )
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.placeholders import placeholder_errors
-from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs, var_origin
 from ansible_collections.dgxspark.ds4.plugins.module_utils._security import tls_plan
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.pairs import (
@@ -42,15 +42,6 @@ from ansible_collections.dgxspark.ds4.plugins.plugin_utils.service_layout import
     LAYOUT_VARS,
     publish as publish_service,
 )
-
-# Where a variable was set (ansible-core >= 2.19 tags every loaded value with its origin): the file and line the
-# refusals name. ansible-core offers no public reader of that tag (ansible.module_utils.datatag exposes none of the
-# controller's tags), so this private import is kept, and optional: without it the messages name no file
-# (docs/architecture.md, on the public API, lists it).
-try:
-    from ansible._internal._datatag._tags import Origin
-except ImportError:  # pragma: no cover - older ansible-core: no file names in the message
-    Origin = None
 
 try:  # libyaml: scanning the collection's YAML takes ~0.05 s instead of ~0.5 s
     from yaml import CSafeLoader as _YamlLoader
@@ -123,25 +114,9 @@ def role_input_errors(values_by_host, spark, options):
     return [line if sorted(hosts) == sorted(spark) else '[host %s] %s' % (', '.join(hosts), line) for line, hosts in seen.items()]
 
 
-def _origin(name, value, resolve=False):
-    """Where Ansible says `name` was set: 'path:line', "<CLI option '-e'>", or None.
-
-    resolve: follow symlinks (an inventory file linked into another inventory -> the file to edit)."""
-    if Origin is None:
-        return None
-    for item in (name, value):
-        tag = Origin.get_tag(item)
-        if tag is None:
-            continue
-        if getattr(tag, 'path', None):
-            return describe_origin(os.path.realpath(tag.path) if resolve else tag.path, getattr(tag, 'line_num', None), os.getcwd())
-        text = getattr(tag, 'description', None) or str(tag)
-        return 'extra vars (-e)' if "'-e'" in text else text
-    return None
-
-
-def unknown_variable_errors(all_hostvars, spark, prefix_list, known):
-    """Error lines for unknown prefixed variables of the spark hosts (inventory + extra vars)."""
+def unknown_variable_errors(all_hostvars, spark, prefix_list, known, origins=None):
+    """Error lines for unknown prefixed variables of the spark hosts (inventory + extra vars); origins
+    (var_origin.Origins): where each was set, looked up for the unknown ones only."""
     candidates = {}
     allowed = set()
     for h in spark:
@@ -153,14 +128,13 @@ def unknown_variable_errors(all_hostvars, spark, prefix_list, known):
             name_s = str(name)
             if name_s.startswith('_') or not any(name_s.startswith(p) for p in prefix_list):
                 continue
-            entry = candidates.setdefault(name_s, {'hosts': [], 'wheres': [], 'value': raw[name]})
+            entry = candidates.setdefault(name_s, {'hosts': [], 'value': raw[name]})
             entry['hosts'].append(h)
-            where = _origin(name, raw[name])
-            if where and where not in entry['wheres']:
-                entry['wheres'].append(where)
-    for entry in candidates.values():
-        entry['where'] = ', '.join(entry.pop('wheres')) or None
-    return [format_unknown(item, spark) for item in find_unknown(candidates, known, prefix_list, allowed)]
+    unknown = find_unknown(candidates, known, prefix_list, allowed)
+    for item in unknown:
+        wheres = [var_origin.describe(origins.find(h, item['name']), os.getcwd()) for h in item['hosts']] if origins else []
+        item['where'] = ', '.join(w for w in dict.fromkeys(wheres) if w) or None
+    return [format_unknown(item, spark) for item in unknown]
 
 
 class ActionModule(ActionBase):
@@ -169,7 +143,7 @@ class ActionModule(ActionBase):
     _requires_connection = False
 
     @staticmethod
-    def _placeholder_errors(all_hostvars, spark):
+    def _placeholder_errors(all_hostvars, spark, origins):
         """plugins/plugin_utils/placeholders.py over the raw values (with the file each was read from)."""
         raws = dict((h, all_hostvars.raw_get(h) if hasattr(all_hostvars, 'raw_get') else all_hostvars[h]) for h in spark)
         values = {}
@@ -181,7 +155,7 @@ class ActionModule(ActionBase):
             values[h] = dict((k, raws[h][k]) for k in names if k in raws[h] and isinstance(raws[h][k], str))
 
         def where(h, var):
-            return _origin(var, raws[h][var], resolve=True)
+            return var_origin.describe(origins.find(h, var), os.getcwd(), resolve=True)
         return placeholder_errors(values, spark, where)
 
     @staticmethod
@@ -234,16 +208,20 @@ class ActionModule(ActionBase):
             return result
         play_hosts = task_vars.get('ansible_play_hosts_all') or spark
         first = [h for h in spark if h in play_hosts]
+        # where a refused variable was set (read from the inventory's files only when one is refused)
+        origins = var_origin.Origins(task_vars.get('ansible_inventory_sources') or [], task_vars.get('playbook_dir'),
+                                     var_origin.extra_var_names(load_extra_vars(self._loader)),
+                                     lambda h: [g for g, members in groups.items() if h in (members or [])])
         if not args['allow_placeholders']:
             # checked first and alone: with placeholder addresses nothing else of the inventory is worth reporting
-            errors = self._placeholder_errors(all_hostvars, spark)
+            errors = self._placeholder_errors(all_hostvars, spark, origins)
             if errors:
                 result.update(failed=True, errors=errors, placeholder_addresses=True,
                               msg='dgxspark.ds4 configuration refused: the inventory still holds the shipped placeholder addresses; '
                                   'nothing was contacted and nothing was changed on any host:\n- %s' % '\n- '.join(errors))
                 return result
         known, prefix_list = known_names()
-        errors = unknown_variable_errors(all_hostvars, spark, prefix_list, known)
+        errors = unknown_variable_errors(all_hostvars, spark, prefix_list, known, origins)
         options = role_options()
         values_by_host = dict((h, role_values(all_hostvars, h, options)) for h in spark)
         errors.extend(role_input_errors(values_by_host, spark, options))

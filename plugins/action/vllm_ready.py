@@ -7,6 +7,7 @@ Logic: plugins/plugin_utils/readiness_pair.py (ReadyInstance), one poll: plugins
 (poll_command, parse_poll)."""
 
 
+import os
 import time
 
 from ansible import constants as C
@@ -100,11 +101,11 @@ class ActionModule(ActionBase):
                           msg="check mode: nothing polled; every %.1f s for up to %.0f s it would check: %s" % (interval, timeout, "; ".join(checks)))
             return result
 
-        # The two ranks' instances of this task meet under the task's identity: its _uuid, the same in both hosts'
-        # workers and new for every load of the task (an include run twice, the next playbook run). No public
-        # attribute gives that (get_path() is the same for both runs of an include); docs/architecture.md (on the public
-        # API) lists this private read.
-        key = "%s-%s" % (getattr(self._task, "_uuid", None) or "default", args.pop("pair"))
+        # The two ranks' instances of this wait meet under its round (tasks/ready.yml sets one per run of the file, a
+        # run_once fact: the same on both ranks, new for an include run again); without one, the task's file and line
+        # under this ansible-playbook process (each task runs in a worker it forked).
+        wait = args.pop("round", None) or "%s-%s" % (self._task.get_path(), os.getppid())
+        key = "%s-%s" % (wait, args.pop("pair"))
         sdir = state_dir(key, sdir_base or C.DEFAULT_LOCAL_TMP)
         inst = ReadyInstance(role, node, sdir, timeout)
         module_args = dict(args)

@@ -98,12 +98,20 @@ options:
   state_dir:
     description: (action) Controller-side coordination directory; default under the controller's temporary directory.
     type: path
+  round:
+    description:
+      - (action) The identity of this wait, the same on both ranks of a pair and new for every wait; the two ranks'
+        instances meet under it in O(state_dir). The collection's C(tasks/ready.yml) sets it once per run of the file
+        (a C(run_once) fact).
+      - Without it the task's file and line and the controller's C(ansible-playbook) process stand for it, so a playbook
+        that runs the same task twice for one pair (an include run again) must give it.
+    type: str
 notes:
   - Run it on both hosts in one task (the linear strategy runs it on both at once; keep C(forks) >= 2 and no C(serial)).
   - Each poll is one shell command over the connection (C(systemctl show), C(docker inspect), a bash C(/dev/tcp) probe,
     C(journalctl --after-cursor)), not a module upload; the module itself runs once on the head to warm up and then when
     the API port listens, for the HTTP checks. Needs root or the C(systemd-journal) group for the journal (use C(become)).
-  - Do not wrap the task in C(until)/C(retries); the instances coordinate through files keyed by the task, and it has its own
+  - Do not wrap the task in C(until)/C(retries); the instances coordinate through files keyed by O(round), and it has its own
     O(timeout).
 seealso:
   - module: dgxspark.ds4.ds4_doctor

@@ -29,6 +29,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = dict(
     interval=dict(type="float", default=0.5),
     timeout=dict(type="float", default=2400),
     state_dir=dict(type="path"),
+    round=dict(type="str"),
 )
 
 ACTION_ARGUMENT_SPEC = dict(

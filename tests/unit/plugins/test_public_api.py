@@ -29,14 +29,7 @@ INTERFACE = frozenset((
 ))
 
 # The private names still used, (file, name) -> why ansible-core has no public way to the same effect.
-KEPT = {
-    ('plugins/action/effective_config.py', 'ansible._internal._datatag._tags'):
-        'Origin, the file and line a variable was loaded from, named in the refusals of unknown variables and '
-        'placeholder addresses; ansible-core has no public reader of its data tags (optional import)',
-    ('plugins/action/vllm_ready.py', '_uuid'):
-        'the identity of one load of the task, the same in both ranks\' workers and new for an include run again '
-        'or the next playbook run, under which the two ranks meet; get_path() is the same for every run of an include',
-}
+KEPT: dict = {}
 
 _BASES = ('ActionBase', 'CallbackBase', 'AnsibleModule')
 
