@@ -26,7 +26,7 @@ from ansible_collections.dgxspark.ds4.plugins.plugin_utils.known_vars import des
 try:  # libyaml: ~10x faster over a large inventory
     from yaml import CSafeLoader as _Loader
 except ImportError:  # pragma: no cover
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+    from yaml import SafeLoader as _Loader
 
 EXTRA_VARS = 'extra vars (-e)'
 _VARS_EXTENSIONS = ('', '.yml', '.yaml', '.json')
