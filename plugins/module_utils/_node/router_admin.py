@@ -65,11 +65,14 @@ drain and restore first wait for it to listen (bounded by listen_timeout, the wa
 message), so a deploy or an operation that meets a router still starting waits instead of failing.
 """
 
+from __future__ import annotations
 
 import json
 import os
 import socket
 import time
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 try:  # Python 3
     from http.client import HTTPException
@@ -99,18 +102,18 @@ ENGINE_QUIET_S = 10
 class RouterAdminError(Exception):
     """A failure with a message meant for the user, plus result fields."""
 
-    def __init__(self, msg, **fields):
+    def __init__(self, msg: str, **fields: Any) -> None:
         super(RouterAdminError, self).__init__(msg)
         self.msg = msg
         self.fields = fields
 
 
-def normalize_url(url):
+def normalize_url(url: object) -> str:
     """A worker URL as the router keeps it: no surrounding blanks, no trailing slash."""
     return str(url or '').strip().rstrip('/')
 
 
-def _call(router_url, method, path, timeout):
+def _call(router_url: str, method: str, path: str, timeout: float) -> tuple[int, str]:
     try:
         if method == 'POST':
             return vllm_client.post(router_url, path, None, timeout=timeout)
@@ -120,7 +123,7 @@ def _call(router_url, method, path, timeout):
                                % (router_url, method, path, type(exc).__name__, exc))
 
 
-def _json(router_url, path, timeout):
+def _json(router_url: str, path: str, timeout: float) -> Any:
     status, text = _call(router_url, 'GET', path, timeout)
     if status != 200:
         raise RouterAdminError('vllm-router at %s: GET %s answered HTTP %s: %s' % (router_url, path, status, text[:300]))
@@ -130,7 +133,7 @@ def _json(router_url, path, timeout):
         raise RouterAdminError('vllm-router at %s: GET %s is not JSON: %s' % (router_url, path, text[:300]))
 
 
-def list_workers(router_url, timeout=HTTP_TIMEOUT_S):
+def list_workers(router_url: str, timeout: float = HTTP_TIMEOUT_S) -> list[str]:
     """The worker URLs in the router's registry (in rotation, healthy or not)."""
     obj = _json(router_url, '/list_workers', timeout)
     urls = obj.get('urls') if isinstance(obj, dict) else None
@@ -139,7 +142,7 @@ def list_workers(router_url, timeout=HTTP_TIMEOUT_S):
     return [normalize_url(u) for u in urls]
 
 
-def worker_states(router_url, timeout=HTTP_TIMEOUT_S):
+def worker_states(router_url: str, timeout: float = HTTP_TIMEOUT_S) -> dict[str, dict[str, Any]]:
     """{url: {'healthy': bool, 'load': int}} from GET /workers (the health checker's view)."""
     obj = _json(router_url, '/workers', timeout)
     workers = obj.get('workers') if isinstance(obj, dict) else None
@@ -149,7 +152,8 @@ def worker_states(router_url, timeout=HTTP_TIMEOUT_S):
                 for w in workers if isinstance(w, dict) and w.get('url'))
 
 
-def wait_listening(router_url, timeout=LISTEN_WAIT_S, clock=time.monotonic, sleep=time.sleep, poll_s=None):
+def wait_listening(router_url: str, timeout: float = LISTEN_WAIT_S, clock: Callable[[], float] = time.monotonic,
+                   sleep: Callable[[float], None] = time.sleep, poll_s: float | None = None) -> float:
     """Wait while the router's admin port refuses connections (a router still starting); -> seconds waited
     (0.0 when it answered at once). Any other failure, or refusals past timeout, raise RouterAdminError."""
     router_url = normalize_url(router_url)
@@ -173,15 +177,15 @@ def wait_listening(router_url, timeout=LISTEN_WAIT_S, clock=time.monotonic, slee
         sleep(poll_s or POLL_S)
 
 
-def _waited_note(waited):
+def _waited_note(waited: float) -> str:
     return ' (vllm-router was not listening yet: waited %.1f s for it)' % waited if waited else ''
 
 
-def _query(worker_url):
+def _query(worker_url: str) -> str:
     return '?url=' + quote(worker_url, safe='')
 
 
-def remove_worker(router_url, worker_url, timeout=HTTP_TIMEOUT_S):
+def remove_worker(router_url: str, worker_url: str, timeout: float = HTTP_TIMEOUT_S) -> str:
     """POST /remove_worker?url=...; the router answers 200 whether or not the worker was there."""
     status, text = _call(router_url, 'POST', '/remove_worker' + _query(worker_url), timeout)
     if status != 200:
@@ -190,13 +194,13 @@ def remove_worker(router_url, worker_url, timeout=HTTP_TIMEOUT_S):
     return text
 
 
-def add_worker(router_url, worker_url, timeout):
+def add_worker(router_url: str, worker_url: str, timeout: float) -> tuple[int, str]:
     """POST /add_worker?url=...: (status, text). The router answers once the worker's health check passes
     (200), or 400 when it exists already or did not become healthy within --worker-startup-timeout-secs."""
     return _call(router_url, 'POST', '/add_worker' + _query(worker_url), timeout)
 
 
-def vllm_in_flight(metrics_url, api_key=None, timeout=5.0):
+def vllm_in_flight(metrics_url: str, api_key: str | None = None, timeout: float = 5.0) -> int:
     """vllm:num_requests_running + vllm:num_requests_waiting of the vLLM server at metrics_url (its base URL).
     0 when nothing listens there (connection refused: no request can be in flight on a stopped server)."""
     try:
@@ -212,24 +216,25 @@ def vllm_in_flight(metrics_url, api_key=None, timeout=5.0):
     return int((summary['requests_running'] or 0) + (summary['requests_waiting'] or 0))
 
 
-def router_in_flight(router_metrics_url, worker_url, timeout=5.0):
+def router_in_flight(router_metrics_url: str, worker_url: str, timeout: float = 5.0) -> int:
     """The requests the router has sent to worker_url and not finished (vllm_router_running_requests on the
     router's Prometheus endpoint); 0 when the router has no such series (nothing sent since its start)."""
     status, text = vllm_client.get(router_metrics_url, '/metrics', timeout=timeout)
     if status != 200:
         raise RouterAdminError('GET %s/metrics answered HTTP %s: %s' % (router_metrics_url, status, text[:200]))
-    total = None
+    total: float | None = None
     for sample in bench_stats.parse_prometheus(text):
         if sample['name'] == ROUTER_RUNNING and normalize_url(sample['labels'].get('worker')) == worker_url:
             total = (total or 0.0) + sample['value']
     return int(total or 0)
 
 
-def in_flight_reader(worker_url, metrics_url=None, router_metrics_url=None, api_key=None):
+def in_flight_reader(worker_url: str, metrics_url: str | None = None, router_metrics_url: str | None = None,
+                     api_key: str | None = None) -> Callable[[], int] | None:
     """One function reading the in-flight requests of worker_url from every source given (the largest
     count), or None when no source is given."""
     worker_url = normalize_url(worker_url)
-    readers = []
+    readers: list[Callable[[], int]] = []
     if metrics_url:
         readers.append(lambda: vllm_in_flight(normalize_url(metrics_url), api_key=api_key))
     if router_metrics_url:
@@ -239,11 +244,11 @@ def in_flight_reader(worker_url, metrics_url=None, router_metrics_url=None, api_
     return lambda: max(read() for read in readers)
 
 
-def _hold_path(hold_dir, url):
+def _hold_path(hold_dir: str, url: str) -> str:
     return os.path.join(hold_dir, quote(normalize_url(url), safe=''))
 
 
-def hold(hold_dir, url):
+def hold(hold_dir: str | None, url: str) -> None:
     """Mark url as held out of rotation (the pool keeper does not add it). No-op without hold_dir."""
     if not hold_dir:
         return
@@ -253,24 +258,24 @@ def hold(hold_dir, url):
         handle.write(normalize_url(url) + '\n')
 
 
-def release(hold_dir, url):
+def release(hold_dir: str | None, url: str) -> None:
     """Let the pool keeper add url again. No-op without hold_dir or hold."""
     if hold_dir and os.path.exists(_hold_path(hold_dir, url)):
         os.remove(_hold_path(hold_dir, url))
 
 
-def held(hold_dir):
+def held(hold_dir: str | None) -> set[str]:
     """The worker URLs held out of rotation (set)."""
     if not hold_dir or not os.path.isdir(hold_dir):
         return set()
-    out = set()
+    out: set[str] = set()
     for name in os.listdir(hold_dir):
         with open(os.path.join(hold_dir, name)) as handle:
             out.add(normalize_url(handle.read()))
     return out
 
 
-def _health_problem(worker_url, timeout, health_path=HEALTH_PATH):
+def _health_problem(worker_url: str, timeout: float, health_path: str = HEALTH_PATH) -> str | None:
     """None when worker_url + health_path answers 200, else why not (one line)."""
     try:
         status, text = vllm_client.get(worker_url, health_path, timeout=timeout)
@@ -279,7 +284,8 @@ def _health_problem(worker_url, timeout, health_path=HEALTH_PATH):
     return None if status == 200 else 'HTTP %s: %s' % (status, text[:120])
 
 
-def reconcile(router_url, wanted, hold_dir=None, health_timeout=2.0, health_path=HEALTH_PATH):
+def reconcile(router_url: str, wanted: Collection[str], hold_dir: str | None = None, health_timeout: float = 2.0,
+              health_path: str = HEALTH_PATH) -> dict[str, Any]:
     """One pass of the pool keeper: every wanted worker the router does not list, that is not held and whose
     health_path answers 200 now, is added (POST /add_worker). Never removes anything (a worker evicted by the
     router's health checks stays listed and comes back by itself; a drained one is held).
@@ -306,7 +312,9 @@ def reconcile(router_url, wanted, hold_dir=None, health_timeout=2.0, health_path
             'held': sorted(u for u in holds if u in [normalize_url(w) for w in wanted])}
 
 
-def _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s, stale_after=None):
+def _wait_idle(in_flight_fn: Callable[[], int], timeout: float, clock: Callable[[], float], sleep: Callable[[float], None],
+               poll_s: float, stale_after: float | None = None
+               ) -> tuple[float, int | None, int | None, str | None, float | None]:
     """Poll until in_flight_fn() reads 0 SETTLE_READS times in a row. Returns (waited_s, first, last, error,
     stood_from): with stale_after, a count above 0 that read the same for stale_after seconds ends the wait early,
     stood_from then the second of the wait from which it stood (else None)."""
@@ -315,7 +323,7 @@ def _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s, stale_after=None):
     zeros = 0
     since = None  # when the count above 0 read now was first read (without a change since)
     while True:
-        previous = last
+        previous: int | None = last
         try:
             last = in_flight_fn()
             error = None
@@ -336,8 +344,9 @@ def _wait_idle(in_flight_fn, timeout, clock, sleep, poll_s, stale_after=None):
         sleep(poll_s)
 
 
-def wait_engine_quiet(metrics_url, api_key=None, quiet_for=ENGINE_QUIET_S, timeout=600, clock=time.monotonic,
-                      sleep=time.sleep, poll_s=None):
+def wait_engine_quiet(metrics_url: str, api_key: str | None = None, quiet_for: float = ENGINE_QUIET_S, timeout: float = 600,
+                      clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                      poll_s: float | None = None) -> dict[str, Any]:
     """Wait until the vLLM server at metrics_url has read nothing in flight (vllm_in_flight: running + waiting)
     on every read for quiet_for seconds. Connection refused reads 0 (a stopped server has nothing in flight).
     Returns waited_s, in_flight_initial, in_flight_max, quiet_for_s, reads; a server still busy (or unreadable)
@@ -372,9 +381,11 @@ def wait_engine_quiet(metrics_url, api_key=None, quiet_for=ENGINE_QUIET_S, timeo
         sleep(poll_s or POLL_S)
 
 
-def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=False, allow_last=False,
-          clock=time.monotonic, sleep=time.sleep, poll_s=None, listen_timeout=LISTEN_WAIT_S, hold_dir=None,
-          waits_for=None, wait=True, stale_after=None):
+def drain(router_url: str, worker_url: str, in_flight_fn: Callable[[], int] | None = None, timeout: float = 600,
+          check_mode: bool = False, allow_last: bool = False, clock: Callable[[], float] = time.monotonic,
+          sleep: Callable[[float], None] = time.sleep, poll_s: float | None = None, listen_timeout: float = LISTEN_WAIT_S,
+          hold_dir: str | None = None, waits_for: str | None = None, wait: bool = True,
+          stale_after: float | None = None) -> dict[str, Any]:
     """Take worker_url out of the router's rotation, then wait until in_flight_fn() reads 0.
 
     wait=False: out of rotation (held), nothing awaited. stale_after: a count above 0 that stands still that many
@@ -391,9 +402,9 @@ def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=Fal
     router_url, worker_url = normalize_url(router_url), normalize_url(worker_url)
     router_wait = wait_listening(router_url, listen_timeout, clock, sleep, poll_s)
     before = list_workers(router_url)
-    result = {'changed': worker_url in before, 'workers_before': before,
-              'workers_after': [u for u in before if u != worker_url], 'in_flight_initial': None,
-              'in_flight_waited_s': None, 'router_wait_s': router_wait}
+    result: dict[str, Any] = {'changed': worker_url in before, 'workers_before': before,
+                              'workers_after': [u for u in before if u != worker_url], 'in_flight_initial': None,
+                              'in_flight_waited_s': None, 'router_wait_s': router_wait}
     if result['changed'] and not allow_last:
         states = worker_states(router_url)
         others = [u for u in before if u != worker_url and states.get(u, {}).get('healthy')]
@@ -443,11 +454,12 @@ def drain(router_url, worker_url, in_flight_fn=None, timeout=600, check_mode=Fal
     return result
 
 
-def _waited(bound, what):
+def _waited(bound: str, what: str) -> str:
     return 'waited %s for its in-flight requests: %s' % (bound, what)
 
 
-def drain_report(removal, wait, engine=None, again=None):
+def drain_report(removal: Mapping[str, Any], wait: Mapping[str, Any], engine: Mapping[str, Any] | None = None,
+                 again: Mapping[str, Any] | None = None) -> str:
     """One line for a drain at one router, from the results of tasks/drain.yml's steps there: removal (drain with
     wait=False), wait (the wait, with stale_after), engine (wait_engine_quiet, when a count stood still) and again
     (that router read again). A count that stood still is reported as finished when it came down once the engine
@@ -472,7 +484,8 @@ def drain_report(removal, wait, engine=None, again=None):
     return '%s; %s' % (line, _waited(wait['wait_bound'], what))
 
 
-def _wait_healthy_url(worker_url, deadline, clock, sleep, poll_s, health_path):
+def _wait_healthy_url(worker_url: str, deadline: float, clock: Callable[[], float], sleep: Callable[[float], None],
+                      poll_s: float, health_path: str) -> str | None:
     while True:
         last = _health_problem(worker_url, min(HTTP_TIMEOUT_S, max(1.0, deadline - clock())), health_path)
         if last is None:
@@ -482,9 +495,10 @@ def _wait_healthy_url(worker_url, deadline, clock, sleep, poll_s, health_path):
         sleep(poll_s)
 
 
-def restore(router_url, worker_url, timeout=600, check_mode=False, health_path=HEALTH_PATH,
-            clock=time.monotonic, sleep=time.sleep, poll_s=None, listen_timeout=LISTEN_WAIT_S, hold_dir=None,
-            replaces=None):
+def restore(router_url: str, worker_url: str, timeout: float = 600, check_mode: bool = False,
+            health_path: str = HEALTH_PATH, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+            poll_s: float | None = None, listen_timeout: float = LISTEN_WAIT_S, hold_dir: str | None = None,
+            replaces: str | None = None) -> dict[str, Any]:
     """Put worker_url back in rotation and wait until the router lists it healthy.
 
     First worker_url + health_path must answer 200 (polled here, so that the router's own wait in
