@@ -29,6 +29,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import known_vars
 
 try:  # libyaml: the role's task files in ~5 ms instead of ~50
@@ -47,10 +48,16 @@ _ARG_SPEC = dict(
 )
 # One code hash per role directory per controller process (files do not change during a run).
 _CODE_HASHES = {}
-# The node side of a direct probe (_probe_directly): stdin holds {src, args, check_mode}; src is converge_state.py. A
-# program a check cannot start fails the probe with its error, as the module's run_command fails the module.
-_PROBE_BOOT = ("import json, sys\n"
+# The node side of a direct probe (_probe_directly): stdin holds {src, modules, args, check_mode}; src is
+# converge_state.py, modules [name, source] of the collection modules it imports (node_probe: the one parser of
+# `systemctl show`), each run and registered under its name first, so its import finds it. A program a check cannot
+# start fails the probe with its error, as the module's run_command fails the module.
+_PROBE_BOOT = ("import json, sys, types\n"
                "d = json.loads(sys.stdin.read())\n"
+               "for name, src in d['modules']:\n"
+               "    m = types.ModuleType(name)\n"
+               "    exec(compile(src, name.rpartition('.')[2] + '.py', 'exec'), m.__dict__)\n"
+               "    sys.modules[name] = m\n"
                "g = {'__name__': 'ds4_converge_state'}\n"
                "exec(compile(d['src'], 'converge_state.py', 'exec'), g)\n"
                "try:\n"
@@ -59,18 +66,29 @@ _PROBE_BOOT = ("import json, sys\n"
                "    r = {'failed': True, 'msg': 'converge_state %s: %s' % (d['args']['role'], exc)}\n"
                "print(json.dumps(r))\n")
 _SOURCE = []
+_MODULES = []
 # An interpreter as a shebang line names it (a path, optionally with arguments: /usr/bin/env python3), nothing a shell
 # would read otherwise.
 _INTERPRETER_RE = re.compile(r'^/[A-Za-z0-9_./+-]+( [A-Za-z0-9_./+-]+)*$')
 
 
+def _source_of(module):
+    with open(os.path.splitext(module.__file__)[0] + '.py') as handle:
+        return handle.read()
+
+
 def _probe_source():
     """module_utils/_converge/converge_state.py's text (read once per controller process)."""
     if not _SOURCE:
-        path = os.path.splitext(cs.__file__)[0] + '.py'
-        with open(path) as handle:
-            _SOURCE.append(handle.read())
+        _SOURCE.append(_source_of(cs))
     return _SOURCE[0]
+
+
+def _probe_modules():
+    """[name, text] of the collection modules converge_state.py imports, in import order (read once per process)."""
+    if not _MODULES:
+        _MODULES.append([node_probe.__name__, _source_of(node_probe)])
+    return _MODULES
 
 
 def code_hash_for(role_path, task_role_path=None):
@@ -178,12 +196,14 @@ class ActionModule(ActionBase):
         return value if isinstance(value, str) and _INTERPRETER_RE.match(value) else None
 
     def _probe_directly(self, interpreter, module_args):
-        """state=probe without a module upload: module_utils/_converge/converge_state.py's own source and the arguments, through
-        the connection (pipelined, become as the task has it) to the node's Python, which runs converge_state.probe, the
-        function the module runs. A no-op site.yml probes every role on every node: on its nodes a module run took a
-        median 0.17 CPU-s (most of it importing ansible.module_utils.basic from the module's zip), a direct probe about
-        0.05; the nodes' CPU of a no-op fell 21 %, the controller's rose 8 % (docs/measurements.md)."""
-        payload = json.dumps({'src': _probe_source(), 'args': module_args, 'check_mode': bool(self._task.check_mode)})
+        """state=probe without a module upload: module_utils/_converge/converge_state.py's own source (with node_probe's,
+        which it imports) and the arguments, through the connection (pipelined, become as the task has it) to the node's
+        Python, which runs converge_state.probe, the function the module runs. A no-op site.yml probes every role on
+        every node: on its nodes a module run took a median 0.17 CPU-s (most of it importing ansible.module_utils.basic
+        from the module's zip), a direct probe about 0.05 (node_probe's source with it adds about 5 ms); the nodes' CPU of
+        a no-op fell 21 %, the controller's rose 8 % (docs/measurements.md)."""
+        payload = json.dumps({'src': _probe_source(), 'modules': _probe_modules(), 'args': module_args,
+                              'check_mode': bool(self._task.check_mode)})
         res = self._low_level_execute_command('%s -c %s' % (interpreter, shlex.quote(_PROBE_BOOT)), sudoable=True,
                                               in_data=payload.encode('utf-8'))
         out = res.get('stdout') or ''

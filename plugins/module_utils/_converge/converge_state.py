@@ -39,6 +39,10 @@ import tempfile
 from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from typing import Any
 
+# The direct probe (plugins/action/converge_state.py) sends node_probe's source with this file's and registers it
+# under this name before it runs this file, so this import is the same on the node as in the module.
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import parse_units_show
+
 RECORD_VERSION = 1
 CHECK_KINDS = ('files', 'units', 'commands', 'trees')
 # Names and files that never feed a role's behaviour (bytecode, editor droppings).
@@ -241,11 +245,8 @@ def observe(checks: Mapping[str, Any], run: Runner) -> dict[str, dict[str, str]]
     if units:
         argv = ['systemctl', 'show', '--property=Id,UnitFileState,ActiveState'] + list(units)
         rc, out, err = run(argv)
-        blocks = out.strip().split('\n\n') if rc == 0 else []
-        parsed: list[str] = []
-        for block in blocks:
-            props = dict(line.split('=', 1) for line in block.splitlines() if '=' in line)
-            parsed.append('%s/%s' % (props.get('UnitFileState', '') or 'none', props.get('ActiveState', '') or 'none'))
+        parsed = ['%s/%s' % (props.get('UnitFileState', '') or 'none', props.get('ActiveState', '') or 'none')
+                  for props in (parse_units_show(out) if rc == 0 else [])]
         for index, unit in enumerate(units):
             seen['units'][unit] = parsed[index] if index < len(parsed) else 'unknown (systemctl rc=%s: %s)' % (rc, err.strip()[:200])
     for argv in checks.get('commands', []):

@@ -8,7 +8,9 @@ Pure Python standard library (no Ansible imports).  Every probe is an argv build
 ``run_command``, or a fake in the unit tests) and return a ``Probed(value, rc, out, err)``: the parsed
 value and the raw text (doctor keeps the raw text as evidence).
 
-  systemd unit   unit_show_argv / parse_unit_show / unit_state / probe_unit   (``systemctl show -p ...``)
+  systemd unit   unit_show_argv / parse_unit_show / parse_units_show / unit_state / probe_unit
+                 (``systemctl show -p ...``; the one parser of its output: verify_unit's drop-in check and the converge
+                 probe read it here too)
   container      container_argv / parse_container_state / parse_container_inspect / parse_container_summary
                  / probe_container                                           (``docker inspect``)
   journal        journal_argv / split_cursor / probe_journal                 (``journalctl [--after-cursor]
@@ -65,6 +67,12 @@ def parse_unit_show(text):
             k, v = line.split("=", 1)
             out[k.strip()] = v.strip()
     return out
+
+
+def parse_units_show(text):
+    """``systemctl show`` of several units (a block each, separated by a blank line, in the order asked) -> [{Key:
+    value}, ...], one per block (an empty output is one empty block)."""
+    return [parse_unit_show(block) for block in (text or "").strip().split("\n\n")]
 
 
 def _int_or_none(value):

@@ -32,8 +32,9 @@ MU_DIR = os.path.join(PLUGINS, 'module_utils')
 PU_DIR = os.path.join(PLUGINS, 'plugin_utils')
 PREFIX = 'ansible_collections.dgxspark.ds4.plugins.'
 NODE = '_node'
-# The converge probe's source goes to the node's Python as text (plugins/action/converge_state.py _probe_source).
-SENT_AS_SOURCE = {'_converge.converge_state'}
+# The converge probe's source goes to the node's Python as text, with node_probe's (plugins/action/converge_state.py
+# _probe_source, _probe_modules).
+SENT_AS_SOURCE = {'_converge.converge_state', '_node.node_probe'}
 SHIP_SRC_RE = re.compile(r'plugins/module_utils/\{\{ *item *\}\}')
 STDLIB = set(getattr(sys, 'stdlib_module_names', ()))
 # Imported only inside the container's torch process (ds4_allreduce.py runs there, not on the node's python3).

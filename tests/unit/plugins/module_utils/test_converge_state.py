@@ -7,6 +7,7 @@ import os
 import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 
 
 def _run_factory(outputs):
@@ -294,20 +295,32 @@ def test_probe_returns_the_modules_result_and_refuses_bad_checks(tmp_path):
     assert os.listdir(str(tmp_path / 'other')) == ['.salt']
 
 
-def test_the_direct_probes_bootstrap_reports_a_check_that_cannot_start(tmp_path):
+def test_the_direct_probes_bootstrap_reports_a_check_that_cannot_start(tmp_path, monkeypatch):
     import json
     import subprocess
     import sys
     from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
     params = {'role': 'r', 'digest': 'd0', 'inputs': {}, 'state_dir': str(tmp_path / 'state'),
               'checks': {'commands': [['/nonexistent/ds4-no-such-program', 'x']]}}
-    payload = json.dumps({'src': action._probe_source(), 'args': params, 'check_mode': False})
-    proc = subprocess.run([sys.executable, '-c', action._PROBE_BOOT], input=payload, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    payload = json.dumps({'src': action._probe_source(), 'modules': action._probe_modules(), 'args': params, 'check_mode': False})
+    proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], input=payload, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, check=False, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result['failed'] is True and result['msg'].startswith('converge_state r: [Errno 2] No such file or directory'), result
-    ok = json.loads(subprocess.run([sys.executable, '-c', action._PROBE_BOOT], stdout=subprocess.PIPE, universal_newlines=True,
-                                   input=json.dumps({'src': action._probe_source(), 'args': dict(params, checks={}),
-                                                     'check_mode': False}), check=True).stdout)
-    assert ok == cs.probe(dict(params, checks={}), cs.run_command)
+    # the units through node_probe's parser, sent with the probe (python3 -I: the collection is not importable there)
+    fake = tmp_path / 'bin'
+    fake.mkdir()
+    (fake / 'systemctl').write_text(u'#!/bin/sh\nprintf "Id=a.service\\nUnitFileState=enabled\\nActiveState=active\\n\\n'
+                                    u'Id=b.service\\nUnitFileState=\\nActiveState=inactive\\n"\n')
+    os.chmod(str(fake / 'systemctl'), 0o755)
+    units = dict(params, checks={'units': ['a.service', 'b.service']})
+    env = dict(os.environ, PATH='%s:%s' % (fake, os.environ['PATH']))
+    ok = json.loads(subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], stdout=subprocess.PIPE, universal_newlines=True,
+                                   input=json.dumps({'src': action._probe_source(), 'modules': action._probe_modules(),
+                                                     'args': units, 'check_mode': False}),
+                                   check=True, cwd=str(tmp_path), env=env).stdout)
+    assert ok['seen']['units'] == {'a.service': 'enabled/active', 'b.service': 'none/inactive'}, ok
+    monkeypatch.setenv('PATH', env['PATH'])
+    assert ok == cs.probe(units, cs.run_command)
+    assert [name for name, _src in action._probe_modules()] == [node_probe.__name__]
