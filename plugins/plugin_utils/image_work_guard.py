@@ -48,7 +48,7 @@ def plan(nodes: Iterable[dict[str, Any]] | None, work: str, min_available_bytes:
     need = int(min_available_bytes)
     live = ['%s:%s (%s)' % (n.get('host'), n.get('unit'), (n.get('active_state') or '').strip())
             for n in nodes if unit_live(n.get('active_state'))]
-    available = {}
+    available: dict[str, Any] = {}
     for n in nodes:
         available[str(n.get('host'))] = parse_meminfo(n.get('meminfo') or '', in_bytes=True).get('MemAvailable')
     # a node whose memory cannot be read counts as short: nothing is assumed about a node beside a live rank

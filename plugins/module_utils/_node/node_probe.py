@@ -27,6 +27,7 @@ Used by ``plugins/modules/ds4_doctor.py``, ``plugins/modules/vllm_ready.py`` and
 (meminfo: the one parser and reader of ``/proc/meminfo``).
 """
 
+from __future__ import annotations
 
 import calendar
 import json
@@ -34,7 +35,9 @@ import re
 import shlex
 import socket
 from collections import namedtuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 Probed = namedtuple("Probed", "value rc out err")
 
@@ -45,13 +48,15 @@ READY_UNIT_PROPS = ("ActiveState", "SubState", "Result", "NRestarts", "MainPID",
 CONTAINER_STATE_FORMAT = "{{json .Id}} {{json .State.Running}} {{json .State.StartedAt}} {{json .State.ExitCode}}"
 CURSOR_PREFIX = "-- cursor: "
 NO_ENTRIES = "-- No entries --"
+# run(argv) -> (rc, stdout, stderr): a module's run_command, or a fake in the unit tests
+Runner = Callable[..., "tuple[int, str, str]"]
 
 
 # ---------------------------------------------------------------------------------------------
 # systemd unit
 
 
-def unit_show_argv(unit, props, timestamp=None, systemctl="systemctl"):
+def unit_show_argv(unit: str, props: Iterable[str], timestamp: str | None = None, systemctl: str = "systemctl") -> list[str]:
     """``systemctl show <unit> [--timestamp=<style>] -p A,B,C``."""
     argv = [systemctl, "show", unit]
     if timestamp:
@@ -59,7 +64,7 @@ def unit_show_argv(unit, props, timestamp=None, systemctl="systemctl"):
     return argv + ["-p", ",".join(props)]
 
 
-def parse_unit_show(text):
+def parse_unit_show(text: str | None) -> dict[str, str]:
     """``Key=value`` lines of systemctl show -> {Key: value}."""
     out = {}
     for line in (text or "").splitlines():
@@ -69,20 +74,20 @@ def parse_unit_show(text):
     return out
 
 
-def parse_units_show(text):
+def parse_units_show(text: str | None) -> list[dict[str, str]]:
     """``systemctl show`` of several units (a block each, separated by a blank line, in the order asked) -> [{Key:
     value}, ...], one per block (an empty output is one empty block)."""
     return [parse_unit_show(block) for block in (text or "").strip().split("\n\n")]
 
 
-def _int_or_none(value):
+def _int_or_none(value: Any) -> int | None:
     try:
         return int(value)
     except (TypeError, ValueError):
         return None
 
 
-def epoch(value):
+def epoch(value: str | None) -> float | None:
     """A systemd timestamp -> epoch seconds (float) or None.
 
     'Sun 2026-11-22 08:17:14.123456 UTC' (``--timestamp=us+utc``) or '@1763799434' (``--timestamp=unix``)."""
@@ -100,7 +105,7 @@ def epoch(value):
     return calendar.timegm(dt.timetuple()) + float(m.group(2) or 0)
 
 
-def unit_state(props, unit=""):
+def unit_state(props: Mapping[str, str], unit: str = "") -> dict[str, Any]:
     """parse_unit_show() of READY_UNIT_PROPS -> the rank status readiness works on:
     {'unit', 'active_state', 'sub_state', 'n_restarts', 'main_pid', 'exec_main_status', 'result', 'since', 'exit_time',
     'container': None}; ``since`` / ``exit_time`` in epoch seconds; MainPID 0 of an active unit is None (no main process)."""
@@ -114,7 +119,7 @@ def unit_state(props, unit=""):
     return status
 
 
-def probe_unit(run, unit, props, timestamp=None, systemctl="systemctl"):
+def probe_unit(run: Runner, unit: str, props: Iterable[str], timestamp: str | None = None, systemctl: str = "systemctl") -> Probed:
     """Probed({Key: value}, rc, out, err) of systemctl show."""
     rc, out, err = run(unit_show_argv(unit, props, timestamp, systemctl))
     return Probed(parse_unit_show(out), rc, out, err)
@@ -124,7 +129,7 @@ def probe_unit(run, unit, props, timestamp=None, systemctl="systemctl"):
 # container
 
 
-def container_argv(name, docker="docker", fmt=CONTAINER_STATE_FORMAT):
+def container_argv(name: str, docker: str = "docker", fmt: str | None = CONTAINER_STATE_FORMAT) -> list[str]:
     """``docker inspect --type container [--format FMT] <name>`` (no format: the full JSON document)."""
     argv = [docker, "inspect", "--type", "container"]
     if fmt:
@@ -132,7 +137,7 @@ def container_argv(name, docker="docker", fmt=CONTAINER_STATE_FORMAT):
     return argv + [name]
 
 
-def parse_container_state(text):
+def parse_container_state(text: str | None) -> dict[str, Any] | None:
     """Output of CONTAINER_STATE_FORMAT -> {'id', 'running', 'started_at', 'exit_code'}, or None (no container)."""
     words = (text or "").split()
     if len(words) < 4:
@@ -144,7 +149,7 @@ def parse_container_state(text):
         return None
 
 
-def parse_container_inspect(text):
+def parse_container_inspect(text: str | None) -> dict[str, Any]:
     """The full ``docker inspect`` JSON list -> {exists, running, status, started_at, image_id, image_ref,
     restart_count}; exists False when the container is absent."""
     try:
@@ -166,7 +171,7 @@ CONTAINER_SUMMARY_FORMAT = ("{{.Id}} running={{.State.Running}} exit={{.State.Ex
                             "oom={{.State.OOMKilled}} image={{.Image}}")
 
 
-def parse_container_summary(text):
+def parse_container_summary(text: str | None) -> dict[str, str]:
     """Output of CONTAINER_SUMMARY_FORMAT -> {'id', 'running', 'exit', 'started', 'oom', 'image'} (strings; missing: '')."""
     words = (text or "").split()
     out = {"id": words[0] if words and "=" not in words[0] else ""}
@@ -176,7 +181,8 @@ def parse_container_summary(text):
     return out
 
 
-def probe_container(run, name, docker="docker", fmt=CONTAINER_STATE_FORMAT, parse=parse_container_state):
+def probe_container(run: Runner, name: str, docker: str = "docker", fmt: str | None = CONTAINER_STATE_FORMAT,
+                    parse: Callable[[str], Any] = parse_container_state) -> Probed:
     """Probed(parsed, rc, out, err) of docker inspect; parsed is None when rc != 0 (no such container)."""
     rc, out, err = run(container_argv(name, docker, fmt))
     return Probed(parse(out) if rc == 0 else None, rc, out, err)
@@ -186,12 +192,13 @@ def probe_container(run, name, docker="docker", fmt=CONTAINER_STATE_FORMAT, pars
 # journal
 
 
-def journal_argv(unit=None, output="cat", lines=None, cursor="", since=None, show_cursor=False, kernel=False,
-                 journalctl="journalctl"):
+def journal_argv(unit: str | None = None, output: str = "cat", lines: int | str | None = None, cursor: str | None = "",
+                 since: str | None = None, show_cursor: bool = False, kernel: bool = False,
+                 journalctl: str = "journalctl") -> list[str]:
     """``journalctl (-u <unit>|-k) -o <output> --no-pager [--show-cursor] [-n N] [--after-cursor C | --since S]``.
 
     ``cursor`` wins over ``since``; ``since`` is any journalctl time (epoch seconds as ``@<int>``)."""
-    argv = [journalctl] + (["-k"] if kernel else ["-u", unit]) + ["-o", output, "--no-pager"]
+    argv: list[Any] = [journalctl] + (["-k"] if kernel else ["-u", unit]) + ["-o", output, "--no-pager"]
     if show_cursor:
         argv.append("--show-cursor")
     if lines is not None:
@@ -203,7 +210,7 @@ def journal_argv(unit=None, output="cat", lines=None, cursor="", since=None, sho
     return argv
 
 
-def split_cursor(lines, cursor=""):
+def split_cursor(lines: Iterable[str], cursor: str | None = "") -> tuple[list[str], str | None]:
     """Journal lines printed with --show-cursor -> (lines without the cursor line and '-- No entries --', the new
     cursor, else the old one)."""
     lines = list(lines)
@@ -213,14 +220,15 @@ def split_cursor(lines, cursor=""):
     return [ln for ln in lines if ln != NO_ENTRIES], new_cursor
 
 
-def since_epoch(seconds):
+def since_epoch(seconds: float | None) -> str | None:
     """Epoch seconds -> journalctl's ``--since`` word (``@<int>``)."""
     if seconds is None:
         return None
     return "@%d" % int(seconds)
 
 
-def probe_journal(run, unit, cursor="", since=None, max_lines=2000, output="cat"):
+def probe_journal(run: Runner, unit: str, cursor: str | None = "", since: float | None = None, max_lines: int = 2000,
+                  output: str = "cat") -> Probed:
     """Probed((lines, cursor), rc, out, err): the unit's lines after ``cursor`` (else since ``since``, epoch
     seconds; else the last ``max_lines``), at most ``max_lines`` of them, and the cursor after them."""
     rc, out, err = run(journal_argv(unit, output=output, lines=max_lines, cursor=cursor, since=since_epoch(since),
@@ -232,7 +240,7 @@ def probe_journal(run, unit, cursor="", since=None, max_lines=2000, output="cat"
 # meminfo
 
 
-def parse_meminfo(text, in_bytes=False):
+def parse_meminfo(text: str | None, in_bytes: bool = False) -> dict[str, int]:
     """/proc/meminfo text -> {Name: value}; values as written (kB for sizes, counts for HugePages_*), or in bytes
     (``kB`` x 1024) with in_bytes.  Lines that do not parse are left out."""
     out = {}
@@ -251,7 +259,7 @@ def parse_meminfo(text, in_bytes=False):
     return out
 
 
-def read_meminfo(path="/proc/meminfo", in_bytes=False):
+def read_meminfo(path: str = "/proc/meminfo", in_bytes: bool = False) -> tuple[str, dict[str, int]]:
     """(text, parse_meminfo(text, in_bytes)); IOError/OSError propagate (the caller says what it could not read)."""
     with open(path) as fh:
         text = fh.read()
@@ -262,14 +270,14 @@ def read_meminfo(path="/proc/meminfo", in_bytes=False):
 # API port (from the node itself)
 
 
-def probe_host(api_host):
+def probe_host(api_host: str | None) -> str:
     """Where to reach an API bound to api_host, from the node itself."""
     if api_host in (None, "", "0.0.0.0", "::", "*"):
         return "127.0.0.1"
     return api_host
 
 
-def tcp_state(host, port, timeout=1.0):
+def tcp_state(host: str, port: int | str, timeout: float = 1.0) -> str:
     """'open' | 'refused' | 'timeout' | 'error: ...' for a TCP connect."""
     s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     s.settimeout(timeout)
@@ -292,12 +300,13 @@ def tcp_state(host, port, timeout=1.0):
 _MARK = "@@ds4-ready@@"
 
 
-def _sh(argv):
+def _sh(argv: Iterable[object]) -> str:
     return " ".join(shlex.quote(str(a)) for a in argv)
 
 
-def poll_command(unit, container=None, cursor="", api_host=None, api_port=None, max_lines=2000, docker_cli="docker",
-                 since=None):
+def poll_command(unit: str, container: str | None = None, cursor: str | None = "", api_host: str | None = None,
+                 api_port: int | str | None = None, max_lines: int = 2000, docker_cli: str = "docker",
+                 since: float | None = None) -> str:
     """Shell command (POSIX sh; bash for the TCP probe) printing unit state, container state, API port state
     and the unit's journal lines since `cursor` (else since `since`, epoch seconds; else since the unit's current
     run started).  parse_poll() reads it."""
@@ -311,16 +320,16 @@ def poll_command(unit, container=None, cursor="", api_host=None, api_port=None, 
     jr = _sh(journal_argv(unit, output="cat", lines=max_lines, cursor=cursor, since=since_epoch(since),
                           show_cursor=True))
     if not cursor and since is None:
-        since = _sh(["systemctl", "show", "-P", "InactiveExitTimestamp", "--timestamp=unix", unit])
-        jr = ('since=$(%s 2>/dev/null); if [ -n "$since" ]; then %s --since "$since"; else %s; fi' % (since, jr, jr))
+        show_since = _sh(["systemctl", "show", "-P", "InactiveExitTimestamp", "--timestamp=unix", unit])
+        jr = ('since=$(%s 2>/dev/null); if [ -n "$since" ]; then %s --since "$since"; else %s; fi' % (show_since, jr, jr))
     parts += ["echo %sjournal" % _MARK, jr + " 2>&1"]
     return "; ".join(parts)
 
 
-def parse_poll(stdout, unit="", cursor=""):
+def parse_poll(stdout: str, unit: str = "", cursor: str | None = "") -> dict[str, Any]:
     """Parse poll_command() output into a snapshot: {'status', 'lines', 'cursor', 'api_port'}."""
-    sections = {}
-    cur = None
+    sections: dict[str, list[str]] = {}
+    cur: str | None = None
     for line in stdout.splitlines():
         if line.startswith(_MARK):
             cur = line[len(_MARK):]
@@ -329,7 +338,7 @@ def parse_poll(stdout, unit="", cursor=""):
             sections[cur].append(line)
     status = unit_state(parse_unit_show("\n".join(sections.get("show", []))), unit)
     status["container"] = parse_container_state(" ".join(sections.get("docker", [])))
-    snap = {"status": status}
+    snap: dict[str, Any] = {"status": status}
     if "port" in sections:
         text = "\n".join(sections["port"])
         if "open" in sections["port"]:
