@@ -2,6 +2,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The watch config's own checks (the memory guard and the canary check theirs)."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.jobs import evidence_problems
 
 
@@ -18,7 +23,7 @@ POSITIVE_KEYS = (
 )
 
 
-def check_config(cfg):
+def check_config(cfg: Mapping[str, Any]) -> list[str]:
     """Problems of a guard config (one line each, naming the key, the role variable and the fix); [] when usable."""
     problems = []
     if not cfg.get('head_unit'):

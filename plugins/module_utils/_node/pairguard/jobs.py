@@ -2,6 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Child jobs with a hard deadline, and the evidence one collects (and the pruning of old evidence)."""
 
+from __future__ import annotations
+
 import calendar
 import json
 import math
@@ -11,33 +13,35 @@ import shutil
 import signal
 import stat
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import load_record, say
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import Runner, load_record, say
 
 
-def _num(value):
+def _num(value: float | None) -> str:
     return '-' if value is None else '%d' % value
 
 
-def _ratio(value):
+def _ratio(value: float | None) -> str:
     return '- (not published)' if value is None else '%.4f' % value
 
 
-def _utc_stamp(now):
+def _utc_stamp(now: float) -> str:
     return time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(now))
 
 
-def _write(path, text):
+def _write(path: str, text: str) -> None:
     with open(path, 'w') as fh:
         fh.write(text if text.endswith('\n') or not text else text + '\n')
 
 
-def _cmd_text(argv, result):
+def _cmd_text(argv: Sequence[str], result: tuple[int, str, str]) -> str:
     rc, out, err = result
     return '$ %s\n# rc %d\n%s%s' % (' '.join(argv), rc, out, ('\n# stderr:\n%s\n' % err) if err else '')
 
 
-def pyspy_script(docker, container):
+def pyspy_script(docker: str, container: str) -> str:
     """Shell run on a node: a py-spy dump of every Python process of the container, when the image has py-spy."""
     return ("if %(d)s exec %(c)s sh -c 'command -v py-spy' >/dev/null 2>&1; then "
             "for p in $(%(d)s exec %(c)s pgrep -f 'python|vllm|VLLM'); do echo \"== py-spy dump --pid $p\"; "
@@ -45,7 +49,7 @@ def pyspy_script(docker, container):
             "else echo 'py-spy is not in the image of %(c)s (no stack dump)'; fi" % {'d': docker, 'c': container})
 
 
-def evidence_path(cfg, now, kind='hang'):
+def evidence_path(cfg: Mapping[str, Any], now: float, kind: str = 'hang') -> str:
     """A new <kind>-<UTC>[-n]/ directory under evidence_dir (kind: hang, canary), created now; returns its path.
     The older evidence directories are pruned then (prune_evidence)."""
     base = cfg.get('evidence_dir') or '/var/lib/dgxspark-ds4/evidence'
@@ -69,7 +73,7 @@ EVIDENCE_KEYS = (('evidence_keep', 'vllm_service_evidence_keep', EVIDENCE_KEEP),
                  ('evidence_max_age_days', 'vllm_service_evidence_max_age_days', EVIDENCE_MAX_AGE_DAYS))
 
 
-def evidence_problems(cfg):
+def evidence_problems(cfg: Mapping[str, Any]) -> list[str]:
     """Problems of the pruning settings (whole numbers >= 1), one line each naming the key and the role variable."""
     problems = []
     for key, variable, _default in EVIDENCE_KEYS:
@@ -79,11 +83,11 @@ def evidence_problems(cfg):
     return problems
 
 
-def _evidence_time(stamp):
+def _evidence_time(stamp: str) -> int:
     return calendar.timegm(time.strptime(stamp, '%Y%m%dT%H%M%SZ'))
 
 
-def prune_evidence(cfg, now, keep_paths=()):
+def prune_evidence(cfg: Mapping[str, Any], now: float, keep_paths: Iterable[str] = ()) -> list[str]:
     """Per kind (hang, canary, crash) under evidence_dir: remove the directories beyond the newest evidence_keep and
     those older than evidence_max_age_days (by the UTC time in their name). Never the newest of a kind, a path of
     keep_paths (the one just written), the directory the crash hold record (crash_hold_file, or hold_file in the
@@ -102,7 +106,7 @@ def prune_evidence(cfg, now, keep_paths=()):
         held = load_record(hold_file).get('evidence')
         if isinstance(held, str) and held:
             protected.add(os.path.normpath(os.path.abspath(held)))
-    kinds = {}
+    kinds: dict[str, list[tuple[tuple[int, int, str], str]]] = {}
     try:
         names = os.listdir(base)
     except (IOError, OSError) as exc:
@@ -122,7 +126,7 @@ def prune_evidence(cfg, now, keep_paths=()):
         suffix = m.group(3) or ''
         order = (at, int(suffix) if suffix.isdigit() and len(suffix) < 6 else 0, name)
         kinds.setdefault(m.group(1), []).append((order, path))
-    removed = []
+    removed: list[str] = []
     for kind in sorted(kinds):
         entries = sorted(kinds[kind], reverse=True)
         # the newest, the one just written and the held one count first; the others fill what is left of keep
@@ -150,7 +154,8 @@ def prune_evidence(cfg, now, keep_paths=()):
     return removed
 
 
-def collect_evidence(cfg, hang, runner, fetch, now, path=None):
+def collect_evidence(cfg: Mapping[str, Any], hang: Mapping[str, Any], runner: Runner, fetch: Callable[[], str], now: float,
+                     path: str | None = None) -> str:
     """Keep what a hang leaves behind; returns the directory. Never raises for a command that fails: its rc and
     stderr are written instead. The guard runs it in an EvidenceJob (a child process with a deadline)."""
     path = path or evidence_path(cfg, now)
@@ -162,7 +167,8 @@ def collect_evidence(cfg, hang, runner, fetch, now, path=None):
     except Exception as exc:  # pylint: disable=broad-except
         after = '# /metrics did not answer at evidence time: %s: %s\n' % (type(exc).__name__, exc)
     _write(os.path.join(path, 'metrics-after.txt'), after)
-    nodes = [(cfg.get('head_name') or 'head', None, cfg['head_unit'], cfg.get('container') or 'dgxspark-ds4-head')]
+    nodes: list[tuple[str, list[str] | None, str, str]] = [
+        (cfg.get('head_name') or 'head', None, cfg['head_unit'], cfg.get('container') or 'dgxspark-ds4-head')]
     for peer in cfg.get('peers') or []:
         if peer.get('ssh'):
             nodes.append((peer['name'], list(peer['ssh']), peer['unit'], peer.get('container') or 'dgxspark-ds4-worker'))
@@ -199,11 +205,12 @@ class ChildJob(object):
     cut(deadline, status) is told when the child was killed at its deadline or failed (subclasses say what that
     means)."""
 
-    def __init__(self, work, limit, monotonic=time.monotonic):
+    def __init__(self, work: Callable[[], object], limit: float | str,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.limit = float(limit)
         self.monotonic = monotonic
         self.deadline = monotonic() + self.limit
-        self.status = None
+        self.status: int | None = None
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child; its work is checked through the files it writes
             code = 1
@@ -222,11 +229,11 @@ class ChildJob(object):
         except OSError:
             pass  # the child did it first, or already ended
 
-    def ok(self):
+    def ok(self) -> bool:
         """The child ended by itself with status 0."""
         return self.status is not None and self.status >= 0 and os.WIFEXITED(self.status) and os.WEXITSTATUS(self.status) == 0
 
-    def poll(self):
+    def poll(self) -> bool:
         """True once the child has ended (reaped); kills its process group past the deadline."""
         if self.status is not None:
             return True
@@ -247,7 +254,7 @@ class ChildJob(object):
             return True
         return False
 
-    def _cut_short(self, deadline, status):
+    def _cut_short(self, deadline: bool, status: int | None) -> None:
         """Kill what the child left running (its process group), then tell the subclass."""
         try:
             os.killpg(self.pid, signal.SIGKILL)
@@ -255,10 +262,10 @@ class ChildJob(object):
             pass
         self.cut(deadline, status)
 
-    def cut(self, deadline, status):
+    def cut(self, deadline: bool, status: int | None) -> None:
         """Hook: the child was killed at its deadline (deadline True) or failed with wait status `status`."""
 
-    def kill(self):
+    def kill(self) -> None:
         """Stop the child now (a new head: its canary no longer applies)."""
         if self.status is None:
             try:
@@ -271,7 +278,7 @@ class ChildJob(object):
                 pass
             self.status = -9
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: float | None = None) -> bool:
         """Block until the child ends or the deadline (tests, and the guard's exit)."""
         end = None if timeout is None else self.monotonic() + timeout
         while not self.poll():
@@ -285,12 +292,13 @@ class EvidenceJob(ChildJob):
     """collect_evidence in a child with a hard deadline (evidence_timeout_s): the guard restarts the pair and goes on
     polling. What it wrote until the deadline stays; INCOMPLETE names a collection cut short."""
 
-    def __init__(self, cfg, hang, runner, fetch, now, monotonic=time.monotonic):
+    def __init__(self, cfg: Mapping[str, Any], hang: Mapping[str, Any], runner: Runner, fetch: Callable[[], str], now: float,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.path = evidence_path(cfg, now)
         ChildJob.__init__(self, lambda: collect_evidence(cfg, hang, runner, fetch, now, path=self.path),
                           cfg.get('evidence_timeout_s', 120), monotonic)
 
-    def cut(self, deadline, status):
+    def cut(self, deadline: bool, status: int | None) -> None:
         why = ('evidence collection stopped at its deadline (%.0f s)' % self.limit if deadline
                else 'evidence collection failed (wait status %s)' % status)
         try:

@@ -4,23 +4,29 @@
 
 # A node script's code, run by the node's own python3 (not an Ansible module): print and subprocess are its I/O.
 # pylint: disable=ansible-bad-function
+from __future__ import annotations
+
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 
 
 TAG = 'dgxspark-ds4 pairguard'
+# runner(argv, timeout=...) -> (rc, stdout, stderr): run() below, or a fake in the unit tests
+Runner = Callable[..., 'tuple[int, str, str]']
 
 
 class GuardError(Exception):
     pass
 
 
-def read_config(path, tag=TAG):
+def read_config(path: str, tag: str = TAG) -> tuple[Any, str | None]:
     """(the JSON config of a node script's command line, None), or (None, the line to print on stderr)."""
     try:
         with open(path) as fh:
@@ -29,12 +35,12 @@ def read_config(path, tag=TAG):
         return None, '%s: cannot read config %s: %s' % (tag, path, exc)
 
 
-def say(msg):
+def say(msg: str) -> None:
     print('%s: %s' % (TAG, msg))
     sys.stdout.flush()
 
 
-def run(argv, timeout=30):
+def run(argv: Sequence[str], timeout: float = 30) -> tuple[int, str, str]:
     try:
         proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                               timeout=timeout, check=False)
@@ -45,7 +51,7 @@ def run(argv, timeout=30):
     return proc.returncode, proc.stdout, proc.stderr.strip()
 
 
-def unit_state(unit, ssh=None, runner=run):
+def unit_state(unit: str, ssh: Sequence[str] | None = None, runner: Runner = run) -> dict[str, str]:
     """ActiveState, SubState, InvocationID of a unit, local or over ssh; raises GuardError if unreadable."""
     argv = list(ssh or []) + ['systemctl', 'show', '-p', 'ActiveState', '-p', 'SubState', '-p', 'InvocationID',
                               '-p', 'NRestarts', unit]
@@ -58,7 +64,7 @@ def unit_state(unit, ssh=None, runner=run):
     return state
 
 
-def ssh_control_options(cfg):
+def ssh_control_options(cfg: Mapping[str, Any]) -> list[str]:
     """ssh -o options that share one connection per worker (OpenSSH multiplexing); [] when ssh_control_dir is unset."""
     directory = (cfg.get('ssh_control_dir') or '').rstrip('/')
     if not directory:
@@ -68,7 +74,7 @@ def ssh_control_options(cfg):
             '-o', 'ServerAliveInterval=5', '-o', 'ServerAliveCountMax=2']
 
 
-def with_ssh_options(ssh, options):
+def with_ssh_options(ssh: Iterable[str] | None, options: Iterable[str] | None) -> list[str]:
     """The ssh prefix (ssh ... user@host) with options inserted before the target (its last word)."""
     ssh = list(ssh or [])
     if not options or len(ssh) < 2:
@@ -76,7 +82,7 @@ def with_ssh_options(ssh, options):
     return ssh[:-1] + list(options) + ssh[-1:]
 
 
-def prepare_control_dir(path, uid=None):
+def prepare_control_dir(path: str, uid: int | None = None) -> str | None:
     """Create the ControlPath directory 0700; None when it is usable, else why not (then no multiplexing).
 
     A control socket gives a root shell on the worker to whoever can connect to it: the directory must be
@@ -95,7 +101,7 @@ def prepare_control_dir(path, uid=None):
     return None
 
 
-def load_record(path):
+def load_record(path: str) -> Any:
     try:
         with open(path) as fh:
             data = json.load(fh)
@@ -104,7 +110,7 @@ def load_record(path):
         return {}
 
 
-def save_record(path, record):
+def save_record(path: str, record: Mapping[str, Any]) -> None:
     tmp = path + '.tmp'
     directory = os.path.dirname(path)
     if directory and not os.path.isdir(directory):
@@ -122,7 +128,7 @@ def save_record(path, record):
 BOOT_ID_FILE = '/proc/sys/kernel/random/boot_id'
 
 
-def boot_id(path=None):
+def boot_id(path: str | None = None) -> str:
     try:
         with open(path or BOOT_ID_FILE) as fh:
             return fh.read().strip()
@@ -130,7 +136,7 @@ def boot_id(path=None):
         return ''
 
 
-def save_durable(path, record):
+def save_durable(path: str, record: Mapping[str, Any]) -> None:
     """save_record, and on the disk before it returns: fsync of the file, then of its directory (the rename)."""
     tmp = path + '.tmp'
     directory = os.path.dirname(path) or '.'
@@ -149,7 +155,7 @@ def save_durable(path, record):
         os.close(dfd)
 
 
-def phase_record(path, boot_id_file=None, clock=time.time):
+def phase_record(path: str, boot_id_file: str | None = None, clock: Callable[[], float] = time.time) -> dict[str, Any]:
     """The marker for this boot: a record written in an earlier boot becomes 'previous' (phase 'down' now)."""
     record = load_record(path)
     now_boot = boot_id(boot_id_file)
@@ -160,7 +166,8 @@ def phase_record(path, boot_id_file=None, clock=time.time):
     return record
 
 
-def set_phase(path, phase, boot_id_file=None, clock=time.time, only_from=None):
+def set_phase(path: str, phase: str, boot_id_file: str | None = None, clock: Callable[[], float] = time.time,
+              only_from: str | None = None) -> dict[str, Any]:
     """Durably mark the pair's phase for this boot; only_from: change it only from that phase. Returns the record."""
     record = phase_record(path, boot_id_file, clock)
     if only_from is not None and record.get('phase') != only_from:
@@ -170,7 +177,8 @@ def set_phase(path, phase, boot_id_file=None, clock=time.time, only_from=None):
     return record
 
 
-def ensure_fresh_workers(cfg, runner=run, sleep=time.sleep, clock=time.time):
+def ensure_fresh_workers(cfg: Mapping[str, Any], runner: Runner = run, sleep: Callable[[float], object] = time.sleep,
+                         clock: Callable[[], float] = time.time) -> dict[str, str]:
     """Head prestart step: every worker rank running and not the one the previous head had."""
     peers = [p for p in (cfg.get('peers') or []) if p.get('unit') and p.get('ssh')]
     if not peers:
