@@ -2,9 +2,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The hang detector: Prometheus text from the head's /metrics, progress and its window."""
 
+from __future__ import annotations
+
 import math
 import re
 import http.client as httplib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.bench_stats import parse_prometheus
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.jobs import _num, _ratio
@@ -15,13 +19,13 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair 
 # The text is parsed by the node package's one parser, bench_stats.parse_prometheus ({'name', 'labels', 'value'}).
 
 
-def metric_total(samples, name):
+def metric_total(samples: Iterable[Mapping[str, Any]], name: str) -> float | None:
     """Sum of every sample of that name (all engines / label sets); None when the series is absent."""
     values = [sample['value'] for sample in samples if sample['name'] == name and not math.isnan(sample['value'])]
     return sum(values) if values else None
 
 
-def fetch_metrics(url, timeout):
+def fetch_metrics(url: str, timeout: float) -> str:
     """GET url (http://host:port/path) -> body text; raises on a timeout, a refusal or a non-200."""
     m = re.match(r'^http://([^/:]+)(?::(\d+))?(/.*)?$', url)
     if not m:
@@ -47,7 +51,7 @@ PROGRESS_SERIES = ('vllm:generation_tokens_total', 'vllm:prompt_tokens_total', '
 KV_USAGE = 'vllm:kv_cache_usage_perc'
 
 
-def progress_values(samples):
+def progress_values(samples: Sequence[Mapping[str, Any]]) -> tuple[float | None, ...]:
     """The progress signals of one scrape, in PROGRESS_SERIES order (None for a series that is absent)."""
     return tuple(metric_total(samples, name) for name in PROGRESS_SERIES)
 
@@ -62,23 +66,23 @@ class HangDetector(object):
     started and has not answered for hang_after_s since (a head still loading never answered: not a hang).
     """
 
-    def __init__(self, cfg, fetch):
+    def __init__(self, cfg: Mapping[str, Any], fetch: Callable[[], str]) -> None:
         self.after = float(cfg.get('hang_after_s', 120))
         self.after_no_kv = max(self.after, float(cfg.get('hang_after_no_kv_s') or self.after))
         self.fetch = fetch
         self.reset()
 
-    def reset(self):
-        self.counters = None
-        self.progress_at = None
-        self.progress_text = None
+    def reset(self) -> None:
+        self.counters: tuple[float | None, ...] | None = None
+        self.progress_at: float | None = None
+        self.progress_text: str | None = None
         self.answered = False
-        self.silent_since = None
-        self.silent_error = None
-        self.last_text = None
-        self.running = None
+        self.silent_since: float | None = None
+        self.silent_error: str | None = None
+        self.last_text: str | None = None
+        self.running: float | None = None
 
-    def poll(self, now):
+    def poll(self, now: float) -> dict[str, Any] | None:
         """One scrape. Returns None, or a dict describing the hang (kind stall/silent, why, numbers)."""
         try:
             text = self.fetch()
@@ -119,7 +123,7 @@ class HangDetector(object):
                            % (running, _num(gen), _num(prompt), _num(steps), _ratio(kv), stalled, limit)}
         return None
 
-    def stalled_s(self, now):
+    def stalled_s(self, now: float) -> float:
         """Seconds requests have been running without progress (0 when idle or progressing)."""
         if self.silent_since is not None:
             return now - self.silent_since

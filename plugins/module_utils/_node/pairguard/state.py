@@ -2,7 +2,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Guard state: counters, causes, the storm window, and the node-exporter textfile."""
 
+from __future__ import annotations
+
 import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard as memguard
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import quality_canary
@@ -13,6 +17,8 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair 
 # --------------------------------------------------------------------------- guard state + textfile
 # The state fields the quality canary owns (GuardState.save_canary writes only these).
 CANARY_PREFIXES = ('canary_', 'last_canary_')
+# metric(name, kind, help text, sample lines): one series of the textfile (GuardState.render)
+Metric = Callable[[str, str, str, Iterable[str]], None]
 KNOWN_CAUSES = ('hang_api_silent', 'hang_no_tokens', 'head_exited', 'quality_canary', 'worker_down', 'worker_restarted',
                 'worker_unreadable')
 
@@ -23,34 +29,34 @@ class GuardState(object):
 
     # restart_times: the pair restarts of the storm window (epoch seconds), kept so that a restarted guard
     # (crash, upgrade, reboot of the guard unit) does not start counting from zero.
-    FIELDS = {'restarts_total': 0, 'hangs_total': 0, 'storm_stops_total': 0, 'last_cause': '', 'last_why': '',
-              'last_action': '', 'last_restart_at': None, 'last_hang_at': None, 'last_hang_why': '',
-              'last_hang_evidence': '', 'restarts_by_cause': {}, 'restart_times': [],
-              'memory_gates_total': 0, 'memory_stops_total': 0, 'last_memory_at': None, 'last_memory_why': '',
-              'canary_runs_total': 0, 'canary_failures_total': 0, 'canary_skips_total': 0, 'canary_consecutive': 0,
-              'last_canary_at': None, 'last_canary_ok': None, 'last_canary_why': '', 'last_canary_evidence': '',
-              'last_canary_ttft_s': None, 'last_canary_decode_tps': None, 'last_canary_skip': '', 'canary_baseline': {},
-              'canary_head': '', 'last_canary_started_at': None, 'last_canary_load': None,
-              'canary_inconclusive_total': 0, 'last_canary_inconclusive': '', 'last_canary_inconclusive_at': None}
+    FIELDS: dict[str, Any] = {'restarts_total': 0, 'hangs_total': 0, 'storm_stops_total': 0, 'last_cause': '', 'last_why': '',
+                              'last_action': '', 'last_restart_at': None, 'last_hang_at': None, 'last_hang_why': '',
+                              'last_hang_evidence': '', 'restarts_by_cause': {}, 'restart_times': [],
+                              'memory_gates_total': 0, 'memory_stops_total': 0, 'last_memory_at': None, 'last_memory_why': '',
+                              'canary_runs_total': 0, 'canary_failures_total': 0, 'canary_skips_total': 0, 'canary_consecutive': 0,
+                              'last_canary_at': None, 'last_canary_ok': None, 'last_canary_why': '', 'last_canary_evidence': '',
+                              'last_canary_ttft_s': None, 'last_canary_decode_tps': None, 'last_canary_skip': '', 'canary_baseline': {},
+                              'canary_head': '', 'last_canary_started_at': None, 'last_canary_load': None,
+                              'canary_inconclusive_total': 0, 'last_canary_inconclusive': '', 'last_canary_inconclusive_at': None}
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
         self.path = cfg.get('state_file')
         self.textfile = cfg.get('textfile')
         self.watchdog = bool(cfg.get('hang_watchdog'))
         self.memory_guard = bool(cfg.get('memory_guard'))
         self.canary = bool(cfg.get('canary'))
-        self.memory = {}
-        self.data = dict((k, (type(v)(v) if isinstance(v, (dict, list)) else v)) for k, v in self.FIELDS.items())
+        self.memory: dict[str, Any] = {}
+        self.data: dict[str, Any] = dict((k, (type(v)(v) if isinstance(v, (dict, list)) else v)) for k, v in self.FIELDS.items())
         if self.path:
             self.data.update(dict((k, v) for k, v in load_record(self.path).items()
                                   if k in self.FIELDS and _fits(self.FIELDS[k], v)))
         self.data['restart_times'] = [float(t) for t in self.data['restart_times'] if isinstance(t, (int, float))]
-        self.ranks = {}
+        self.ranks: dict[tuple[str, str], bool] = {}
         self.stalled_s = 0.0
-        self.written_at = None
+        self.written_at: float | None = None
         self.dirty = True
 
-    def event(self, action, cause, why, now, evidence=None):
+    def event(self, action: str, cause: str, why: str, now: float, evidence: str | None = None) -> None:
         if action not in ('restart', 'stop'):
             # only a pair restart (or the storm stop) changes the storm window, from the file as act() re-read it;
             # any other event keeps the window the file holds now (a deliberate restart may have cleared it)
@@ -75,16 +81,16 @@ class GuardState(object):
         self.dirty = True
         self.save()
 
-    def rank(self, role, node, up):
+    def rank(self, role: str, node: str, up: bool) -> None:
         if self.ranks.get((role, node)) != up:
             self.ranks[(role, node)] = up
             self.dirty = True
 
-    def save(self):
+    def save(self) -> None:
         if self.path:
             save_record(self.path, self.data)
 
-    def save_canary(self):
+    def save_canary(self) -> None:
         """Write the canary's fields only (read, update, write): the storm window in the file may have been cleared by a
         deliberate restart (reset_window) since this guard last wrote it, and a canary must not bring it back."""
         if self.path:
@@ -92,18 +98,18 @@ class GuardState(object):
             record.update((k, v) for k, v in self.data.items() if k.startswith(CANARY_PREFIXES))
             save_record(self.path, record)
 
-    def reload_window(self):
+    def reload_window(self) -> None:
         """The storm window as the state file holds it now: a deliberate pair restart (the role's restart contract,
         restart.yml) clears it there (reset_window) while this guard runs."""
         if self.path and os.path.exists(self.path):
             times = load_record(self.path).get('restart_times')
             self.data['restart_times'] = [float(t) for t in times if isinstance(t, (int, float))] if isinstance(times, list) else []
 
-    def render(self, now):
+    def render(self, now: float) -> str:
         d = self.data
-        out = []
+        out: list[str] = []
 
-        def metric(name, kind, text, samples):
+        def metric(name: str, kind: str, text: str, samples: Iterable[str]) -> None:
             out.append('# HELP %s %s' % (name, text))
             out.append('# TYPE %s %s' % (name, kind))
             out.extend(samples)
@@ -141,7 +147,7 @@ class GuardState(object):
                 % (_esc(d['last_cause'] or 'none'), _esc(d['last_action'] or 'none'))])
         return '\n'.join(out) + '\n'
 
-    def render_memory(self, metric):
+    def render_memory(self, metric: Metric) -> None:
         """The memory guard's series (counters, and per node its level, MemFree and PSI of the last reading)."""
         d = self.data
         metric('dgxspark_ds4_memguard_gates_total', 'counter', 'Times the memory guard took the pair out of rotation.',
@@ -167,7 +173,7 @@ class GuardState(object):
                    ['dgxspark_ds4_memguard_psi_%s_avg10{node="%s"} %.2f' % (kind, _esc(r['node']), r['psi_%s_avg10' % kind])
                     for r in readings if r.get('psi_%s_avg10' % kind) is not None])
 
-    def render_canary(self, metric):
+    def render_canary(self, metric: Metric) -> None:
         """The quality canary's series: runs by result, failures in a row, last run, last passing timings."""
         d = self.data
         passed = d['canary_runs_total'] - d['canary_failures_total']
@@ -187,7 +193,7 @@ class GuardState(object):
             if d[key] is not None:
                 metric('dgxspark_ds4_canary_' + name, 'gauge', text, ['dgxspark_ds4_canary_%s %s' % (name, d[key])])
 
-    def canary_run(self, result, now, evidence=''):
+    def canary_run(self, result: Mapping[str, Any], now: float, evidence: str = '') -> None:
         """A finished canary (pass or fail) into the counters and the last-run fields."""
         d = self.data
         d['canary_runs_total'] += 1
@@ -205,7 +211,7 @@ class GuardState(object):
         self.dirty = True
         self.save_canary()
 
-    def canary_inconclusive(self, why, now):
+    def canary_inconclusive(self, why: str, now: float) -> None:
         """A canary whose request got no answer while the engine was busy (quality_canary.busy_reason): counted apart,
         neither a pass nor a failure (failures in a row unchanged)."""
         self.data['canary_inconclusive_total'] += 1
@@ -214,13 +220,13 @@ class GuardState(object):
         self.dirty = True
         self.save_canary()
 
-    def canary_skip(self, why, now):
+    def canary_skip(self, why: str, now: float) -> None:
         self.data['canary_skips_total'] += 1
         self.data['last_canary_skip'] = '%s (%s)' % (why, _utc_stamp(now))
         self.dirty = True
         self.save_canary()
 
-    def canary_new_head(self, head):
+    def canary_new_head(self, head: str) -> None:
         """A new head (restarted, or first seen): its baseline is taken again, its failures count from 0."""
         d = self.data
         if d['canary_head'] != head:
@@ -228,7 +234,7 @@ class GuardState(object):
             self.dirty = True
             self.save_canary()
 
-    def export(self, now, every_s=10.0):
+    def export(self, now: float, every_s: float = 10.0) -> bool:
         """Write the textfile atomically when something changed or every_s passed; never raises."""
         if not self.textfile or (not self.dirty and self.written_at is not None and now - self.written_at < every_s):
             return False
@@ -250,7 +256,7 @@ class GuardState(object):
         return True
 
 
-def reset_window(cfg):
+def reset_window(cfg: Mapping[str, Any]) -> int:
     """Forget the storm window (a deliberate restart of the pair, like systemctl reset-failed for the start limit):
     the counters and the last events stay. Returns how many restart times were dropped."""
     path = cfg.get('state_file')
@@ -263,10 +269,10 @@ def reset_window(cfg):
     return dropped
 
 
-def _fits(default, value):
+def _fits(default: object, value: object) -> bool:
     """A value read back from the state file may replace the default (a dict or list only by its kind)."""
     return not isinstance(default, (dict, list)) or isinstance(value, type(default))
 
 
-def _esc(value):
+def _esc(value: object) -> str:
     return str(value).replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
