@@ -35,7 +35,7 @@ import re
 import shlex
 import socket
 from collections import namedtuple
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 

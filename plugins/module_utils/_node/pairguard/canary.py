@@ -2,9 +2,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The quality canary: its child job, its time limits, and the watch loop's canary poll."""
 
+from __future__ import annotations
+
 import json
 import os
 import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import quality_canary
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.bench_stats import parse_prometheus
@@ -13,14 +17,17 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.jobs 
     ChildJob, _utc_stamp, _write, evidence_path)
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import load_record, say
 
+if TYPE_CHECKING:
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.state import GuardState
 
-def run_canary_child(cfg, result_path):
+
+def run_canary_child(cfg: Mapping[str, Any], result_path: str) -> None:
     """The canary's requests (quality_canary.run_canary), in the CanaryJob's child: the result as JSON in result_path.
     TLS fronts: the CA the fronts' certificates chain to (canary_ca_file) is the one trusted."""
     if cfg.get('canary_ca_file'):
         os.environ['SSL_CERT_FILE'] = cfg['canary_ca_file']
 
-    def gauges():
+    def gauges() -> dict[str, float | None]:
         """The head's queue gauges, read while a canary request awaits its answer (load or decay?)."""
         samples = parse_prometheus(fetch_metrics(cfg['metrics_url'], float(cfg.get('metrics_timeout_s', 10))))
         return dict((name, metric_total(samples, name)) for name in CANARY_GAUGES)
@@ -40,20 +47,21 @@ class CanaryJob(ChildJob):
     """One canary in a child with a hard deadline (canary_request_timeout_s per request, the whole canary bounded by
     canary_deadline_s); result() reads what it found, or names the timeout or the crash as the failure."""
 
-    def __init__(self, cfg, monotonic=time.monotonic, work=None, limit=None):
+    def __init__(self, cfg: Mapping[str, Any], monotonic: Callable[[], float] = time.monotonic, work: Callable[[], object] | None = None,
+                 limit: float | None = None) -> None:
         self.result_path = cfg.get('canary_result_file') or os.path.join(
             os.path.dirname(cfg.get('state_file') or '/tmp/x'), 'canary-result.json')
         if os.path.exists(self.result_path):
             os.unlink(self.result_path)
-        self.cut_why = None
+        self.cut_why: str | None = None
         ChildJob.__init__(self, work or (lambda: run_canary_child(cfg, self.result_path)),
                           canary_deadline_s(cfg) if limit is None else limit, monotonic)
 
-    def cut(self, deadline, status):
+    def cut(self, deadline: bool, status: int | None) -> None:
         self.cut_why = ('the canary did not finish within %g s' % self.limit if deadline
                         else 'the canary process failed (wait status %s)' % status)
 
-    def result(self):
+    def result(self) -> dict[str, Any]:
         if self.ok():
             result = load_record(self.result_path)
             if 'ok' in result:
@@ -68,13 +76,13 @@ class CanaryJob(ChildJob):
 CANARY_GAUGES = ('vllm:num_requests_running', 'vllm:num_requests_waiting')
 
 
-def canary_request_timeout_s(cfg):
+def canary_request_timeout_s(cfg: Mapping[str, Any]) -> float:
     """Each canary request's read timeout: canary_request_timeout_s as the role derived it from the recipe (the longest
     engine step, as the hang window; vllm_service_canary_timeout_s its floor), else canary_timeout_s."""
     return float(cfg.get('canary_request_timeout_s') or cfg.get('canary_timeout_s', 120))
 
 
-def canary_deadline_s(cfg):
+def canary_deadline_s(cfg: Mapping[str, Any]) -> float:
     """The whole canary's bound: as the role rendered it, else every request (2 known answers, the tool call, the
     decode) at its timeout, plus 10 s."""
     return float(cfg.get('canary_deadline_s') or 4 * canary_request_timeout_s(cfg) + 10)
@@ -83,7 +91,26 @@ def canary_deadline_s(cfg):
 class CanaryWatch(object):
     """The watch loop's quality canary poll (mixed into watch.Watch)."""
 
-    def canary_reset(self, head_invocation):
+    # what it uses of watch.Watch
+    cfg: dict[str, Any]
+    cfg_path: str | None
+    clock: Callable[[], float]
+    state: GuardState
+    suspect: str | None
+    fetch: Any  # the head's /metrics text (a callable), None without metrics_url (the canary is off then)
+    canary: bool
+    canary_job: CanaryJob | None
+    canary_due: float | None
+    canary_head: str | None
+    canary_metrics: str
+    canary_load: int
+    canary_busy: str
+    canary_probed_at: float | None
+    canary_ranks: dict[str, str]
+    canary_job_factory: Callable[[dict[str, Any]], CanaryJob]
+    act: Callable[..., str]
+
+    def canary_reset(self, head_invocation: str) -> None:
         """A new head (or the first seen): a canary still running is for the old one; the first canary of this head
         runs as soon as it serves (its baseline, taken after readiness)."""
         if self.canary_job is not None:
@@ -94,7 +121,7 @@ class CanaryWatch(object):
         self.state.canary_new_head(head_invocation)
         self.canary_due = self.clock()
 
-    def reload_canary_settings(self):
+    def reload_canary_settings(self) -> None:
         """The canary's settings as the config file holds them now: a switch (another served name, another API port)
         rewrites it before it restarts the pair, and this guard's own restart (the role's handler) comes after the
         new head serves. A config that no longer passes the check keeps the settings in force."""
@@ -108,7 +135,7 @@ class CanaryWatch(object):
             if changed:
                 say('quality canary: settings reloaded for the new head (%s)' % ', '.join(sorted(changed)))
 
-    def watch_canary(self, ranks=None):
+    def watch_canary(self, ranks: Mapping[str, str] | None = None) -> str | None:
         """The quality canary's poll (quality_canary.py): one canary at a time in a child; a failure takes the pair out
         of rotation at once (health gate) and restarts it after canary_failures_to_restart in a row (storm limit).
         ranks: every rank's invocation when the pair is whole at this poll, else None: a canary is started and judged
@@ -140,8 +167,8 @@ class CanaryWatch(object):
             # not serving yet (loading) or not answering: readiness's and the hang watchdog's business, not a canary's
             self.canary_due = now + float(cfg.get('hang_poll_s', 5))
             return None
-        samples = dict((name, metric_total(parse_prometheus(text), name))
-                       for name in ('vllm:num_requests_running', 'vllm:num_requests_waiting'))
+        samples: dict[str, Any] = dict((name, metric_total(parse_prometheus(text), name))
+                                       for name in ('vllm:num_requests_running', 'vllm:num_requests_waiting'))
         skip = quality_canary.should_skip(samples, cfg.get('canary_max_num_seqs'))
         if skip:
             self.state.canary_skip(skip, now)
@@ -157,7 +184,7 @@ class CanaryWatch(object):
         self.state.save_canary()
         return None
 
-    def canary_probe(self, now):
+    def canary_probe(self, now: float) -> None:
         """While the canary's child runs: the head's queue gauges every hang_poll_s, kept when they show other work
         (quality_canary.busy_reason). A canary cut at its deadline while the engine was busy is inconclusive, and the
         timings of one that saw the pair busy are not judged."""
@@ -171,7 +198,7 @@ class CanaryWatch(object):
             return
         self.canary_busy = quality_canary.busy_reason(dict((n, metric_total(parsed, n)) for n in CANARY_GAUGES)) or ''
 
-    def canary_done(self, result, now):
+    def canary_done(self, result: dict[str, Any], now: float) -> str | None:
         """A finished canary: judged against the head's baseline (the first passing canary sets it). One whose request
         got no answer from the serving path (refused, reset, 502/503/504) is inconclusive: counted as skipped. One whose
         request got no answer while the engine was busy with other work (a long prefill it queued behind: the

@@ -2,19 +2,41 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The watch loop's memory guard poll (the logic: the collection's memory_guard)."""
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard as memguard
-from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import say
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import Runner, say
+
+if TYPE_CHECKING:
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.state import GuardState
 
 
 class MemoryWatch(object):
     """The watch loop's memory poll (mixed into watch.Watch)."""
 
-    def read_memory(self):
+    # what it uses of watch.Watch
+    cfg: dict[str, Any]
+    runner: Runner
+    clock: Callable[[], float]
+    state: GuardState
+    suspect: str | None
+    stopped_workers: bool
+    memory: memguard.MemoryGuard | None
+    memory_poll_s: float
+    memory_polled_at: float | None
+    memory_head: str | None
+    stop_workers: Callable[..., bool]
+
+    def read_memory(self) -> list[dict[str, Any]]:
         """One reading per node (memguard.assess): the head's sources directly, each worker's with `cat` over ssh."""
         cfg = self.cfg
         # meminfo, PSI, zoneinfo (the kernel's watermarks), min_free_kbytes (their fallback): memory_guard.SOURCES
         paths = [cfg.get(key) or memguard.SOURCES[key] for key in ('meminfo_path', 'psi_path', 'zoneinfo_path',
                                                                    'min_free_kbytes_path')]
+        assert self.memory is not None  # polled only with the memory guard on (observe_memory, watch_memory)
         texts = []
         for path in paths:
             try:
@@ -31,7 +53,7 @@ class MemoryWatch(object):
                 readings.append(self.memory.assess(peer['name'], out, out, out, out))
         return readings
 
-    def observe_memory(self):
+    def observe_memory(self) -> None:
         """The pair is not running: keep the memory readings (and so the textfile) current, decide nothing."""
         if self.memory is None:
             return
@@ -42,7 +64,7 @@ class MemoryWatch(object):
             self.state.memory = dict(self.memory.readings)
             self.state.dirty = True
 
-    def watch_memory(self, head_invocation):
+    def watch_memory(self, head_invocation: str) -> str | None:
         """The memory guard's poll (memguard.py): gate the pair out of rotation, then stop it worker first."""
         if self.memory is None:
             return None

@@ -80,9 +80,12 @@ guard runs `systemctl show/start/restart/reset-failed/stop <worker unit>` and, o
 evidence (journalctl, docker top/exec, /proc/meminfo, nvidia-smi).
 """
 
+from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import memory_guard as memguard
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.canary import (
@@ -91,14 +94,16 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.hang 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.jobs import EvidenceJob, _write
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.memory import MemoryWatch
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.pair import (
-    GuardError, load_record, prepare_control_dir, run, say, set_phase, ssh_control_options, unit_state, with_ssh_options)
+    GuardError, Runner, load_record, prepare_control_dir, run, say, set_phase, ssh_control_options, unit_state, with_ssh_options)
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.pairguard.state import GuardState
 
 
 class Watch(CanaryWatch, MemoryWatch):
     """One guard loop; step() is one poll, unit-tested with a fake runner and clock."""
 
-    def __init__(self, cfg, runner=run, clock=time.time, fetch=None, prepare=prepare_control_dir, cfg_path=None):
+    def __init__(self, cfg: Mapping[str, Any], runner: Runner = run, clock: Callable[[], float] = time.time,
+                 fetch: Callable[[], str] | None = None, prepare: Callable[[str], str | None] = prepare_control_dir,
+                 cfg_path: str | None = None) -> None:
         options = ssh_control_options(cfg)
         if options:
             problem = prepare(cfg['ssh_control_dir'])
@@ -111,16 +116,16 @@ class Watch(CanaryWatch, MemoryWatch):
         self.cfg = cfg
         self.runner = runner
         self.clock = clock
-        self.failures = {}
-        self.down = {}
+        self.failures: dict[str, int] = {}
+        self.down: dict[str, int] = {}
         self.stopped_workers = False
         self.state = GuardState(cfg)
-        self.hang = None
+        self.hang: HangDetector | None = None
         self.hang_poll_s = float(cfg.get('hang_poll_s', 5))
-        self.hang_polled_at = None
-        self.head_invocation = None
-        self.head_nrestarts = None
-        self.evidence_jobs = []
+        self.hang_polled_at: float | None = None
+        self.head_invocation: str | None = None
+        self.head_nrestarts: int | None = None
+        self.evidence_jobs: list[EvidenceJob] = []
         self.suspect = None
         self.memory = memguard.MemoryGuard(cfg) if cfg.get('memory_guard') else None
         self.memory_poll_s = float(cfg.get('memory_poll_s', 5))
@@ -148,18 +153,18 @@ class Watch(CanaryWatch, MemoryWatch):
         self.cfg_path = cfg_path
 
     @property
-    def restarts(self):
+    def restarts(self) -> list[float]:
         """Times of the pair restarts in the storm window (persisted in the state file)."""
         return self.state.data['restart_times']
 
-    def evidence_wait(self, timeout=None):
+    def evidence_wait(self, timeout: float | None = None) -> bool:
         """Wait for the evidence children still running; True when none is left."""
         for job in list(self.evidence_jobs):
             job.wait(timeout)
         self.evidence_jobs = [job for job in self.evidence_jobs if not job.poll()]
         return not self.evidence_jobs
 
-    def step(self):
+    def step(self) -> str | None:
         """Returns the action taken: None, 'restart' or 'stop'."""
         self.suspect = None
         action = None
@@ -176,7 +181,7 @@ class Watch(CanaryWatch, MemoryWatch):
                     self.suspect = 'pair %s by the pair guard' % ('restarting' if action == 'restart' else 'stopped')
                 gate_write(self.gate, self.suspect)
 
-    def _step(self):
+    def _step(self) -> str | None:
         cfg = self.cfg
         head = unit_state(cfg['head_unit'], None, self.runner)
         self.state.rank('head', cfg.get('head_name') or 'head', head['ActiveState'] == 'active')
@@ -207,7 +212,7 @@ class Watch(CanaryWatch, MemoryWatch):
         record = load_record(cfg['pair_state_file']).get('workers') or {}
         # every rank's invocation when the pair is whole at this poll (None otherwise): the canary runs and is judged
         # only then, and only on the ranks it started on
-        ranks = {'head': head.get('InvocationID', '')}
+        ranks: dict[str, str] | None = {'head': head.get('InvocationID', '')}
         for peer in cfg.get('peers') or []:
             name = peer['name']
             try:
@@ -248,7 +253,7 @@ class Watch(CanaryWatch, MemoryWatch):
             self.mark_serving(head.get('InvocationID', ''))
         return self.watch_hang(head.get('InvocationID', '')) or self.watch_canary(ranks)
 
-    def mark_serving(self, head_invocation):
+    def mark_serving(self, head_invocation: str) -> None:
         """Every rank is up and the head answers /metrics: the pair reached readiness. The phase marker that prestart set
         to 'starting' becomes 'serving' (once per head invocation): an unclean end from now on is no load crash."""
         path = self.cfg.get('phase_file')
@@ -264,7 +269,7 @@ class Watch(CanaryWatch, MemoryWatch):
         except (IOError, OSError) as exc:
             say('cannot write the phase marker %s: %s' % (path, exc))
 
-    def head_exited(self, head):
+    def head_exited(self, head: Mapping[str, str]) -> str | None:
         """systemd restarted the head by itself (NRestarts grew): vLLM exited, e.g. with status 0 after an engine
         death (real-vllm-on-device notes Part 1 §3). systemd's Restart=always restarts it and its prestart takes a
         fresh worker first; the guard counts it in the storm window and stops the pair past the limit."""
@@ -281,12 +286,12 @@ class Watch(CanaryWatch, MemoryWatch):
                                                                                   self.cfg['head_unit']),
                         cause='head_exited', restart=False)
 
-    def reset_hang(self):
+    def reset_hang(self) -> None:
         if self.hang is not None:
             self.hang.reset()
             self.hang_polled_at = None
 
-    def watch_hang(self, head_invocation):
+    def watch_hang(self, head_invocation: str) -> str | None:
         """The pair is up: is it producing anything? Returns None or the action taken on a hang."""
         if self.hang is None:
             return None
@@ -312,13 +317,13 @@ class Watch(CanaryWatch, MemoryWatch):
         self.reset_hang()
         return self.act('%s; evidence in %s' % (found['why'], job.path), cause=found['cause'], evidence=job.path)
 
-    def head_container_running(self):
+    def head_container_running(self) -> bool:
         cfg = self.cfg
         rc, out, _err = self.runner([cfg.get('docker') or 'docker', 'inspect', '-f', '{{.State.Running}}',
                                      cfg.get('container') or 'dgxspark-ds4-head'])
         return rc == 0 and out.strip() == 'true'
 
-    def stop_workers(self, why, quiet=False, block=True):
+    def stop_workers(self, why: str, quiet: bool = False, block: bool = True) -> bool:
         """Stop every worker rank that still runs; True when one was stopped. quiet: the caller said why already;
         block=False: only queue the stop (the caller stops the head right after)."""
         if self.stopped_workers:
@@ -341,7 +346,7 @@ class Watch(CanaryWatch, MemoryWatch):
         self.stopped_workers = True
         return stopped
 
-    def left_active(self, peer, tries=50):
+    def left_active(self, peer: Mapping[str, Any], tries: int = 50) -> bool:
         """After a queued stop: wait (bounded, ~5 s) until the worker unit has left 'active', so its stop has begun
         before the caller stops the head (a --no-block stop returns before systemd runs the job)."""
         for _try in range(tries):
@@ -353,7 +358,7 @@ class Watch(CanaryWatch, MemoryWatch):
             time.sleep(0.1)
         return False
 
-    def act(self, why, cause='worker', evidence=None, restart=True):
+    def act(self, why: str, cause: str = 'worker', evidence: str | None = None, restart: bool = True) -> str:
         """Restart the pair (the head; its prestart restarts the worker first), or stop it past the storm limit.
         restart=False: systemd restarts the head already; only count it (and stop past the limit)."""
         cfg = self.cfg
@@ -385,7 +390,7 @@ class Watch(CanaryWatch, MemoryWatch):
         return 'restart'
 
 
-def gate_write(path, reason):
+def gate_write(path: str, reason: str | None) -> None:
     """The health gate: the file (the reason in it) while the pair must not take requests, absent otherwise."""
     try:
         if reason:
@@ -402,7 +407,7 @@ def gate_write(path, reason):
         say('health gate %s: %s' % (path, exc))
 
 
-def watch_forever(cfg, cfg_path=None):
+def watch_forever(cfg: Mapping[str, Any], cfg_path: str | None = None) -> None:
     loop = Watch(cfg, cfg_path=cfg_path)
     interval = float(cfg.get('interval_s', 5))
     workers = ', '.join('%s on %s' % (p['unit'], p['name']) for p in cfg.get('peers') or [])
