@@ -48,7 +48,8 @@ _ARG_SPEC = dict(
 )
 # One code hash per role directory per controller process (files do not change during a run).
 _CODE_HASHES = {}
-# The node side of a direct probe (_probe_directly): stdin holds {src, modules, args, check_mode}; src is
+# The node side of a direct probe (_probe_directly): stdin holds {src, modules, args, check_mode, entry}; entry is the
+# function of converge_state.py that runs (probe, or plan: several roles at once, plugins/action/converge_plan.py); src is
 # converge_state.py, modules [name, source] of the collection modules it imports (node_probe: the one parser of
 # `systemctl show`), each run and registered under its name first, so its import finds it. A program a check cannot
 # start fails the probe with its error, as the module's run_command fails the module.
@@ -61,9 +62,9 @@ _PROBE_BOOT = ("import json, sys, types\n"
                "g = {'__name__': 'ds4_converge_state'}\n"
                "exec(compile(d['src'], 'converge_state.py', 'exec'), g)\n"
                "try:\n"
-               "    r = g['probe'](d['args'], g['run_command'], d['check_mode'])\n"
+               "    r = g[d.get('entry') or 'probe'](d['args'], g['run_command'], d['check_mode'])\n"
                "except OSError as exc:\n"
-               "    r = {'failed': True, 'msg': 'converge_state %s: %s' % (d['args']['role'], exc)}\n"
+               "    r = {'failed': True, 'msg': 'converge_state %s: %s' % (d['args'].get('role', 'plan'), exc)}\n"
                "print(json.dumps(r))\n")
 _SOURCE = []
 _MODULES = []
@@ -195,7 +196,7 @@ class ActionModule(ActionBase):
             value = (task_vars.get('ansible_facts') or {}).get('discovered_interpreter_python')
         return value if isinstance(value, str) and _INTERPRETER_RE.match(value) else None
 
-    def _probe_directly(self, interpreter, module_args):
+    def _probe_directly(self, interpreter, module_args, entry='probe'):
         """state=probe without a module upload: module_utils/_converge/converge_state.py's own source (with node_probe's,
         which it imports) and the arguments, through the connection (pipelined, become as the task has it) to the node's
         Python, which runs converge_state.probe, the function the module runs. A no-op site.yml probes every role on
@@ -203,7 +204,7 @@ class ActionModule(ActionBase):
         from the module's zip), a direct probe about 0.05 (node_probe's source with it adds about 5 ms); the nodes' CPU of
         a no-op fell 21 %, the controller's rose 8 % (docs/measurements.md)."""
         payload = json.dumps({'src': _probe_source(), 'modules': _probe_modules(), 'args': module_args,
-                              'check_mode': bool(self._task.check_mode)})
+                              'check_mode': bool(self._task.check_mode), 'entry': entry})
         res = self._low_level_execute_command('%s -c %s' % (interpreter, shlex.quote(_PROBE_BOOT)), sudoable=True,
                                               in_data=payload.encode('utf-8'))
         out = res.get('stdout') or ''
@@ -213,7 +214,7 @@ class ActionModule(ActionBase):
             parsed = None
         if res.get('rc') != 0 or not isinstance(parsed, dict):
             return {'failed': True, 'msg': 'converge_state %s: the probe on the node failed (rc %s): %s' % (
-                module_args['role'], res.get('rc'), ((res.get('stderr') or '') + out).strip()[-2000:])}
+                module_args.get('role', 'plan'), res.get('rc'), ((res.get('stderr') or '') + out).strip()[-2000:])}
         return parsed
 
     @staticmethod

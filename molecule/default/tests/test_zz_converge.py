@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The converge shortcut on the converged pair: a no-op run skips every role and changes nothing,
+"""The converge shortcut on the converged pair: a no-op run skips every role (on the deploy's one converge plan, no role
+probing itself) and changes nothing,
 and drift it cannot see through the record is impossible to hide: a file edited by hand, a unit
 disabled and a limits file removed are each named and repaired by the next plain run, without
 restarting the pair (a node script edited by hand too: its role writes its node files again on that node
@@ -20,6 +21,8 @@ pytestmark = pytest.mark.skipif(not INVENTORY, reason='runs inside molecule veri
 
 ROLES = ('host_hardening', 'firewall', 'peer_access', 'container_image', 'model_cache', 'nccl_fabric',
          'vllm_service', 'api_proxy')
+# the deploy's converge plan (playbooks/tasks/deploy.yml): api_proxy decides itself after the router published its endpoint
+PLANNED = ROLES[:-1]
 SYSCTL = '/etc/sysctl.d/60-dgxspark-ds4.conf'
 FIREWALL_UNIT = 'dgxspark-ds4-firewall.service'
 LIMITS = '/etc/security/limits.d/60-dgxspark-ds4.conf'
@@ -56,8 +59,13 @@ def test_noop_run_skips_every_role_and_changes_nothing():
     rc, out = run_playbook('site.yml')
     assert rc == 0, out[-3000:]
     assert starts() == starts0, 'a rank was restarted by a no-op run'
-    for role in ROLES:
-        assert '%s: as recorded on every node, skipped' % role in out, converge_lines(out)
+    # one converge plan for every role (dgxspark.ds4.converge_plan): each node as recorded, the roles skipped whole,
+    # none of them probing itself
+    flat = ' '.join(out.split())
+    assert flat.count('converge plan: as recorded on this node: %s' % ', '.join(PLANNED)) == 2, flat[-3000:]
+    for role in PLANNED:
+        assert '%s: runs (' % role not in flat and '%s: as recorded on every node' % role not in flat, converge_lines(out)
+    assert 'api_proxy: as recorded on every node, skipped' in flat, converge_lines(out)
     # no record holds a value Ansible masked (a no_log value found inside a hash was recorded as ********, and every
     # later probe differed from it: the landing CI of 1b53b02)
     for host in ('spark1', 'spark2'):
@@ -65,7 +73,6 @@ def test_noop_run_skips_every_role_and_changes_nothing():
         assert '"version"' in records and not masked(records), host
     assert changed_counts(out) == {'spark1': 0, 'spark2': 0}, out[-1500:]
     # the unpinned inputs, once per run: the inventory pins the revision, the simulator image is a tag
-    flat = ' '.join(out.split())
     assert flat.count('image ds4-vllm-sim:test: a tag, not a digest') == 1, flat[-3000:]
     assert 'ds4_site_overrides.image.ref: ds4-vllm-sim:test@sha256:<digest>' in flat
     assert 'model revision of' not in flat
@@ -94,6 +101,8 @@ def test_drift_is_named_and_repaired_without_a_restart():
     assert 'vllm_service: runs (file %s: recorded sha1:' % secret_files[0] in ' '.join(out.split()), out[-3000:]
     flat = ' '.join(out.split())  # the yaml callback folds long messages
     assert 'host_hardening: runs (file %s: recorded sha1:' % SYSCTL in flat
+    # the plan saw the drift (spark2's sysctl file: the first planned role) and left every role to decide itself
+    assert 'converge plan: host_hardening differs (file %s: recorded sha1:' % SYSCTL in flat, flat[-3000:]
     assert 'firewall: runs (' in flat and 'unit %s: recorded enabled/' % FIREWALL_UNIT in flat
     assert 'recorded sha1:' in flat and 'file %s: recorded sha1:' % LIMITS in flat and ', now absent' in flat
     assert changed_counts(out)['spark2'] > 0
@@ -123,3 +132,6 @@ def test_drift_is_named_and_repaired_without_a_restart():
     rc, out = run_playbook('site.yml')
     assert rc == 0, out[-3000:]
     assert changed_counts(out) == {'spark1': 0, 'spark2': 0}, out[-1500:]
+    # after the repair the plan finds every role as recorded again: the records the roles wrote hold the digests the
+    # plan computes before them (a plan that computed another digest would never find one as recorded)
+    assert ' '.join(out.split()).count('converge plan: as recorded on this node: %s' % ', '.join(PLANNED)) == 2, out[-3000:]

@@ -287,6 +287,26 @@ def probe(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> d
                 differs=differences(previous, digest, per_input, seen))
 
 
+def plan(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> dict[str, Any]:
+    """Several roles in one node call (read-only; the deploy's converge plan, plugins/action/converge_plan.py).
+    params: state_dir, phase and roles. phase ``published``: roles is a list of role names; returns, per role, the
+    facts its record published (None without a usable record): the values later roles read as inputs. phase
+    ``probe``: roles is a list of probe parameters (role, digest, inputs, checks, secret_inputs); returns each role's
+    probe result, as ``probe`` gives it, under ``roles``."""
+    state_dir = params['state_dir']
+    if params.get('phase') == 'published':
+        published: dict[str, Any] = {}
+        for role in params['roles']:
+            record = load_record(record_path(state_dir, role))
+            usable = isinstance(record, dict) and record.get('version') == RECORD_VERSION
+            published[role] = (record.get('published') or {}) if usable else None
+        return {'changed': False, 'published': published}
+    results: dict[str, Any] = {}
+    for item in params['roles']:
+        results[item['role']] = probe(dict(item, state_dir=state_dir), run, check_mode)
+    return {'changed': False, 'roles': results}
+
+
 def _walk(record: Mapping[str, Any] | None, digest: str, per_input: Mapping[str, str],
           seen: Mapping[str, Any]) -> tuple[list[str], list[Drift]] | None:
     """(the input names whose hash changed, [(kind, name, recorded, now)] of every check that differs) against a usable

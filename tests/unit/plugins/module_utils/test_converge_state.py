@@ -324,3 +324,43 @@ def test_the_direct_probes_bootstrap_reports_a_check_that_cannot_start(tmp_path,
     monkeypatch.setenv('PATH', env['PATH'])
     assert ok == cs.probe(units, cs.run_command)
     assert [name for name, _src in action._probe_modules()] == [node_probe.__name__]
+
+
+def test_plan_reads_the_published_facts_then_probes_every_role_in_one_call(tmp_path):
+    """converge_state.plan, the node side of dgxspark.ds4.converge_plan: the published facts of each role's record
+    (None without a usable one), then every role's probe as probe gives it; through the direct boot as the plan runs
+    it (python3 -I, entry plan)."""
+    import json
+    import subprocess
+    import sys
+    from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
+    state = str(tmp_path / 'state')
+    conf = tmp_path / 'a.conf'
+    conf.write_text(u'x=1\n')
+    checks = {'files': [str(conf)]}
+    digest, per_input = cs.inputs_digest({'v': 1}, 'code1')
+    run, dummy = _run_factory({})
+    cs.finish(cs.record_path(state, 'first'), cs.build_record('first', digest, per_input, cs.observe(checks, run),
+                                                                {'first_ref': 'img:1'}))
+    os.makedirs(state, exist_ok=True)
+    with open(cs.record_path(state, 'old'), 'w') as handle:
+        json.dump({'version': cs.RECORD_VERSION + 1, 'published': {'x': 1}}, handle)
+
+    def boot(args):
+        payload = json.dumps({'src': action._probe_source(), 'modules': action._probe_modules(), 'args': args,
+                              'check_mode': False, 'entry': 'plan'})
+        proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], input=payload, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, check=True, cwd=str(tmp_path))
+        return json.loads(proc.stdout)
+
+    published = boot({'state_dir': state, 'phase': 'published', 'roles': ['first', 'old', 'none']})
+    assert published == {'changed': False, 'published': {'first': {'first_ref': 'img:1'}, 'old': None, 'none': None}}
+    one = {'role': 'first', 'digest': digest, 'inputs': per_input, 'checks': checks}
+    changed = {'role': 'first', 'digest': cs.inputs_digest({'v': 2}, 'code1')[0], 'inputs': {'v': 'other'}, 'checks': checks}
+    probed = boot({'state_dir': state, 'phase': 'probe', 'roles': [one, dict(changed, role='none')]})
+    assert probed['roles']['first'] == cs.probe(dict(one, state_dir=state), cs.run_command)
+    assert probed['roles']['first']['current'] is True and probed['roles']['first']['published'] == {'first_ref': 'img:1'}
+    assert probed['roles']['none']['current'] is False
+    conf.write_text(u'x=2\n')
+    drifted = cs.plan({'state_dir': state, 'phase': 'probe', 'roles': [one]}, run)
+    assert drifted['roles']['first']['current'] is False and 'file %s' % conf in drifted['roles']['first']['reasons'][0]

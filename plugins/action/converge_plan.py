@@ -1,0 +1,146 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""dgxspark.ds4.converge_plan: every deploy role's converge probe on this node in one task, before the first role.
+
+Each deploy role probes itself at its start (dgxspark.ds4._converge: a probe and a decision per role and node, four
+task results each on a no-op). This task computes, for every role in ``roles``, the same inputs digest and checks the
+role's own probe computes (its ``__<role>_converge_inputs`` and ``__<role>_converge_checks``, templated with the role's
+defaults and vars as the role would see them), and probes them all on the node in one call. The roles as their records
+say on every node of the play, in the deploy's order up to the first that is not on some node, are skipped whole by
+playbooks/tasks/deploy.yml (the facts a skipped role publishes are set here from its record, as
+dgxspark.ds4.converge_decide sets them); that role and the ones after it probe and decide themselves, as before (a
+role after one that runs may read what that one publishes or changes: its verdict here says nothing).
+
+It can only err towards running the roles: a digest computed here that differs from the role's own (a variable seen
+otherwise than in the role) never equals the record the role wrote, so the plan is "not current" and the roles run.
+Nothing here is planned (the roles probe themselves) under ds4_converge_full, ds4_converge_roles, --tags or
+--skip-tags (a tag can select tasks inside a role, e.g. --tags vllm_service_force_restart), or when the node's
+Python is not known yet or the connection does not pipeline (the plan's one call runs converge_state's own code
+directly, as the roles' direct probes do).
+"""
+
+
+import os
+
+from ansible.utils.vars import load_extra_vars
+
+from ansible_collections.dgxspark.ds4.plugins.action import converge_state as probe_action
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
+
+_ARG_SPEC = dict(
+    roles=dict(type='list', elements='str', required=True),
+    full=dict(type='bool', default=False),
+    only=dict(type='list', elements='str', default=[]),
+    tags=dict(type='list', elements='str', default=['all']),
+    skip_tags=dict(type='list', elements='str', default=[]),
+    state_dir=dict(type='path', default='/var/lib/dgxspark-ds4/converge'),
+)
+try:  # ansible-core 2.21: set_fact's own mechanism (see converge_decide)
+    from ansible.plugins.action import VariableLayer
+except ImportError:  # pragma: no cover - ansible-core 2.20: the facts are returned as ansible_facts
+    VariableLayer = None
+# The collection root: plugins/action/<this file> -> ../..
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class ActionModule(probe_action.ActionModule):
+
+    TRANSFERS_FILES = False
+
+    def _set(self, result, facts):
+        if VariableLayer is not None:
+            self.register_host_variables({}, VariableLayer.CACHEABLE_FACT)  # no legacy ansible_facts registration
+            self.register_host_variables(facts, VariableLayer.EPHEMERAL_FACT)
+        else:  # pragma: no cover
+            result['ansible_facts'] = facts
+
+    def _not_planned(self, result, why):
+        self._set(result, {'__converge_plan': {'current': False, 'order': [], 'prefix': 0, 'why': why}})
+        result.update(changed=False, current=False, msg='converge plan: not planned (%s); each role probes itself' % why)
+        return result
+
+    def _role_file(self, role_path, sub):
+        path = os.path.join(role_path, sub, 'main.yml')
+        return (self._loader.load_from_file(path, trusted_as_template=True) or {}) if os.path.isfile(path) else {}
+
+    def _role_view(self, role, task_vars, extra_vars, published):
+        """(inputs, checks) of `role` as its own probe templates them: the role's defaults under the play's variables,
+        its vars above them, the facts earlier roles published (as set_fact sets them) and the extra vars on top."""
+        role_path = os.path.join(_ROOT, 'roles', role)
+        variables = dict(self._role_file(role_path, 'defaults'))
+        variables.update(task_vars)
+        variables.update(self._role_file(role_path, 'vars'))
+        variables.update(published)
+        variables.update(extra_vars)
+        templar = self._templar.copy_with_new_env(available_variables=variables)
+        inputs = templar.template(variables['__%s_converge_inputs' % role])
+        checks = templar.template(variables['__%s_converge_checks' % role])
+        code_hash = probe_action.code_hash_for(role_path, os.path.join(_ROOT, 'roles', '_converge'))
+        plain, secrets = cs.split_secrets(self._without_own_results(inputs, role_path, code_hash))
+        digest, per_input = cs.inputs_digest(plain, code_hash)
+        return dict(role=role, digest=digest, inputs=per_input, checks=checks, secret_inputs=secrets)
+
+    def _node(self, interpreter, args, task_vars):
+        return self._probe_directly(interpreter, args, entry='plan')
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(probe_action.ActionModule, self).run(tmp, task_vars)  # ActionBase.run: the task's own setup
+        dummy, args = self.validate_argument_spec(argument_spec=_ARG_SPEC)
+        if args['full'] or args['only']:
+            return self._not_planned(result, 'ds4_converge_full' if args['full'] else 'ds4_converge_roles')
+        if sorted(args['tags']) != ['all'] or args['skip_tags']:
+            return self._not_planned(result, '--tags or --skip-tags given')
+        interpreter = self._known_interpreter(task_vars) if self._connection.is_pipelining_enabled() else None
+        if not interpreter:
+            return self._not_planned(result, 'the node\'s Python is not known yet, or the connection does not pipeline')
+        state_dir = args['state_dir']
+        answer = self._node(interpreter, dict(state_dir=state_dir, phase='published', roles=args['roles']), task_vars)
+        if answer.get('failed'):
+            return self._not_planned(result, answer.get('msg'))
+        records = answer['published']
+        missing = [role for role in args['roles'] if records.get(role) is None]
+        if missing:
+            return self._not_planned(result, 'no converge record of %s on this node' % ', '.join(missing))
+        extra_vars = load_extra_vars(self._loader)
+        published, probes = {}, []
+        for role in args['roles']:
+            try:
+                probes.append(self._role_view(role, task_vars, extra_vars, published))
+            except Exception as exc:  # pylint: disable=broad-except  # any failure to template: the role decides itself
+                return self._not_planned(result, '%s: its inputs could not be computed before the role (%s)' % (
+                    role, str(exc).splitlines()[0][:300]))
+            published.update(records[role])
+        answer = self._node(interpreter, dict(state_dir=state_dir, phase='probe', roles=probes), task_vars)
+        if answer.get('failed'):
+            return self._not_planned(result, answer.get('msg'))
+        found = answer['roles']
+        # The roles as recorded here up to the first that is not: those the deploy may skip (a role after one that runs
+        # may read what that one publishes or changes, so its verdict here says nothing)
+        prefix = []
+        for role in args['roles']:
+            if not found[role].get('current'):
+                break
+            prefix.append(role)
+        differ = dict((role, found[role].get('reasons') or [found[role].get('msg') or 'failed'])
+                      for role in args['roles'] if not found[role].get('current'))
+        current = len(prefix) == len(args['roles'])
+        facts = {'__converge_plan': {'current': current, 'order': args['roles'], 'prefix': len(prefix),
+                                     'digests': dict((r, found[r].get('digest')) for r in args['roles'])}}
+        # as converge_decide sets them for a skipped role: its published facts and its entry in __converge_needed
+        needed = dict(task_vars.get('__converge_needed') or {})
+        for role in prefix:
+            facts.update(records[role])
+            needed[role] = False
+        facts['__converge_needed'] = needed
+        if current:
+            msg = 'converge plan: as recorded on this node: %s' % ', '.join(prefix)
+        else:
+            first = args['roles'][len(prefix)]
+            msg = 'converge plan: %s%s differs (%s); from %s on, each role probes itself' % (
+                'as recorded on this node: %s; then ' % ', '.join(prefix) if prefix else '', first,
+                '; '.join(differ[first])[:400], first)
+        self._set(result, facts)
+        result.update(changed=False, current=current, differ=differ, msg=msg, _ansible_verbose_always=True)
+        return result

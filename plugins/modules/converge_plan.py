@@ -1,0 +1,115 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+
+DOCUMENTATION = r'''
+---
+module: converge_plan
+short_description: Probe every deploy role's converge state on a node in one task, before the first role
+version_added: 0.2.0
+description:
+  - Action plugin. For each role in O(roles), computes on the controller the inputs digest and the checks the role's own
+    converge probe (C(dgxspark.ds4.converge_state), in the internal role C(dgxspark.ds4._converge)) computes at the
+    role's start, from the role's C(__<role>_converge_inputs) and C(__<role>_converge_checks) templated with its defaults
+    and vars as the role sees them; then probes all of them on the node in one call (read-only), after reading the facts
+    each role's record published (the later roles' inputs).
+  - Sets, as C(ansible.builtin.set_fact) does, C(__converge_plan) (C(current) true when every role is as its record
+    says on this node) and, when current, every role's published facts and C(__converge_needed) with each role false,
+    as C(dgxspark.ds4.converge_decide) sets them for a skipped role. The deploy sequence skips the roles whole only when
+    every node of the play is current; otherwise each role probes and decides itself.
+  - It can only err towards running the roles. A digest computed here that differs from the role's own never equals
+    the record the role wrote, so the plan is not current and the roles run.
+  - Nothing is planned (the result says why, and each role probes itself) with O(full), O(only), O(tags) other than
+    V(all) or any O(skip_tags), without a converge record of every role on the node, when a role's inputs cannot be
+    computed before the role, or when the node's Python is not known yet or the connection does not pipeline.
+  - Logic on the node is C(plugins/module_utils/_converge/converge_state.py) (C(plan), C(probe)).
+author:
+  - dgxspark.ds4 contributors (@dgxspark)
+options:
+  roles:
+    description: The deploy roles, in the order the deploy runs them (a role's published facts are inputs of those after it).
+    type: list
+    elements: str
+    required: true
+  full:
+    description: C(ds4_converge_full); nothing is planned.
+    type: bool
+    default: false
+  only:
+    description: C(ds4_converge_roles); nothing is planned when it names any role.
+    type: list
+    elements: str
+    default: []
+  tags:
+    description: The run's C(ansible_run_tags); nothing is planned unless it is V([all]).
+    type: list
+    elements: str
+    default: [all]
+  skip_tags:
+    description: The run's C(ansible_skip_tags); nothing is planned when it is not empty.
+    type: list
+    elements: str
+    default: []
+  state_dir:
+    description: Where the roles' converge records are on the node.
+    type: path
+    default: /var/lib/dgxspark-ds4/converge
+extends_documentation_fragment:
+  - dgxspark.ds4.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reads only; behaves the same in check mode.
+  diff_mode:
+    support: none
+    details: Changes nothing, so there is no diff.
+  platform:
+    support: full
+    platforms: posix
+notes:
+  - The module file only documents the action plugin; executing it on a host fails.
+'''
+
+EXAMPLES = r'''
+- name: Every deploy role as recorded on this node?
+  dgxspark.ds4.converge_plan:
+    roles: [host_hardening, firewall, vllm_service]
+    tags: "{{ ansible_run_tags }}"
+    skip_tags: "{{ ansible_skip_tags }}"
+'''
+
+RETURN = r'''
+current:
+  description: Whether every role in O(roles) is as its record says on this node.
+  returned: success
+  type: bool
+differ:
+  description: The roles that are not, each with the differences its probe named.
+  returned: success
+  type: dict
+  sample: {"vllm_service": ["inputs changed: vllm_service_extra_args"]}
+msg:
+  description: The line that says which roles are as recorded, or which differ and why, or why nothing was planned.
+  returned: success
+  type: str
+  sample: "converge plan: as recorded on this node: host_hardening, firewall, vllm_service"
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(roles=dict(type='list', elements='str', required=True),
+                                              full=dict(type='bool', default=False),
+                                              only=dict(type='list', elements='str', default=[]),
+                                              tags=dict(type='list', elements='str', default=['all']),
+                                              skip_tags=dict(type='list', elements='str', default=[]),
+                                              state_dir=dict(type='path', default='/var/lib/dgxspark-ds4/converge')),
+                           supports_check_mode=True)
+    module.fail_json(msg='dgxspark.ds4.converge_plan is an action plugin; this module file must not execute on a host.')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The deploy's converge plan (playbooks/tasks/deploy.yml, dgxspark.ds4.converge_plan) names exactly the roles it may
+skip whole: the deploy includes those, and only those, unless named in `ds4_converge_skip`, in the plan's order, and
+each is a role whose tasks/main.yml ends when its own converge decision finds it as recorded (`meta: end_role`), so
+that skipping it whole leaves out nothing the role does when found as recorded. The behaviour itself is shown on the
+converged pair (molecule/default/tests/test_zz_converge.py: a no-op takes the plan, drift and a changed input do not)."""
+
+
+import os
+
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
+
+
+def _deploy():
+    with open(os.path.join(REPO, 'playbooks', 'tasks', 'deploy.yml')) as handle:
+        return yaml.safe_load(handle)
+
+
+def _plan_roles(tasks):
+    plans = [t for t in tasks if 'dgxspark.ds4.converge_plan' in t]
+    assert len(plans) == 1, plans
+    return plans[0]['dgxspark.ds4.converge_plan']['roles'], tasks.index(plans[0])
+
+
+def test_the_plan_names_exactly_the_roles_the_deploy_skips_on_it_in_order():
+    tasks = _deploy()
+    roles, at = _plan_roles(tasks)
+    guarded = []
+    for index, task in enumerate(tasks):
+        include = task.get('ansible.builtin.include_role') or {}
+        when = task.get('when')
+        whens = when if isinstance(when, list) else [when] if when else []
+        skip = [w for w in whens if 'ds4_converge_skip' in w]
+        if skip:
+            role = include['name'].rsplit('.', 1)[-1]
+            assert index > at and 'tasks_from' not in include, task['name']
+            assert skip == ["'%s' not in ds4_converge_skip" % role], task
+            guarded.append(role)
+    assert guarded == roles, (guarded, roles)
+    # every other include of these roles is another entry point (tasks_from), which the plan does not stand for
+    for task in tasks:
+        include = task.get('ansible.builtin.include_role') or {}
+        if include.get('name', '').rsplit('.', 1)[-1] in roles and 'ds4_converge_skip' not in str(task.get('when')):
+            assert 'tasks_from' in include, task['name']
+
+
+def test_each_planned_role_ends_when_found_as_recorded_and_has_its_converge_vars():
+    roles, dummy = _plan_roles(_deploy())
+    for role in roles:
+        with open(os.path.join(REPO, 'roles', role, 'tasks', 'main.yml')) as handle:
+            main = yaml.safe_load(handle)
+        names = [list(k for k in t if k.startswith('ansible.builtin.'))[0] for t in main]
+        # the probe and decision, then the end of the role when it is not needed, then its change: nothing else
+        assert names[:2] == ['ansible.builtin.import_role', 'ansible.builtin.meta'], (role, names)
+        assert main[1]['ansible.builtin.meta'] == 'end_role' and main[1]['when'] == "not __converge_needed['%s']" % role
+        with open(os.path.join(REPO, 'roles', role, 'vars', 'main.yml')) as handle:
+            role_vars = yaml.safe_load(handle)
+        assert '__%s_converge_inputs' % role in role_vars and '__%s_converge_checks' % role in role_vars, role
+
+
+def test_the_decision_is_the_pairs_and_never_run_once():
+    """Per pair, as each role's own decision; never run_once: a rolling operation includes this file for one pair's
+    hosts, and a run_once task whose first host is not among them is skipped for every host."""
+    tasks = _deploy()
+    dummy, at = _plan_roles(tasks)
+    decision = tasks[at + 1]
+    assert 'run_once' not in decision
+    expression = decision['ansible.builtin.set_fact']['ds4_converge_skip']
+    assert "ds4_effective['pair']['hosts']" in expression and "map(attribute='prefix') | min" in expression, expression
