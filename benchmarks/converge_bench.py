@@ -26,10 +26,14 @@ Each figure also gives "smoke s": the smoke checks' own requests (validate.yml's
 the simulator at its token rate: time spent waiting for the model, not on the controller), and the orchestration
 without them. "orch s" keeps counting them, as the issue that set the targets (47) did.
 
+--plan-off measures each figure a second time, right after, with the deploy's converge plan off (every playbook run
+with --skip-tags: each role probes and decides itself, as before the plan): rows "<figure>_plan_off".
+
 The read-only figures (floor, no-op, status) run --repeat times (default 3): the run of median CPU is reported, with
 the range of all of them.
 
 Usage: python3 benchmarks/converge_bench.py [--scenario replicas] [--json FILE] [--only noop,status,...] [--repeat N]
+                                           [--plan-off]
 """
 
 
@@ -118,6 +122,9 @@ def molecule_env(scenario):
 class Bench(object):
     def __init__(self, scenario):
         self.scenario = scenario
+        # --plan-off: every playbook run with --skip-tags, which turns the deploy's converge plan off (each role probes
+        # and decides itself, as before the plan); no task carries this tag, so nothing else is skipped
+        self.extra_args = []
         self.env, self.inventory = molecule_env(scenario)
         extra = os.path.join(PROJECT, 'molecule', scenario, 'vars', '%s.yml' % scenario)
         self.extra_files = [extra] if os.path.isfile(extra) else []
@@ -142,7 +149,7 @@ class Bench(object):
             argv += ['-e', '@' + name]
         for ev in extra:
             argv += ['-e', json.dumps(ev)]
-        wall, cpu, out = self.run(argv)
+        wall, cpu, out = self.run(argv + self.extra_args)
         recap = dict((m.group(1), dict(ok=int(m.group(2)), changed=int(m.group(3)), skipped=int(m.group(6))))
                      for m in RECAP.finditer(out))
         tail = out[out.rfind('TASKS RECAP'):] if 'TASKS RECAP' in out else ''
@@ -208,11 +215,26 @@ def median_run(runs):
     return mid
 
 
-def measure(bench, only, repeat=3):
+PLAN_OFF = ['--skip-tags', 'ds4_bench_converge_plan_off']
+
+
+def measure(bench, only, repeat=3, plan_off=False):
+    """The figures in `only` against the floor of the same run; with plan_off, each one again with the deploy's converge
+    plan off (key '<figure>_plan_off'), right after: the plan's effect in one run."""
     result = {}
     floor = median_run([bench.inline(FLOOR_PLAYBOOK) for dummy in range(repeat)])
     result['floor'] = floor
     bench.shipped('site.yml')  # settle: whatever the last run left, the next one is the no-op
+    for variant in ([[], PLAN_OFF] if plan_off else [[]]):
+        bench.extra_args = variant
+        figures = _figures(bench, only, repeat, floor)
+        result.update((key + ('_plan_off' if variant else ''), value) for key, value in figures.items())
+    bench.extra_args = []
+    return result
+
+
+def _figures(bench, only, repeat, floor):
+    result = {}
     if 'noop' in only:
         before = bench.started_at()
         noops = [bench.shipped('site.yml') for dummy in range(repeat)]
@@ -249,14 +271,15 @@ def report(result):
         floor['tasks'], floor['wall_s'], floor['cpu_s'], floor.get('runs', 1)))
     print('%-14s %8s %8s %8s %8s %8s %8s %8s %8s %7s  %s' % ('figure', 'wall s', 'x floor', 'CPU s', 'x floor', 'orch s',
                                                              'x floor', 'smoke s', 'orch-smk', 'tasks', 'roles that ran'))
-    for key in ('noop', 'one_flag', 'one_flag_back', 'recipe', 'recipe_back', 'image', 'image_back', 'status', 'rolling'):
+    keys = ('noop', 'one_flag', 'one_flag_back', 'recipe', 'recipe_back', 'image', 'image_back', 'status', 'rolling')
+    for key in [k + suffix for suffix in ('', '_plan_off') for k in keys]:
         if key not in result:
             continue
         r = result[key]
         print('%-14s %8.1f %8.2f %8.1f %8.2f %8.1f %8.2f %8.1f %8.1f %7d  %s' % (
             key, r['wall_s'], r['ratio_wall'], r['cpu_s'], r['ratio_cpu'], r['orchestration_s'], r['ratio_orchestration'],
             r['smoke_s'], r['orchestration_less_smoke_s'], r['tasks'], ' '.join(r['roles_ran']) or '-'))
-    for key in ('floor', 'noop', 'status'):
+    for key in ('floor', 'noop', 'status', 'noop_plan_off', 'status_plan_off'):
         if result.get(key, {}).get('runs', 1) > 1:
             r = result[key]
             print('%s: the run of median CPU of %d; all of them %.1f-%.1f CPU-s, %.1f-%.1f s' % (
@@ -273,6 +296,8 @@ def main():
     parser.add_argument('--scenario', default='replicas')
     parser.add_argument('--json', metavar='FILE', help='also write the figures as JSON here')
     parser.add_argument('--only', default=','.join(FIGURES), help='comma-separated subset of %s' % ', '.join(FIGURES))
+    parser.add_argument('--plan-off', action='store_true',
+                        help='each figure again with the deploy\'s converge plan off (--skip-tags), right after it')
     parser.add_argument('--repeat', type=int, default=3,
                         help='runs of each read-only figure (floor, noop, status); the one of median CPU is reported')
     args = parser.parse_args()
@@ -282,7 +307,7 @@ def main():
     unknown = [x for x in only if x not in FIGURES]
     if unknown:
         parser.error('--only: unknown figure(s) %s; known: %s' % (', '.join(unknown), ', '.join(FIGURES)))
-    result = measure(Bench(args.scenario), only, args.repeat)
+    result = measure(Bench(args.scenario), only, args.repeat, plan_off=args.plan_off)
     if args.json:
         with open(args.json, 'w') as handle:
             json.dump(result, handle, indent=1)

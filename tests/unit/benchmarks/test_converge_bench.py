@@ -99,3 +99,32 @@ def test_a_read_only_figure_is_the_run_of_median_cpu_with_the_range_of_all():
     assert mid['cpu_range'] == [12.8, 16.5] and mid['wall_range'] == [11.0, 14.0]
     one = cb.median_run(runs[:1])
     assert one['cpu_s'] == 16.5 and one['cpu_range'] == [16.5, 16.5]
+
+
+def test_plan_off_measures_each_figure_again_right_after_with_the_plan_off_and_only_then():
+    class Fake(object):
+        def __init__(self):
+            self.extra_args, self.calls = [], []
+
+        def _res(self):
+            return dict(wall_s=2.0, cpu_s=1.0, orchestration_s=1.0, changed={}, tasks=1)
+
+        def inline(self, text):
+            self.calls.append(('floor', list(self.extra_args)))
+            return self._res()
+
+        def shipped(self, name, *extra):
+            self.calls.append((name, list(self.extra_args)))
+            return self._res()
+
+        def started_at(self):
+            return {}
+    fake = Fake()
+    result = cb.measure(fake, ['status'], repeat=1, plan_off=True)
+    assert sorted(result) == ['floor', 'status', 'status_plan_off']
+    assert fake.calls == [('floor', []), ('site.yml', []), ('status.yml', []), ('status.yml', cb.PLAN_OFF)]
+    assert fake.extra_args == []
+    assert cb.PLAN_OFF[0] == '--skip-tags'
+    fake.calls = []
+    assert sorted(cb.measure(fake, ['status'], repeat=1)) == ['floor', 'status']
+    assert all(args == [] for dummy, args in fake.calls)
