@@ -224,9 +224,11 @@ def measure(bench, only, repeat=3, plan_off=False):
     result = {}
     floor = median_run([bench.inline(FLOOR_PLAYBOOK) for dummy in range(repeat)])
     result['floor'] = floor
-    bench.shipped('site.yml')  # settle: whatever the last run left, the next one is the no-op
     for variant in ([[], PLAN_OFF] if plan_off else [[]]):
         bench.extra_args = variant
+        # settle: whatever the last run left (a rollback.yml leaves vllm_service's record of the switch), the next one
+        # is the no-op
+        bench.shipped('site.yml')
         figures = _figures(bench, only, repeat, floor)
         result.update((key + ('_plan_off' if variant else ''), value) for key, value in figures.items())
     bench.extra_args = []

@@ -122,7 +122,7 @@ def test_plan_off_measures_each_figure_again_right_after_with_the_plan_off_and_o
     fake = Fake()
     result = cb.measure(fake, ['status'], repeat=1, plan_off=True)
     assert sorted(result) == ['floor', 'status', 'status_plan_off']
-    assert fake.calls == [('floor', []), ('site.yml', []), ('status.yml', []), ('status.yml', cb.PLAN_OFF)]
+    assert fake.calls == [('floor', []), ('site.yml', []), ('status.yml', []), ('site.yml', cb.PLAN_OFF), ('status.yml', cb.PLAN_OFF)]
     assert fake.extra_args == []
     assert cb.PLAN_OFF[0] == '--skip-tags'
     fake.calls = []
