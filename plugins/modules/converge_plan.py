@@ -68,6 +68,7 @@ attributes:
   platform:
     support: full
     platforms: posix
+    description: Probes the node through its connection (the roles' converge records live there).
 notes:
   - The module file only documents the action plugin; executing it on a host fails.
 '''

@@ -335,7 +335,8 @@ def compare(record: Mapping[str, Any] | None, role: str, digest: str, per_input:
     if record.get('version') != RECORD_VERSION:
         return ['converge record version %r, expected %d' % (record.get('version'), RECORD_VERSION)]
     walked = _walk(record, digest, per_input, seen)
-    assert walked is not None  # a record of this version (above)
+    if walked is None:  # pragma: no cover - a record of this version (above) is always walked
+        raise AssertionError('converge record of version %d not walked' % RECORD_VERSION)
     inputs, checks = walked
     reasons = ['inputs changed: %s' % (', '.join(inputs) or 'digest differs')] if record.get('digest') != digest else []
     reasons.extend('%s %s: recorded %s, now %s' % (kind[:-1], name, was, now) for kind, name, was, now in checks)

@@ -202,7 +202,8 @@ def check_reply(text: str | None, max_script_ratio: float = 0.05, script_run: in
     empty = empty_reply(text)
     if empty:
         return empty
-    assert text is not None  # empty_reply flags None
+    if text is None:  # pragma: no cover - empty_reply flags None
+        raise AssertionError('check_reply: no text past empty_reply')
     out: list[dict[str, str]] = []
     out += unexpected_script(text, max_script_ratio, script_run)
     out += char_run(text, char_run_min)

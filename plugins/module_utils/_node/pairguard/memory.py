@@ -36,7 +36,8 @@ class MemoryWatch(object):
         # meminfo, PSI, zoneinfo (the kernel's watermarks), min_free_kbytes (their fallback): memory_guard.SOURCES
         paths = [cfg.get(key) or memguard.SOURCES[key] for key in ('meminfo_path', 'psi_path', 'zoneinfo_path',
                                                                    'min_free_kbytes_path')]
-        assert self.memory is not None  # polled only with the memory guard on (observe_memory, watch_memory)
+        if self.memory is None:  # pragma: no cover - polled only with the memory guard on (observe_memory, watch_memory)
+            raise AssertionError('read_memory without the memory guard')
         texts = []
         for path in paths:
             try:

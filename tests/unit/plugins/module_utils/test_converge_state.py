@@ -340,8 +340,8 @@ def test_plan_reads_the_published_facts_then_probes_every_role_in_one_call(tmp_p
     checks = {'files': [str(conf)]}
     digest, per_input = cs.inputs_digest({'v': 1}, 'code1')
     run, dummy = _run_factory({})
-    cs.finish(cs.record_path(state, 'first'), cs.build_record('first', digest, per_input, cs.observe(checks, run),
-                                                                {'first_ref': 'img:1'}))
+    record = cs.build_record('first', digest, per_input, cs.observe(checks, run), {'first_ref': 'img:1'})
+    cs.finish(cs.record_path(state, 'first'), record)
     os.makedirs(state, exist_ok=True)
     with open(cs.record_path(state, 'old'), 'w') as handle:
         json.dump({'version': cs.RECORD_VERSION + 1, 'published': {'x': 1}}, handle)
