@@ -30,6 +30,8 @@ import ipaddress
 import re
 from typing import Any
 
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import probe_host
+
 ROUTER_VERSION = '0.1.17'
 
 # --policy choices of vllm-router 0.1.17 that fit one model on N identical replicas. kv_aware needs KV
@@ -316,15 +318,19 @@ def exec_start(argv: list[str]) -> str:
 
 def plan(pairs: Any, settings: dict[str, Any] | None, binary: str = 'vllm-router', drain_timeout: Any = None) -> dict[str, Any]:
     """Everything the role needs: errors (empty when valid), worker_urls (the pool keeper's list), argv,
-    exec_start, the eviction bound, drain_timeout_s (drain_timeout_s(); drain_timeout: ds4_rolling_drain_timeout)."""
+    exec_start, the eviction bound, drain_timeout_s (drain_timeout_s(); drain_timeout: ds4_rolling_drain_timeout),
+    local_url (the router as a process on its own host reaches it: a wildcard bind on 127.0.0.1, the node probe's
+    rule)."""
     errors = check_pairs(pairs) + check_settings(settings)
     drain_s, drain_errors = (None, []) if errors else drain_timeout_s(settings, drain_timeout)
     errors += drain_errors
     if errors:
         return {'errors': errors, 'worker_urls': [], 'argv': [], 'exec_start': '', 'eviction_bound_s': None,
-                'drain_timeout_s': None, 'environment': {}}
+                'drain_timeout_s': None, 'environment': {}, 'local_url': ''}
     argv = router_argv(settings, binary)
     return {'errors': [], 'worker_urls': worker_urls(pairs, worker_scheme(settings)), 'argv': argv,
             'exec_start': exec_start(argv), 'environment': environment(settings),
             'drain_timeout_s': drain_s, 'eviction_bound_s': eviction_bound_s(settings),
-            'session_headers': list(SESSION_HEADERS), 'router_version': ROUTER_VERSION}
+            'session_headers': list(SESSION_HEADERS), 'router_version': ROUTER_VERSION,
+            'local_url': 'http://%s:%s' % (probe_host(str(settings_with_defaults(settings)['listen_host'])),
+                                           settings_with_defaults(settings)['listen_port'])}

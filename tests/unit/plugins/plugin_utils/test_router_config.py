@@ -203,3 +203,25 @@ def test_drain_waits_for_the_routers_request_timeout_not_a_fixed_600():
     assert 'router_request_timeout_s = 1800' in errors[0] and 'Fix: remove ds4_rolling_drain_timeout' in errors[0]
     assert 'must be a number of seconds' in rc.drain_timeout_s({}, 'soon')[1][0]
     assert rc.plan(PAIRS, {}, drain_timeout=600)['errors'] == errors
+
+
+@pytest.mark.parametrize('listen_host,url', [
+    (None, 'http://127.0.0.1:30000'),        # the default: loopback
+    ('0.0.0.0', 'http://127.0.0.1:30000'),   # a wildcard bind is reached on loopback from the router's own host
+    ('::', 'http://127.0.0.1:30000'),
+    ('10.0.0.5', 'http://10.0.0.5:30000'),   # a given address as it is
+])
+def test_the_router_reaches_itself_by_the_node_probes_wildcard_rule(listen_host, url):
+    """The pool keeper's router URL (roles/router/vars/main.yml _router_pool_config) is the plan's local_url, under
+    node_probe.probe_host: the one place that says where a wildcard bind is reached."""
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
+    settings = {'listen_port': 30000}
+    if listen_host is not None:
+        settings['listen_host'] = listen_host
+    plan = rc.plan(PAIRS, settings)
+    assert plan['errors'] == [] and plan['local_url'] == url, plan
+    assert plan['local_url'] == 'http://%s:30000' % node_probe.probe_host(listen_host or rc.DEFAULTS['listen_host'])
+    assert rc.plan([], settings)['local_url'] == ''
+    with open(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'router', 'vars', 'main.yml')) as handle:
+        pool = yaml.safe_load(handle)['_router_pool_config']
+    assert pool['router_url'] == "{{ _router_plan['local_url'] }}"
