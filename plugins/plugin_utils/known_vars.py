@@ -91,32 +91,16 @@ def mapping_names(doc: Any) -> set[str]:
 def assigned_names(doc: Any) -> set[str]:
     """Every variable name a task/play/playbook document assigns: `vars:` keys, `register:`,
     `set_fact` keys, `loop_control.loop_var` and `index_var`. Walks the whole document (blocks, rescue, roles)."""
-    names: set[str] = set()
-    stack = [doc]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            stack.extend(node)
-            continue
-        if not isinstance(node, dict):
-            continue
-        for key, value in node.items():
-            if key == 'register' and isinstance(value, str) and NAME_RE.match(value):
-                names.add(value)
-            elif key == 'vars' and isinstance(value, dict):
-                names.update(str(k) for k in value)
-            elif key in _SET_FACT and isinstance(value, dict):
-                names.update(str(k) for k in value if k not in _SET_FACT_OPTIONS)
-            elif key in ('loop_var', 'index_var') and isinstance(value, str):
-                names.add(value)
-            if isinstance(value, (dict, list)):
-                stack.append(value)
-    return names
+    return _names(doc, scoped=True)
 
 
 def result_names(doc: Any) -> set[str]:
-    """The names a task document sets for the rest of the run: `register:` and `set_fact` keys (not `vars:`, which
-    are scoped to their task or block). Walks the whole document (blocks, rescue, always)."""
+    """The names a task document sets for the rest of the run: `register:` and `set_fact` keys (not `vars:`,
+    `loop_var` or `index_var`, which are scoped to their task or block). Walks the whole document."""
+    return _names(doc, scoped=False)
+
+
+def _names(doc: Any, scoped: bool) -> set[str]:
     names: set[str] = set()
     stack = [doc]
     while stack:
@@ -131,6 +115,10 @@ def result_names(doc: Any) -> set[str]:
                 names.add(value)
             elif key in _SET_FACT and isinstance(value, dict):
                 names.update(str(k) for k in value if k not in _SET_FACT_OPTIONS)
+            elif scoped and key == 'vars' and isinstance(value, dict):
+                names.update(str(k) for k in value)
+            elif scoped and key in ('loop_var', 'index_var') and isinstance(value, str):
+                names.add(value)
             if isinstance(value, (dict, list)):
                 stack.append(value)
     return names
