@@ -4,8 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Drop the kernel page cache and report MemAvailable before and after.
 
-Pure logic, no Ansible imports: the module ``dgxspark.ds4.drop_caches`` is a thin
-wrapper and the unit tests drive these functions against a fake proc root.
+Pure logic (of Ansible only ansible-core's size converter, human_to_bytes): the module ``dgxspark.ds4.drop_caches``
+is a thin wrapper and the unit tests drive these functions against a fake proc root.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import re
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+
+from ansible.module_utils.common.text.formatters import human_to_bytes
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 
@@ -29,11 +31,11 @@ LEVEL_MEANING = {
 
 # IEC suffixes are powers of 1024, SI suffixes powers of 1000.  Bare K/M/G/T are
 # refused on purpose: "100G" is read both ways in the wild.
-_UNITS = {
-    '': 1, 'b': 1,
-    'kib': 1024, 'mib': 1024 ** 2, 'gib': 1024 ** 3, 'tib': 1024 ** 4,
-    'kb': 1000, 'mb': 1000 ** 2, 'gb': 1000 ** 3, 'tb': 1000 ** 4,
-}
+# Bytes and the binary units go through ansible-core's human_to_bytes (KiB as its K: powers of 1024). It reads KB, MB,
+# GB, TB as powers of 1024 too and knows no KiB spelling, so the decimal units (powers of 1000) are multiplied here,
+# and a bare K/M/G/T, which could be either, is refused.
+_BINARY = {'': 'B', 'b': 'B', 'kib': 'K', 'mib': 'M', 'gib': 'G', 'tib': 'T'}
+_DECIMAL = {'kb': 1000, 'mb': 1000 ** 2, 'gb': 1000 ** 3, 'tb': 1000 ** 4}
 _SIZE_RE = re.compile(r'^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$')
 
 
@@ -59,11 +61,13 @@ def parse_size(value: Any, option: str = 'min_available') -> int | None:
         return value
     match = _SIZE_RE.match(str(value))
     unit = match.group(2).lower() if match else None
-    if not match or unit not in _UNITS:
+    if not match or unit not in _BINARY and unit not in _DECIMAL:
         raise DropCachesError('%s=%r is not a size I can read; give bytes (e.g. 107374182400) or a number with one of '
                               'the units B, KiB, MiB, GiB, TiB (powers of 1024) or kB, MB, GB, TB (powers of 1000); '
                               'bare K/M/G/T are refused as ambiguous' % (option, value))
-    return int(float(match.group(1)) * _UNITS[unit])
+    if unit in _DECIMAL:
+        return int(float(match.group(1)) * _DECIMAL[unit])
+    return int(human_to_bytes(match.group(1), default_unit=_BINARY[unit]))
 
 
 def human_bytes(num: float | None) -> str:

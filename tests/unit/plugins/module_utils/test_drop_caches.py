@@ -255,3 +255,12 @@ def test_invalid_level(proc):
     with pytest.raises(dc.DropCachesError) as err:
         dc.drop_caches(str(proc), level=4)
     assert 'level=4' in err.value.msg
+
+
+@pytest.mark.parametrize('text,unit', [('3 TiB', 'T'), ('0.5GiB', 'G'), ('64kib', 'K'), ('4096', 'B')])
+def test_the_binary_units_are_ansible_cores_human_to_bytes(text, unit):
+    """Bytes and KiB..TiB through ansible-core's own converter (its K/M/G/T are powers of 1024); the decimal units,
+    which it reads as powers of 1024 too, are multiplied in drop_caches (test_parse_size: 100GB)."""
+    from ansible.module_utils.common.text.formatters import human_to_bytes
+    number = text.rstrip('TtGgKkIiBb ').strip()
+    assert dc.parse_size(text) == human_to_bytes(number, default_unit=unit)
