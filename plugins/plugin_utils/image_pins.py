@@ -21,7 +21,6 @@ The head keeps one record (``/var/lib/dgxspark-ds4/image-pins.json``)::
 """
 
 
-import copy
 import re
 from typing import Any
 
@@ -78,7 +77,10 @@ def load_record(data: Any) -> dict[str, Any]:
     if isinstance(data, dict):
         for key in ('images', 'deepgemm'):
             if isinstance(data.get(key), dict):
-                rec[key] = copy.deepcopy(data[key])
+                # one level: every function here replaces an entry (rec[key][ref] = new), none changes one in place; a
+                # deep copy of the variables Ansible hands a filter renders each value again (a recipe switch's
+                # profile: 0.4 CPU-s a run)
+                rec[key] = dict(data[key])
     return rec
 
 

@@ -198,3 +198,18 @@ def test_converge_shortcut_observes_the_pins():
         text = handle.read()
     checks = yaml.safe_load(text)['__container_image_converge_checks']
     assert '{{ container_image_pins_path }}' in checks['files']
+
+
+def test_the_record_passed_in_is_never_changed():
+    """load_record copies one level (every function replaces an entry, none changes one in place): a move, a DeepGEMM
+    resolution and a new ref leave the caller's record as it was."""
+    import copy  # pylint: disable=import-outside-toplevel
+    rec = _recorded()
+    rec['deepgemm'] = {'https://example.invalid/DeepGEMM.git': {'commit': 'a' * 40, 'history': []}}
+    before = copy.deepcopy(rec)
+    moved = ip.settle(rec, REF, update=True, tag_image=_img(NEW, [D_NEW]), recorded_image=_img(OLD))
+    added = ip.settle(rec, 'other/x:1', tag_image=_img(NEW))
+    resolved = ip.deepgemm_settle(rec, 'https://example.invalid/DeepGEMM.git', {'resolve': True},
+                                  'b' * 40 + '\tHEAD\n')
+    assert moved['moved'] and added['record']['images']['other/x:1']['id'] == NEW and resolved['moved']
+    assert rec == before
