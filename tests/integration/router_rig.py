@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -77,12 +76,7 @@ def find_router():
                   "requirements.txt, or DS4_VLLM_ROUTER=/path/to/vllm-router" % (router_config.ROUTER_VERSION, reason))
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from ports import free_port  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
 
 
 def http_get(url, timeout=2.0):

@@ -80,12 +80,7 @@ def build_tokenizer(path):
     return tok
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from ports import free_port as _free_port  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
 
 
 def _start_sim(tmp_path, api_key=None):

@@ -12,7 +12,6 @@ journalctl are a fake runner (the Molecule drills exercise the real ones). Times
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -42,12 +41,7 @@ def _load_guard():
 pairguard = _load_guard()
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+from ports import free_port as _free_port  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
 
 
 class Sim(object):

@@ -51,12 +51,7 @@ SERVE = ["--served-model-name", MODEL, "--max-model-len", "131072", "--max-num-s
          "--speculative-config", '{"method": "deepseek_mtp", "num_speculative_tokens": 2}']
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from ports import free_port as _free_port  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
 
 
 class Pair(object):

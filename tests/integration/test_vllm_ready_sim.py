@@ -14,7 +14,6 @@ in place of the module's systemctl/docker/journalctl poll.
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -42,12 +41,7 @@ ENV = {"PYTHONUNBUFFERED": "1", "VLLM_SIM_PYTHON": sys.executable, "VLLM_SIM_STA
        "VLLM_SIM_ROOT": standin.temp_root()}
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+from ports import free_port as _free_port  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
 
 
 class Node(object):

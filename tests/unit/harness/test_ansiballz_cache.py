@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The test harness's shared AnsiballZ cache (tests/harness/callback_plugins/ds4_ansiballz_cache.py): its key moves
+"""The test harness's shared AnsiballZ cache (tests/harness/callback_plugins/ansiballz_share.py): its key moves
 with any module or module_utils file (never a payload built from other code), and through ansible-playbook a second
 run takes the payload the first built while a changed module_utils file gets a new one."""
 
@@ -14,7 +14,7 @@ import pytest
 
 HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'harness')
 sys.path.insert(0, os.path.join(HARNESS, 'callback_plugins'))
-import ds4_ansiballz_cache as cache  # noqa: E402  pylint: disable=wrong-import-position,import-error
+import ansiballz_share as cache  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 BIN = os.path.dirname(sys.executable)
 
@@ -87,7 +87,7 @@ def test_a_second_run_takes_the_first_runs_payload_and_a_changed_module_utils_fi
     (tmp_path / 'ansible.cfg').write_text('[defaults]\n')
     shared = tmp_path / 'shared'
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(tmp_path / 'colls'), ANSIBLE_CALLBACK_PLUGINS=str(harness_copy),
-               ANSIBLE_CALLBACKS_ENABLED='ds4_ansiballz_cache', DS4_ANSIBALLZ_CACHE=str(shared), ANSIBLE_DEBUG='1',
+               ANSIBLE_CALLBACKS_ENABLED='ansiballz_share', ANSIBALLZ_SHARE_DIR=str(shared), ANSIBLE_DEBUG='1',
                ANSIBLE_LOCAL_TEMP=str(tmp_path / 'tmp'), ANSIBLE_CONFIG=str(tmp_path / 'ansible.cfg'), ANSIBLE_NOCOLOR='1',
                ANSIBLE_PYTHON_INTERPRETER=sys.executable)
 

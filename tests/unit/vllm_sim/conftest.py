@@ -7,7 +7,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -36,12 +35,7 @@ FAST_ENV = {
 }
 
 
-def free_port():
-    sock = socket.socket()
-    sock.bind(('127.0.0.1', 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
+from ports import free_port  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
 
 
 class Sim:

@@ -73,11 +73,11 @@ def share(run_tmp, cache_root, key):
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = 'aggregate'
-    CALLBACK_NAME = 'ds4_ansiballz_cache'
+    CALLBACK_NAME = 'ansiballz_share'
     CALLBACK_NEEDS_ENABLED = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # in the main process, before any worker forks: every worker of the run sees the link
-        cache_root = os.environ.get('DS4_ANSIBALLZ_CACHE') or os.path.join(ROOT, '.cache', 'ansiballz')
+        cache_root = os.environ.get('ANSIBALLZ_SHARE_DIR') or os.path.join(ROOT, '.cache', 'ansiballz')
         share(C.DEFAULT_LOCAL_TMP, cache_root, cache_key())

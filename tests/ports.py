@@ -1,0 +1,42 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A loopback TCP port for a server a test starts in another process (the simulator, vllm-router, a TLS front).
+
+Not the usual bind-to-port-0-and-close: that port comes from the kernel's ephemeral range, which every outgoing
+connection on the machine also takes its local port from, so in the gap between the close and the server's own bind a
+client connection elsewhere can take it (CI34: a simulator's listen failed with "Address already in use" while three
+lanes ran ssh, HTTP and simulator traffic). The port here is drawn at random below that range (no outgoing connection
+ever gets one there) and checked free by a bind; two tests drawing the same one at the same moment is the only race
+left (one in thousands).
+"""
+
+
+import random
+import socket
+
+LOW = 20000
+
+
+def ephemeral_low(path='/proc/sys/net/ipv4/ip_local_port_range'):
+    """The first port of the kernel's ephemeral range (32768 when it cannot be read: Linux's default)."""
+    try:
+        with open(path) as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port(host='127.0.0.1', tries=200):
+    """A port on `host` that is free now and outside the ephemeral range."""
+    high = max(ephemeral_low() - 1, LOW + 1000)
+    for _ in range(tries):
+        port = random.randint(LOW, high)
+        sock = socket.socket()
+        try:
+            sock.bind((host, port))
+        except OSError:
+            continue
+        finally:
+            sock.close()
+        return port
+    raise RuntimeError('no free port in %d-%d on %s after %d tries' % (LOW, high, host, tries))
