@@ -29,7 +29,7 @@ def ephemeral_low(path='/proc/sys/net/ipv4/ip_local_port_range'):
 def free_port(host='127.0.0.1', tries=200):
     """A port on `host` that is free now and outside the ephemeral range."""
     high = max(ephemeral_low() - 1, LOW + 1000)
-    for _ in range(tries):
+    for dummy in range(tries):
         port = random.randint(LOW, high)
         sock = socket.socket()
         try:

@@ -14,7 +14,7 @@ import ports  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 def test_ports_are_below_the_ephemeral_range_and_free():
     low = ports.ephemeral_low()
-    for _ in range(50):
+    for dummy in range(50):
         port = ports.free_port()
         assert ports.LOW <= port < low
         sock = socket.socket()
