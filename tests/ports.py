@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A loopback TCP port for a server a test starts in another process (the simulator, vllm-router, a TLS front).
+"""A loopback TCP port for a server a test starts in another process (the simulator, vllm-router).
 
 Not the usual bind-to-port-0-and-close: that port comes from the kernel's ephemeral range, which every outgoing
 connection on the machine also takes its local port from, so in the gap between the close and the server's own bind a

@@ -6,7 +6,7 @@ cache for every ansible-playbook run of a CI run instead of one per run.
 ansible-core builds each module's payload (the module and every module_utils file it imports, found by parsing their
 source) once per run, in a cache under the run's own temporary directory (C.DEFAULT_LOCAL_TMP/ansiballz_cache), which
 it deletes at exit. The Molecule scenarios run ansible-playbook hundreds of times over the same code, and a profile of
-a recipe switch (py-spy, docs/measurements.md) found the workers spending a fifth of their time in that build. Here
+a recipe switch (py-spy, docs/measurements.md) found the workers spending a quarter of their time in that build. Here
 that directory is a link to .cache/ansiballz/<key>, where <key> hashes everything a payload is built from: the
 collection's modules and module_utils (their paths and contents), ansible-core's version and module_utils (its
 version covers them), the version of the `ansible` package that brings the other collections, and the controller's
@@ -20,6 +20,7 @@ only the controller's work to build it is saved.
 import hashlib
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
 from ansible import constants as C
 from ansible.plugins.callback import CallbackBase
@@ -30,10 +31,6 @@ SOURCES = ('plugins/modules', 'plugins/module_utils')
 
 
 def _ansible_package_version():
-    try:
-        from importlib.metadata import PackageNotFoundError, version  # pylint: disable=import-outside-toplevel
-    except ImportError:  # pragma: no cover - Python < 3.8
-        return 'unknown'
     try:
         return version('ansible')
     except PackageNotFoundError:
