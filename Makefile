@@ -13,11 +13,11 @@ export PY_COLORS := 0
 export ANSIBLE_FORCE_COLOR := false
 
 # Steps of `make test`, in order (each one is also a target of its own). `suite` runs every Molecule scenario and
-# then, in the same lanes, the checks: unit, integration (in two halves), lint and sanity (see `suite` below).
+# then, in the same lanes, the checks: unit and integration (each in two halves), lint and sanity (see `suite` below).
 # `make checks` runs the checks alone, CHECK_JOBS at once (default 2: each is mostly one process, this CI machine has
 # two cores); `make molecule` the scenarios alone.
 TEST_STEPS := bootstrap changelog-lint build suite
-CHECK_STEPS := unit integration-sim integration-rest lint sanity
+CHECK_STEPS := unit unit-sim integration-sim integration-rest lint sanity
 CHECK_JOBS ?= 2
 SCENARIOS ?=
 
@@ -66,8 +66,13 @@ bootstrap:
 
 # pytest exits 5 when it collects no test: that fails the step too. --durations: the slowest tests in each log
 # (.cache/check-logs/<name>.log), where CI time goes.
+# The unit tests in two halves as well: unit-sim, the simulator's own tests and its conformance to the recorded real
+# vLLM runs (in real time, mostly waiting: 136 s for 29 CPU-s, quiet), and the rest.
+UNIT_SIM := tests/unit/real_vllm tests/unit/vllm_sim
 unit: venv collection-link
-	$(BIN)/pytest -q -p no:cacheprovider --durations=50 tests/unit
+	$(BIN)/pytest -q -p no:cacheprovider --durations=50 tests/unit $(addprefix --ignore=,$(UNIT_SIM))
+unit-sim: venv collection-link
+	$(BIN)/pytest -q -p no:cacheprovider --durations=30 $(UNIT_SIM)
 
 integration: venv collection-link benchy-venv
 	$(BIN)/pytest -q -p no:cacheprovider tests/integration
@@ -147,11 +152,13 @@ molecule: venv collection-link node-image
 # --then). Run one after the other, the checks kept this 2-core machine's cores 40-70 % busy for six minutes and the
 # last scenario alone 40-60 % for ten; here the checks fill the lanes the shorter scenarios leave while the longest
 # finish, at the scenarios' priority: a check takes a lane as a scenario would (docs/testing.md).
-# The images (node-image) are built in the suite's first lane while lint and sanity, which need none, run in the others.
+# The images (node-image) are built in the suite's first lane while lint and sanity, which need none, run in the others;
+# integration-sim and unit-sim (mostly waiting on the clock, no image) run from the start, each in a lane of its own
+# beside the three.
 suite: venv collection-link benchy-venv
 	@mkdir -p .cache/images/inner
 	$(BIN)/python tests/harness/molecule_parallel.py --jobs $(MOLECULE_JOBS) $(SCENARIOS) --then $(CHECK_STEPS) \
-	  --first node-image --free lint sanity
+	  --first node-image --free lint sanity --beside integration-sim unit-sim
 
 # Two SIMULATED Sparks on this machine (containers with systemd and Docker, the vLLM simulator), deployed by the
 # real site.yml with molecule/demo/inventory; ends with the endpoint, the API key, a chat completion and the

@@ -15,6 +15,10 @@ once. The lanes themselves are tests/harness/lanes.py. Exit status: 0 when every
 need none, take the others; every scenario and every other check waits for them (CI22: 173.7 s for the images, 99.9
 CPU-s of it, beside lint and sanity; docs/measurements.md).
 
+`--beside integration-sim` (`make suite`): the simulator's integration tests mostly wait on the clock (CI36: 448.7 s
+for 84.8 CPU-s); run last in a lane, they left the machine 7-66 % busy over the run's last ~250 s. They take a lane
+of their own from the start instead, beside the three (they need no image).
+
 `--then unit integration-sim ...` (`make suite`, the last step of `make test`) runs those make targets in the same
 lanes once every scenario has started: the checks fill the lanes the shorter scenarios leave, while the longest
 ones finish (alone, a scenario keeps this 2-core machine's cores only 40-60 % busy: restarts, readiness waits).
@@ -33,9 +37,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lanes as lanes_mod  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = lanes_mod.ROOT
-# Seconds each scenario took in the last fresh-clone CI run before parallel runs (docs/measurements.md):
-# used to start the longest first when no timings file is there yet.
-WEIGHTS = {'default': 770, 'replicas': 600, 'drills': 600, 'security': 290, 'image': 235, 'model': 120}
+# Seconds each scenario took in a fresh-clone CI run (CI36, three at once; docs/measurements.md): used to start the
+# longest first when no timings file is there yet (a clean clone's CI run).
+WEIGHTS = {'replicas': 1763, 'drills': 1158, 'default': 1137, 'security': 704, 'image': 473, 'model': 181}
 TIMINGS = os.path.join(ROOT, '.cache', 'molecule-timings.json')
 LOG_DIR = os.path.join(ROOT, '.cache', 'molecule-logs')
 CHECK_LOG_DIR = os.path.join(ROOT, '.cache', 'check-logs')
@@ -65,9 +69,10 @@ def plan(names, weights):
     return lanes_mod.longest_first(names, weights)
 
 
-def runner(names, jobs, molecule, action, stream=False, then=(), first=None, free=()):
+def runner(names, jobs, molecule, action, stream=False, then=(), first=None, free=(), beside=()):
     """The lanes that run `molecule <action> -s <name>` for each scenario, each under its scenario lock, then
-    `make <target>` for each of `then`; `first` (a make target) before them all, `free` (checks in `then`) beside it."""
+    `make <target>` for each of `then`; `first` (a make target) before them all, `free` (checks in `then`) beside it,
+    `beside` (checks in `then`) each in a lane of its own from the start."""
     scenarios = all_scenarios()
     make = os.environ.get('MAKE', 'make')
 
@@ -91,7 +96,7 @@ def runner(names, jobs, molecule, action, stream=False, then=(), first=None, fre
                            env=lambda name: dict(os.environ) if name in then else scenario_env(name, scenarios),
                            describe=describe, stream=stream,
                            label=lambda name: '' if name in then else ('suite:' if then and not name else 'molecule:'),
-                           first=first, free=free)
+                           first=first, free=free, beside=beside)
 
 
 def main(argv=None):
@@ -108,6 +113,8 @@ def main(argv=None):
                     help='a make target (the images) run before every scenario and check, except the --free ones')
     ap.add_argument('--free', nargs='+', default=[], metavar='TARGET',
                     help='checks of --then that need nothing --first makes: they run beside it')
+    ap.add_argument('--beside', nargs='+', default=[], metavar='TARGET',
+                    help='checks of --then that mostly wait and need nothing --first makes: each in a lane of its own')
     args = ap.parse_args(argv)
     known = all_scenarios()
     names = args.scenarios or known
@@ -120,11 +127,13 @@ def main(argv=None):
         ap.error('--stream runs one scenario at a time: give --jobs 1')
     if not set(args.free) <= set(args.then) or (args.free and not args.first):
         ap.error('--free names checks of --then, beside a --first target')
+    if not set(args.beside) <= set(args.then) or set(args.beside) & set(args.free):
+        ap.error('--beside names checks of --then, not of --free')
     if args.then and args.action != 'test':
         ap.error('--then runs checks after `molecule test` only, not after %s' % args.action)
     then = lanes_mod.longest_first(args.then, lanes_mod.load_weights(lanes_mod.TIMINGS, lanes_mod.WEIGHTS))
     lanes = runner(plan(names, lanes_mod.load_weights(TIMINGS, WEIGHTS)), args.jobs, args.molecule, args.action,
-                   args.stream, then, args.first, args.free)
+                   args.stream, then, args.first, args.free, args.beside)
     lanes.run()
     if lanes.failed():
         return 1

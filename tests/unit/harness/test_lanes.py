@@ -127,3 +127,21 @@ def test_a_failed_first_job_fails_the_waiting_ones_unrun(tmp_path, capsys):
     out = capsys.readouterr().out
     assert run.failed() == ['img', 'scen'] and not (tmp_path / 'ran').exists(), out
     assert 'TIMING scen ' in out and 'not run: img failed' in out
+
+
+def test_a_beside_job_runs_in_a_lane_of_its_own_from_the_start(tmp_path, capsys):
+    # `make suite --beside integration-sim`: with one lane, the beside job runs while the first job and then the
+    # scenario take that lane. It waits (up to 10 s) for the scenario's mark, which comes only after the first job,
+    # which itself waits for the beside job's mark: queued in the lane, either order would time out.
+    wait = 'i=0; while [ ! -e %s/{mark} ]; do i=$((i+1)); [ $i -gt 200 ] && exit 9; sleep 0.05; done; ' % tmp_path
+    scripts = {'sim': 'touch %s/sim.up; ' % tmp_path + wait.format(mark='scen.up') + 'echo sim',
+               'img': wait.format(mark='sim.up') + 'touch %s/img.done' % tmp_path,
+               'scen': 'test -e %s/img.done && touch %s/scen.up' % (tmp_path, tmp_path)}
+    run = lanes.Lanes(['scen', 'sim'], 1, command=lambda name: ['sh', '-c', scripts[name]], log_dir=str(tmp_path),
+                      first='img', beside=['sim'])
+    assert run.queue == ['img', 'scen'] and run.beside == ['sim']
+    results = run.run()
+    out = capsys.readouterr().out
+    assert run.failed() == [] and sorted(results) == ['img', 'scen', 'sim'], out
+    assert (tmp_path / 'sim.log').read_text() == 'sim\n'
+    assert '3 jobs, 1 at once (and sim beside)' in out, out
