@@ -262,12 +262,19 @@ def test_max_num_seqs_queues_requests(sim_factory):
     done = []
 
     def one():
-        done.append(sim.request('/v1/completions', {'prompt': 'story', 'max_tokens': 10})[0])
+        done.append(sim.request('/v1/completions', {'prompt': 'story', 'max_tokens': 40})[0])
     threads = [threading.Thread(target=one) for _i in range(2)]
     for t in threads:
         t.start()
-    time.sleep(0.25)
-    text = sim.request('/metrics')[1]
+    # both seen by the scheduler (each ~2 s at 20 tok/s), however late the second thread's request comes on a loaded
+    # machine: one runs, one waits
+    deadline = time.monotonic() + 10
+    while True:
+        text = sim.request('/metrics')[1]
+        if _metric(text, 'vllm:num_requests_running') + _metric(text, 'vllm:num_requests_waiting') >= 2:
+            break
+        assert time.monotonic() < deadline, 'the two requests never were in the engine together: %s' % text
+        time.sleep(0.02)
     assert _metric(text, 'vllm:num_requests_running') == 1 and _metric(text, 'vllm:num_requests_waiting') == 1
     for t in threads:
         t.join(10)

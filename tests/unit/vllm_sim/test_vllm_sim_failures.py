@@ -144,16 +144,21 @@ def test_garble_env_and_concurrency_trigger(sim_factory):
     assert '</think>' in _content(sim, 'What is 2+2? Answer with one word.')
     sim2 = sim_factory(env={'VLLM_SIM_GARBLE_MIN_CONCURRENCY': '2', 'VLLM_SIM_TOKENS_PER_S': '50'}).wait_ready()
     assert _content(sim2, 'What is 2+2? Answer with one word.') == 'Four'
-    replies = []
-
-    def one():
-        replies.append(_content(sim2, 'What is 2+2? Answer with one word.', max_tokens=8))
-    threads = [threading.Thread(target=one) for _i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
-    assert len(replies) == 2 and any(any('\u4e00' <= c <= '\u9fff' for c in r) for r in replies), replies
+    # The rule is decided when a request is planned (admitted). A long request (100 tokens at 50 tok/s: ~2 s) is in
+    # the engine (/load) when the short one is sent, so the short one is planned with two in the engine: garbled.
+    # (Two short requests started together overlapped only when the second arrived within the first's ~40 ms: under
+    # CI's load, in CI38, it did not, and both came back clean.)
+    first = []
+    long_one = threading.Thread(target=lambda: first.append(_content(sim2, 'Tell me about foxes.', max_tokens=100)))
+    long_one.start()
+    deadline = time.monotonic() + 10
+    while json.loads(sim2.request('/load')[1])['server_load'] < 1:
+        assert time.monotonic() < deadline, 'the long request never reached the engine'
+        time.sleep(0.02)
+    second = _content(sim2, 'What is 2+2? Answer with one word.', max_tokens=8)
+    long_one.join(15)
+    assert len(first) == 1 and first[0], first
+    assert second.startswith('Four') and any('\u4e00' <= c <= '\u9fff' for c in second), second
 
 
 TOOLS = [{'type': 'function', 'function': {'name': 'get_weather', 'parameters': {
