@@ -15,9 +15,10 @@ once. The lanes themselves are tests/harness/lanes.py. Exit status: 0 when every
 need none, take the others; every scenario and every other check waits for them (CI22: 173.7 s for the images, 99.9
 CPU-s of it, beside lint and sanity; docs/measurements.md).
 
-`--beside integration-sim` (`make suite`): the simulator's integration tests mostly wait on the clock (CI36: 448.7 s
-for 84.8 CPU-s); run last in a lane, they left the machine 7-66 % busy over the run's last ~250 s. They take a lane
-of their own from the start instead, beside the three (they need no image).
+`--beside integration-sim unit-sim` (`make suite`): the simulator's integration tests and its own unit tests mostly
+wait on the clock (CI36: integration-sim 448.7 s for 84.8 CPU-s); run last in a lane, integration-sim left the machine
+7-66 % busy over the run's last ~250 s. Each takes a lane of its own from the start instead, beside the three (they
+need no image).
 
 `--then unit integration-sim ...` (`make suite`, the last step of `make test`) runs those make targets in the same
 lanes once every scenario has started: the checks fill the lanes the shorter scenarios leave, while the longest
