@@ -116,6 +116,16 @@ class Sim:
         self.reader.join(5)
 
 
+def wait_for(predicate, timeout=5.0, step=0.05):
+    """True as soon as predicate() is, False when timeout seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
 def stream_chat(sim, body, key=None, timeout=30.0):
     """POST a streaming request; returns [(monotonic_time, parsed_chunk_or_'[DONE]')]."""
     body = dict(body, stream=True)

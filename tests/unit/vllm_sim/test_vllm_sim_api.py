@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import stream_chat  # pylint: disable=import-error
+from conftest import stream_chat, wait_for  # pylint: disable=import-error
 from vllm_sim import standin  # pylint: disable=import-error
 
 PROFILE_ARGS = ['--served-model-name', 'deepseek-v4-flash', '--max-model-len', '200000', '--max-num-seqs', '4',
@@ -268,13 +268,13 @@ def test_max_num_seqs_queues_requests(sim_factory):
         t.start()
     # both seen by the scheduler (each ~2 s at 20 tok/s), however late the second thread's request comes on a loaded
     # machine: one runs, one waits
-    deadline = time.monotonic() + 10
-    while True:
-        text = sim.request('/metrics')[1]
-        if _metric(text, 'vllm:num_requests_running') + _metric(text, 'vllm:num_requests_waiting') >= 2:
-            break
-        assert time.monotonic() < deadline, 'the two requests never were in the engine together: %s' % text
-        time.sleep(0.02)
+    seen = {}
+
+    def both_in():
+        seen['text'] = text = sim.request('/metrics')[1]
+        return _metric(text, 'vllm:num_requests_running') + _metric(text, 'vllm:num_requests_waiting') >= 2
+    assert wait_for(both_in, 10, 0.02), 'the two requests never were in the engine together: %s' % seen['text']
+    text = seen['text']
     assert _metric(text, 'vllm:num_requests_running') == 1 and _metric(text, 'vllm:num_requests_waiting') == 1
     for t in threads:
         t.join(10)

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import garble
-from conftest import stream_chat  # pylint: disable=import-error
+from conftest import stream_chat, wait_for  # pylint: disable=import-error
 
 FREE_RE = (r'ValueError: Free memory on device cuda:0 \((\d+\.\d\d)/119\.67 GiB\) on startup is less than desired GPU '
            r'memory utilization \(0\.9, 107\.70 GiB\)\. Decrease GPU memory utilization or reduce GPU memory used by '
@@ -151,10 +151,8 @@ def test_garble_env_and_concurrency_trigger(sim_factory):
     first = []
     long_one = threading.Thread(target=lambda: first.append(_content(sim2, 'Tell me about foxes.', max_tokens=100)))
     long_one.start()
-    deadline = time.monotonic() + 10
-    while json.loads(sim2.request('/load')[1])['server_load'] < 1:
-        assert time.monotonic() < deadline, 'the long request never reached the engine'
-        time.sleep(0.02)
+    assert wait_for(lambda: json.loads(sim2.request('/load')[1])['server_load'] >= 1, 10, 0.02), \
+        'the long request never reached the engine'
     second = _content(sim2, 'What is 2+2? Answer with one word.', max_tokens=8)
     long_one.join(15)
     assert len(first) == 1 and first[0], first

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import stream_chat  # pylint: disable=import-error
+from conftest import stream_chat, wait_for  # pylint: disable=import-error
 
 TIMEOUTS = (socket.timeout, TimeoutError, OSError)
 
@@ -47,15 +47,6 @@ def background(fn, *args, **kwargs):
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread, result
-
-
-def wait_for(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_wedge_after_n_tokens_freezes_counters_keeps_running_and_health(sim_factory):
