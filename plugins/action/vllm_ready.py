@@ -14,7 +14,8 @@ from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import parse_poll, poll_command
+from ansible_collections.dgxspark.ds4.plugins.module_utils._image.compile_cache import MARKER, marker_matches
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import NO_DIR, parse_poll, poll_command
 from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness.vllm_ready_spec import ACTION_ARGUMENT_SPEC
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.readiness_pair import (
     PEER_RECHECK, SETTLE_INTERVAL, WIDEN_INTERVAL, ReadyInstance, state_dir)
@@ -72,6 +73,10 @@ class ActionModule(ActionBase):
                 args.pop(k, None)
         # the two ranks of one pair meet in one state directory per task and pair (several pairs wait side by side)
         args["pair"] = str((eff.get("pair") or {}).get("name") or "spark")
+        # the compile cache's marker, read by each poll (RV compile_cache_marked: tasks/ready.yml marks only when not)
+        cache = eff.get("compile_cache") or {}
+        args["marker"] = os.path.join(cache["host_dir"], MARKER) if cache.get("host_dir") else None
+        args["launch_digest"] = cache.get("launch_digest")
         if role == "head" and not args.get("api_key") and task_vars.get("vllm_service_api_key"):
             args["api_key"] = self._templar.template(task_vars["vllm_service_api_key"])
         if not args.get("api_key"):
@@ -86,6 +91,7 @@ class ActionModule(ActionBase):
         interval = float(args.pop("interval", 0.5) or 0.5)
         timeout = float(args.pop("timeout", 2400) or 2400)
         sdir_base = args.pop("state_dir", None)
+        marker, launch_digest = args.pop("marker"), args.pop("launch_digest")
         role = args["role"]
         node = task_vars.get("inventory_hostname", role)
         # What this run waits for, in its result: the playbooks pass ds4_ready_timeout / ds4_ready_chat_timeout here.
@@ -121,7 +127,7 @@ class ActionModule(ActionBase):
             # a widened poll re-reads the unit's whole journal since this wait began (a few seconds of margin)
             cmd = poll_command(args["unit"], args.get("container_name"), "" if widen else cursor, args.get("api_host"),
                                args.get("api_port"), int(args.get("max_lines") or 2000), args.get("docker_cli") or "docker",
-                               since=(inst.wall_started - 5) if widen else None)
+                               since=(inst.wall_started - 5) if widen else None, marker=marker)
             raw = self._low_level_execute_command(cmd, sudoable=True)
             if raw.get("rc") not in (0, 1) and not raw.get("stdout"):
                 raise AnsibleActionFail("vllm_ready poll failed on %s: rc=%s %s" % (node, raw.get("rc"), raw.get("stderr")))
@@ -151,6 +157,14 @@ class ActionModule(ActionBase):
             pause = {"settle": SETTLE_INTERVAL, "widen": WIDEN_INTERVAL}.get(decision, interval)
             time.sleep(max(0.0, pause - (time.monotonic() - t0)))
         out = inst.result()
+        # Whether the compile cache's marker already records the image this rank's container runs and this launch (the
+        # last poll's): what dgxspark.ds4.compile_cache state=present would write. No cache directory: nothing to mark.
+        # None when not known (no marker path, no container).
+        container = snap["status"].get("container") or {}
+        out["compile_cache_marked"] = (None if not marker or not container.get("image_id")
+                                       else snap.get("marker") == NO_DIR
+                                       or marker_matches(snap.get("marker"), container["image_id"], container.get("image_ref"),
+                                                         launch_digest))
         out["polls"] = polls
         out["poll_seconds_mean"] = round(sum(poll_cost) / len(poll_cost), 3) if poll_cost else None
         result.update(out)

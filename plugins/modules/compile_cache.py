@@ -132,7 +132,7 @@ def _present(module, p, info):
     if os.path.isfile(marker_path):
         with open(marker_path) as handle:
             current = handle.read()
-    changed = current != content
+    changed = not compile_cache.marker_matches(current, image_id, image_ref or None, p['launch_digest'])
     if changed and not module.check_mode:
         tmp = marker_path + '.tmp'
         with open(tmp, 'w') as handle:

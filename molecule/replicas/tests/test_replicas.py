@@ -410,6 +410,16 @@ def image_id(ref, node='spark1'):
     return d.node(node, 'docker', 'image', 'inspect', '-f', '{{.Id}}', ref)
 
 
+# The compile cache's marker on each node (ds4_effective.compile_cache.host_dir with the test inventory's cache volumes)
+COMPILE_MARKER = '/var/cache/dgxspark-ds4/vllm/torch_compile_cache/.dgxspark-ds4-compiled-by.json'
+
+
+def marked_images(pair):
+    """The image ID each rank's compile cache marker names (tasks/ready.yml writes it after readiness when the wait's
+    last poll found it naming another image or launch)."""
+    return [json.loads(d.node(n, 'cat', COMPILE_MARKER))['image_id'] for n, _role in NODES[pair]]
+
+
 def upgrade_record(record_dir, out):
     records = sorted(record_dir.glob('upgrade-*.json'))
     assert len(records) == 1, (records, out[-3000:])
@@ -465,6 +475,7 @@ def test_upgrade_to_an_equal_image_recipe_and_port_promoted_pair_by_pair_then_ro
     assert served_max_model_len() == 131072
     old_id, next_id = image_id(OLD_IMAGE), image_id(NEXT_IMAGE)
     assert next_id != old_id and image_ids(P1) == image_ids(P2) == [old_id, old_id]
+    assert next_id not in marked_images(P1) + marked_images(P2)
     overrides = dict(d.BASE_OVERRIDES, api={'port': ALT_PORT}, image=dict(d.BASE_OVERRIDES['image'], ref=NEXT_IMAGE))
     before = dict((p, started(p)) for p in (P1, P2))
     # the slow request lands on pair1, the first pair the upgrade drains: pair2 held out while it is sent
@@ -510,6 +521,8 @@ def test_upgrade_to_an_equal_image_recipe_and_port_promoted_pair_by_pair_then_ro
         assert set(c['figure'] for c in step['verdict']['compared']) >= {'decode_tps', 'prefill_tps'}
     assert flat.count('Changed pair: decode') == 2 and flat.count('Reference: decode') == 2
     assert image_ids(P1) == image_ids(P2) == [next_id, next_id]
+    # every rank's compile cache marked again, by the image it now runs
+    assert marked_images(P1) == marked_images(P2) == [next_id, next_id]
     # the slow request finished (200, not cut) while pair1's drain waited for it: pair1 stopped answering only after
     assert slow.result == (200, None), slow.result
     first_down = health.windows()[P1][0][0]

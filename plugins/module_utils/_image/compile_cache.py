@@ -142,3 +142,16 @@ def marker_content(image_id: str, image_ref: str | None = None, launch_digest: s
     """The marker's JSON text (stable: a second write with the same image and flags is no change)."""
     return json.dumps({'image_id': image_id, 'image_ref': image_ref, 'launch_digest': launch_digest,
                        'written_by': 'dgxspark.ds4 after the pair passed readiness'}, sort_keys=True, indent=2) + '\n'
+
+
+def marker_matches(text: str | None, image_id: str | None, image_ref: str | None = None,
+                   launch_digest: str | None = None) -> bool:
+    """Whether the marker's text (None: no marker) records this image and launch as :func:`marker_content` writes it
+    (compared parsed: the same record in other whitespace needs no write). The compile_cache module's state=present
+    writes only when not; vllm_ready's polls read the marker, so a deploy that restarted nothing skips that run."""
+    if not text or not image_id:
+        return False
+    try:
+        return json.loads(text) == json.loads(marker_content(image_id, image_ref or None, launch_digest))
+    except ValueError:
+        return False

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import os
 import re
 import shlex
 import socket
@@ -44,8 +45,10 @@ Probed = namedtuple("Probed", "value rc out err")
 # unit properties read by readiness (rank death/restart detection and the exit time of the rank)
 READY_UNIT_PROPS = ("ActiveState", "SubState", "Result", "NRestarts", "MainPID", "ExecMainStatus", "InactiveExitTimestamp",
                     "ExecMainExitTimestamp")
-# docker inspect --format for readiness: id, running, start time, exit code (one JSON word each)
-CONTAINER_STATE_FORMAT = "{{json .Id}} {{json .State.Running}} {{json .State.StartedAt}} {{json .State.ExitCode}}"
+# docker inspect --format for readiness: id, running, start time, exit code, image ID and the image as named (one JSON
+# word each; the last two are what the compile cache's marker records: plugins/module_utils/_image/compile_cache.py)
+CONTAINER_STATE_FORMAT = ("{{json .Id}} {{json .State.Running}} {{json .State.StartedAt}} {{json .State.ExitCode}}"
+                          " {{json .Image}} {{json .Config.Image}}")
 CURSOR_PREFIX = "-- cursor: "
 NO_ENTRIES = "-- No entries --"
 # run(argv) -> (rc, stdout, stderr): a module's run_command, or a fake in the unit tests
@@ -138,13 +141,17 @@ def container_argv(name: str, docker: str = "docker", fmt: str | None = CONTAINE
 
 
 def parse_container_state(text: str | None) -> dict[str, Any] | None:
-    """Output of CONTAINER_STATE_FORMAT -> {'id', 'running', 'started_at', 'exit_code'}, or None (no container)."""
+    """Output of CONTAINER_STATE_FORMAT -> {'id', 'running', 'started_at', 'exit_code', 'image_id', 'image_ref'}, or
+    None (no container); the image fields None when not given."""
     words = (text or "").split()
     if len(words) < 4:
         return None
     try:
-        return {"id": json.loads(words[0]), "running": json.loads(words[1]), "started_at": json.loads(words[2]),
-                "exit_code": json.loads(words[3])}
+        state = {"id": json.loads(words[0]), "running": json.loads(words[1]), "started_at": json.loads(words[2]),
+                 "exit_code": json.loads(words[3])}
+        state.update(image_id=json.loads(words[4]) if len(words) > 4 else None,
+                     image_ref=json.loads(words[5]) if len(words) > 5 else None)
+        return state
     except ValueError:
         return None
 
@@ -298,6 +305,8 @@ def tcp_state(host: str, port: int | str, timeout: float = 1.0) -> str:
 # the probes as one shell command (vllm_ready's action polls this way: no module upload)
 
 _MARK = "@@ds4-ready@@"
+# poll_command's answer for a marker whose directory does not exist
+NO_DIR = "@@ds4-no-dir@@"
 
 
 def _sh(argv: Iterable[object]) -> str:
@@ -306,13 +315,18 @@ def _sh(argv: Iterable[object]) -> str:
 
 def poll_command(unit: str, container: str | None = None, cursor: str | None = "", api_host: str | None = None,
                  api_port: int | str | None = None, max_lines: int = 2000, docker_cli: str = "docker",
-                 since: float | None = None) -> str:
-    """Shell command (POSIX sh; bash for the TCP probe) printing unit state, container state, API port state
-    and the unit's journal lines since `cursor` (else since `since`, epoch seconds; else since the unit's current
-    run started).  parse_poll() reads it."""
+                 since: float | None = None, marker: str | None = None) -> str:
+    """Shell command (POSIX sh; bash for the TCP probe) printing unit state, container state, API port state, the
+    file `marker` (the compile cache's marker: its text, or NO_DIR when its directory does not exist) and the unit's
+    journal lines since `cursor` (else since `since`, epoch seconds; else since the unit's current run started).
+    parse_poll() reads it."""
     parts = ["echo %sshow" % _MARK, _sh(unit_show_argv(unit, READY_UNIT_PROPS, "us+utc")) + " 2>&1"]
     if container:
         parts += ["echo %sdocker" % _MARK, _sh(container_argv(container, docker_cli)) + " 2>/dev/null"]
+    if marker:
+        # echo after cat: a marker without a final newline must not run into the next section's line
+        parts += ["echo %smarker" % _MARK, "{ cat %s 2>/dev/null && echo; } || test -d %s || echo %s" % (
+            shlex.quote(marker), shlex.quote(os.path.dirname(marker) or "."), NO_DIR)]
     if api_port:
         parts += ["echo %sport" % _MARK,
                   "timeout 2 bash -c %s 2>&1 && echo open; echo rc=$?" % shlex.quote(
@@ -327,7 +341,7 @@ def poll_command(unit: str, container: str | None = None, cursor: str | None = "
 
 
 def parse_poll(stdout: str, unit: str = "", cursor: str | None = "") -> dict[str, Any]:
-    """Parse poll_command() output into a snapshot: {'status', 'lines', 'cursor', 'api_port'}."""
+    """Parse poll_command() output into a snapshot: {'status', 'lines', 'cursor', 'api_port', 'marker'}."""
     sections: dict[str, list[str]] = {}
     cur: str | None = None
     for line in stdout.splitlines():
@@ -349,5 +363,8 @@ def parse_poll(stdout: str, unit: str = "", cursor: str | None = "") -> dict[str
             snap["api_port"] = "timeout"
         else:
             snap["api_port"] = "error: %s" % text.strip()[:200]
+    if "marker" in sections:
+        text = "\n".join(sections["marker"]).strip()
+        snap["marker"] = NO_DIR if text == NO_DIR else text
     snap["lines"], snap["cursor"] = split_cursor(sections.get("journal", []), cursor)
     return snap

@@ -53,10 +53,11 @@ def test_unit_state_edge_cases():
 
 
 def test_container_probe_state_summary_and_full_document():
-    run = FakeRun({"docker": (0, '"c0ffee" true "2026-11-22T08:16:57Z" 0\n', "")})
+    run = FakeRun({"docker": (0, '"c0ffee" true "2026-11-22T08:16:57Z" 0 "sha256:abc" "vllm/vllm-openai:v0.27.1"\n', "")})
     got = np.probe_container(run, "dgxspark-ds4-head")
     assert run.calls[0] == ["docker", "inspect", "--type", "container", "--format", np.CONTAINER_STATE_FORMAT, "dgxspark-ds4-head"]
-    assert got.value == {"id": "c0ffee", "running": True, "started_at": "2026-11-22T08:16:57Z", "exit_code": 0}
+    assert got.value == {"id": "c0ffee", "running": True, "started_at": "2026-11-22T08:16:57Z", "exit_code": 0,
+                         "image_id": "sha256:abc", "image_ref": "vllm/vllm-openai:v0.27.1"}
     gone = np.probe_container(FakeRun({"docker": (1, "", "Error: No such container: x")}), "x")
     assert gone.value is None and gone.rc == 1 and "No such container" in gone.err
     assert np.parse_container_state("") is None and np.parse_container_state("a b c d") is None
@@ -156,3 +157,58 @@ def test_poll_command_widened_reads_since_the_wait_began():
     cmd = np.poll_command("u.service", None, "", None, None, 100, since=1795588012.7)
     assert cmd.endswith("journalctl -u u.service -o cat --no-pager --show-cursor -n 100 --since @1795588012 2>&1")
     assert "InactiveExitTimestamp --timestamp=unix" not in cmd
+
+
+def _run_poll(tmp_path, marker, docker_words):
+    """poll_command run by sh with stand-ins for systemctl, docker and journalctl (the real cat and test)."""
+    import os
+    import subprocess
+    stubs = tmp_path / 'bin'
+    stubs.mkdir()
+    for name, out in (('systemctl', SHOW), ('docker', docker_words + '\n'), ('journalctl', 'hello\n-- cursor: s=2\n')):
+        (stubs / name).write_text('#!/bin/sh\nprintf %%s %s\n' % json.dumps(out).replace('\\n', '\n'))
+        (stubs / name).chmod(0o755)
+    cmd = np.poll_command("u.service", "dgxspark-ds4-head", "s=1", None, None, marker=marker)
+    out = subprocess.run(['sh', '-c', cmd], env=dict(os.environ, PATH='%s:%s' % (stubs, os.environ['PATH'])),
+                         capture_output=True, text=True, check=True).stdout
+    return np.parse_poll(out, "u.service", "s=1")
+
+
+def test_a_poll_reads_the_compile_cache_marker_and_the_container_image(tmp_path):
+    """vllm_ready's polls carry the compile cache's marker and the container's image, so tasks/ready.yml marks the
+    cache only when compile_cache state=present would write: the marker as written, none yet, no cache directory."""
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._image import compile_cache
+    cache = tmp_path / 'torch_compile_cache'
+    cache.mkdir()
+    marker = str(cache / compile_cache.MARKER)
+    words = '"c1" true "2026-12-05T04:50:00Z" 0 "sha256:abc" "ds4-vllm-sim:test"'
+    # a marker as state=present writes it for this image and launch
+    (cache / compile_cache.MARKER).write_text(compile_cache.marker_content('sha256:abc', 'ds4-vllm-sim:test', 'd1'))
+    snap = _run_poll(tmp_path, marker, words)
+    container = snap['status']['container']
+    assert (container['image_id'], container['image_ref'], container['running']) == ('sha256:abc', 'ds4-vllm-sim:test', True)
+    assert snap['lines'] == ['hello'] and snap['cursor'] == 's=2'
+    assert compile_cache.marker_matches(snap['marker'], container['image_id'], container['image_ref'], 'd1')
+    # another launch digest, another image: a write is due
+    assert not compile_cache.marker_matches(snap['marker'], 'sha256:abc', 'ds4-vllm-sim:test', 'd2')
+    assert not compile_cache.marker_matches(snap['marker'], 'sha256:def', 'ds4-vllm-sim:test', 'd1')
+    # the same record in other whitespace (no final newline: the journal's section after it still parses) needs no
+    # write; an unreadable one does
+    (cache / compile_cache.MARKER).write_text(json.dumps(json.loads(compile_cache.marker_content('sha256:abc', 'ds4-vllm-sim:test', 'd1'))))
+    (tmp_path / 'bin').rename(tmp_path / 'bin1')
+    snap = _run_poll(tmp_path, marker, words)
+    assert compile_cache.marker_matches(snap['marker'], 'sha256:abc', 'ds4-vllm-sim:test', 'd1') and snap['lines'] == ['hello']
+    (cache / compile_cache.MARKER).write_text('{"image_id": "sha256:abc", ')
+    (tmp_path / 'bin').rename(tmp_path / 'bin2')
+    assert not compile_cache.marker_matches(_run_poll(tmp_path, marker, words)['marker'], 'sha256:abc', 'ds4-vllm-sim:test', 'd1')
+    # no marker in an existing cache directory: due; no directory at all: nothing to mark (NO_DIR)
+    (cache / compile_cache.MARKER).unlink()
+    (tmp_path / 'bin').rename(tmp_path / 'bin3')
+    snap = _run_poll(tmp_path, marker, words)
+    assert snap['marker'] == '' and not compile_cache.marker_matches(snap['marker'], 'sha256:abc', 'ds4-vllm-sim:test', 'd1')
+    cache.rmdir()
+    (tmp_path / 'bin').rename(tmp_path / 'bin4')
+    assert _run_poll(tmp_path, marker, words)['marker'] == np.NO_DIR
+    # an older docker answer (four words) parses, without the image
+    assert np.parse_container_state('"c1" true "t" 0') == {"id": "c1", "running": True, "started_at": "t", "exit_code": 0,
+                                                           "image_id": None, "image_ref": None}

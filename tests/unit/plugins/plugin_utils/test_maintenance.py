@@ -141,10 +141,11 @@ def test_the_plan_of_maintenance_yml_refuses_first_then_one_pair_at_a_time_throu
         if module == 'ansible.builtin.command':
             assert task['changed_when'] is False and task['check_mode'] is False and task['ansible.builtin.command']['argv'][0] == 'dpkg-query'
         if module == 'ansible.builtin.include_role':
-            # one CA per site: the fronts' TLS look, which only reads (file_state) and asserts
+            # one CA per site: the fronts' TLS look, which only reads (file_state), asserts and sets a fact
             assert task[module] == {'name': 'dgxspark.ds4.api_proxy', 'rolespec_validate': False, 'tasks_from': 'tls_look'}
             look = _tasks('roles/api_proxy/tasks/tls_look.yml')
-            assert [[k for k in t if '.' in k and k != 'name'][0] for t in look] == ['dgxspark.ds4.file_state', 'ansible.builtin.assert']
+            assert [[k for k in t if '.' in k and k != 'name'][0] for t in look] == [
+                'dgxspark.ds4.file_state', 'ansible.builtin.assert', 'ansible.builtin.set_fact']
     include = rolling['tasks'][0]
     assert include['ansible.builtin.include_tasks'] == 'tasks/rolling.yml' and include['vars']['ds4_rolling_action'] == 'maintain'
     assert include['loop'] == '{{ ds4_ops_rolling_pairs }}' and 'when' not in include

@@ -327,5 +327,5 @@ def test_poll_command_and_parse():
     out2 = POLL_OUT.replace("bash: connect: Connection refused\nbash: line 1: /dev/tcp/127.0.0.1/8000: Connection refused\nrc=1",
                             "open\nrc=0").replace("@@ds4-ready@@docker", '@@ds4-ready@@docker\n"abc" true "2026-11-22T08:16:57Z" 0')
     snap2 = node_probe.parse_poll(out2, "u")
-    want = {"id": "abc", "running": True, "started_at": "2026-11-22T08:16:57Z", "exit_code": 0}
+    want = {"id": "abc", "running": True, "started_at": "2026-11-22T08:16:57Z", "exit_code": 0, "image_id": None, "image_ref": None}
     assert snap2["api_port"] == "open" and snap2["status"]["container"] == want
