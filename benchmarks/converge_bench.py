@@ -139,7 +139,10 @@ class Bench(object):
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if proc.returncode != 0:
-            sys.stderr.write(proc.stdout[-6000:])
+            # what failed (each failed task with its header), then the end of the run (the recap)
+            failed = re.findall(r'^TASK \[[^\n]*\n(?:(?!TASK \[)[^\n]*\n)*?(?:fatal|failed): [^\n]*\n(?:[ \t][^\n]*\n)*',
+                                proc.stdout, re.M)
+            sys.stderr.write(''.join(f[-4000:] for f in failed[-3:]) + '\n...\n' + proc.stdout[-3000:])
             raise SystemExit('converge_bench: %s failed (rc=%d)' % (' '.join(argv[:4]), proc.returncode))
         return wall, cpu, proc.stdout
 
