@@ -41,7 +41,10 @@ options:
     description:
       - The pair head's API URL exactly as the router lists it (the role's C(--worker-urls) entry), for example
         V(http://192.0.2.10:8000). A trailing slash is ignored.
-    type: str
+      - O(state=present) takes a list too (every pair behind this router, put back or checked one after the other, in
+        one module run); O(state=drained) exactly one.
+    type: list
+    elements: str
     required: true
   state:
     description:
@@ -98,6 +101,15 @@ options:
       - O(state=present) - the URL the pair was drained under, when it now serves on another (O(worker_url)); its
         hold in O(hold_dir) is released too.
     type: str
+  verify_models:
+    description:
+      - O(state=present) - once every O(worker_url) is in rotation and healthy, C(GET /v1/models) through the router (a
+        request it forwards to a pair) must answer 200, asked every 2 s for up to O(restore_timeout) s (RV(models)).
+    type: bool
+    default: false
+  models_api_key:
+    description: With O(verify_models), the clients' key the model list is asked with (the heads' proxies want one).
+    type: str
   waits_for:
     description:
       - O(state=drained) - what O(drain_timeout) stands for, said in RV(msg) (for example the router's request
@@ -151,6 +163,17 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+models:
+  description: O(verify_models) - the model IDs the router's C(GET /v1/models) listed.
+  returned: when O(verify_models) and not in check mode
+  type: list
+  elements: str
+  sample: [deepseek-v4-flash]
+models_waited_s:
+  description: O(verify_models) - seconds until the model list answered 200.
+  returned: when O(verify_models) and not in check mode
+  type: float
+  sample: 0.02
 changed:
   description: Whether the worker was removed (V(drained)) or added (V(present)), or would be in check mode.
   returned: always
@@ -243,7 +266,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             router_url=dict(type='str', required=True),
-            worker_url=dict(type='str', required=True),
+            worker_url=dict(type='list', elements='str', required=True),
             state=dict(type='str', default='present', choices=['drained', 'present']),
             drain_timeout=dict(type='int', default=600),
             restore_timeout=dict(type='int', default=600),
@@ -257,6 +280,8 @@ def main():
             replaces=dict(type='str'),
             wait_in_flight=dict(type='bool', default=True),
             stale_after=dict(type='int'),
+            verify_models=dict(type='bool', default=False),
+            models_api_key=dict(type='str', no_log=True),
         ),
         supports_check_mode=True,
     )
@@ -264,21 +289,38 @@ def main():
     for key in ('drain_timeout', 'restore_timeout', 'listen_timeout', 'stale_after'):
         if p[key] is not None and p[key] < 0:
             module.fail_json(msg='%s = %d: must be at least 0' % (key, p[key]))
+    urls = p['worker_url']
+    if not urls or (p['state'] == 'drained' and len(urls) != 1):
+        module.fail_json(msg='worker_url = %s: state=%s takes %s. Fix: give %s' % (
+            urls, p['state'], 'exactly one URL' if p['state'] == 'drained' else 'at least one URL',
+            'one router_pool task per pair to drain' if p['state'] == 'drained' else 'the pair heads\' URLs'))
     try:
         if p['state'] == 'drained':
             result = router_admin.drain(
-                p['router_url'], p['worker_url'],
-                in_flight_fn=router_admin.in_flight_reader(p['worker_url'], p['metrics_url'],
+                p['router_url'], urls[0],
+                in_flight_fn=router_admin.in_flight_reader(urls[0], p['metrics_url'],
                                                            p['router_metrics_url'], p['api_key']),
                 timeout=p['drain_timeout'], check_mode=module.check_mode, allow_last=p['allow_last'],
                 listen_timeout=p['listen_timeout'], hold_dir=p['hold_dir'], waits_for=p['waits_for'],
                 wait=p['wait_in_flight'], stale_after=p['stale_after'])
             result['waited_s'] = None
         else:
-            result = router_admin.restore(p['router_url'], p['worker_url'], timeout=p['restore_timeout'],
-                                          check_mode=module.check_mode, listen_timeout=p['listen_timeout'],
-                                          hold_dir=p['hold_dir'], replaces=p['replaces'])
+            result = None
+            for url in urls:  # one after the other: each is the router's list as the last one left it
+                one = router_admin.restore(p['router_url'], url, timeout=p['restore_timeout'],
+                                           check_mode=module.check_mode, listen_timeout=p['listen_timeout'],
+                                           hold_dir=p['hold_dir'], replaces=p['replaces'])
+                if result is None:
+                    result = one
+                else:
+                    result.update(changed=result['changed'] or one['changed'], workers_after=one['workers_after'],
+                                  msg='%s; %s' % (result['msg'], one['msg']),
+                                  waited_s=None if one['waited_s'] is None else round((result['waited_s'] or 0) + one['waited_s'], 3),
+                                  router_wait_s=round(result['router_wait_s'] + one['router_wait_s'], 3))
             result.update(in_flight_waited_s=None, in_flight_initial=None)
+            if p['verify_models'] and not module.check_mode:
+                result.update(router_admin.models_through(p['router_url'], p['models_api_key'], timeout=p['restore_timeout']))
+                result['msg'] += '; GET /v1/models through the router: 200 (%s)' % ', '.join(map(str, result['models']))
     except (router_admin.RouterAdminError, IOError, OSError) as exc:
         if not isinstance(exc, router_admin.RouterAdminError):
             module.fail_json(msg='router_pool: hold_dir %s: %s' % (p['hold_dir'], exc), changed=False)

@@ -484,6 +484,31 @@ def drain_report(removal: Mapping[str, Any], wait: Mapping[str, Any], engine: Ma
     return '%s; %s' % (line, _waited(wait['wait_bound'], what))
 
 
+def models_through(router_url: str, api_key: str | None = None, timeout: float = 120, clock: Callable[[], float] = time.monotonic,
+                   sleep: Callable[[float], None] = time.sleep, poll_s: float = 2.0) -> dict[str, Any]:
+    """GET /v1/models through the router (a request it forwards to a pair, with the clients' key when the heads' proxies
+    want one) until it answers 200, for up to ``timeout`` s: ``{'models_status': 200, 'models': [ids], 'models_waited_s'}``;
+    RouterAdminError with the last answer otherwise."""
+    router_url = normalize_url(router_url)
+    start = clock()
+    while True:
+        try:
+            status, text = vllm_client.get(router_url, '/v1/models', api_key=api_key or None, timeout=HTTP_TIMEOUT_S)
+        except (socket.timeout, OSError, HTTPException, ValueError) as exc:
+            status, text = None, '%s: %s' % (type(exc).__name__, exc)
+        if status == 200:
+            try:
+                ids = [m.get('id') for m in json.loads(text).get('data') or [] if isinstance(m, dict)]
+            except (ValueError, AttributeError):
+                ids = []
+            return {'models_status': 200, 'models': ids, 'models_waited_s': round(clock() - start, 3)}
+        if clock() - start >= timeout:
+            raise RouterAdminError('GET /v1/models through vllm-router at %s did not answer 200 within %s s (last: %s %s)'
+                                   % (router_url, timeout, 'HTTP %s:' % status if status else 'no answer:', text[:200]),
+                                   changed=False, models_status=status)
+        sleep(poll_s)
+
+
 def _wait_healthy_url(worker_url: str, deadline: float, clock: Callable[[], float], sleep: Callable[[float], None],
                       poll_s: float, health_path: str) -> str | None:
     while True:

@@ -31,6 +31,8 @@ class FakeRouter(object):
         self.vllm = dict((n, (0, 0)) for n in names)
         self.running = {}
         self.requests = []
+        # GET /v1/models through the router: answered 200 with this model while some worker is listed
+        self.models_status = None
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
 
     def worker(self, name):
@@ -71,6 +73,10 @@ class FakeRouter(object):
                 return 200, 'application/json', json.dumps({'workers': [
                     {'url': u, 'model_id': 'unknown', 'worker_type': 'regular', 'is_healthy': self.healthy.get(u, True),
                      'load': 0} for u in self.workers], 'total': len(self.workers)})
+            if method == 'GET' and parts.path == '/v1/models':
+                status = self.models_status or (200 if self.workers else 503)
+                return status, 'application/json', (json.dumps({'object': 'list', 'data': [{'id': 'deepseek-v4-flash'}]})
+                                                    if status == 200 else '{"error": "No available workers"}')
             if method == 'GET' and parts.path == '/metrics':
                 return 200, 'text/plain', ''.join('vllm_router_running_requests{worker="%s"} %s\n' % (u, n)
                                                   for u, n in sorted(self.running.items()))

@@ -111,3 +111,34 @@ def test_out_first_then_a_wait_that_ends_on_a_count_standing_still(fake):
     assert res['waited_msg'].endswith('0 finished in %.1f s' % res['in_flight_waited_s'])
     kind, res = run(dict(base, stale_after=-2))
     assert kind is FailJson and res['msg'] == 'stale_after = -2: must be at least 0'
+
+
+def test_present_takes_every_pair_and_asks_the_model_list_through_the_router(fake):
+    """The deploy's verify (roles/router/tasks/verify.yml): every pair in one module run, then a model list through the
+    router with the clients' key; a list that does not answer 200 within restore_timeout fails naming the answer."""
+    a, b = fake.worker('a'), fake.worker('b')
+    run({'router_url': fake.base, 'worker_url': a, 'state': 'drained'})
+    kind, res = run({'router_url': fake.base, 'worker_url': [a, b], 'verify_models': True, 'models_api_key': 'k-1'})
+    assert kind is ExitJson and res['changed'] is True, res
+    assert res['workers_before'] == [b] and res['workers_after'] == [b, a] == fake.workers
+    assert res['models'] == ['deepseek-v4-flash'] and res['models_status'] == 200
+    assert '%s is in rotation and healthy' % b in res['msg'] and 'GET /v1/models through the router: 200' in res['msg']
+    assert [r[2].get('Authorization') for r in fake.requests if r[1] == '/v1/models'] == ['Bearer k-1']
+    # both in rotation: nothing changes, the list is asked again
+    kind, res = run({'router_url': fake.base, 'worker_url': [a, b], 'verify_models': True})
+    assert kind is ExitJson and res['changed'] is False and len(fake.admin_calls('/add_worker')) == 1
+    fake.models_status = 503
+    kind, res = run({'router_url': fake.base, 'worker_url': [a, b], 'verify_models': True, 'restore_timeout': 0})
+    assert kind is FailJson and res['changed'] is False and res['models_status'] == 503
+    assert 'GET /v1/models through vllm-router at %s did not answer 200 within 0 s (last: HTTP 503:' % fake.base in res['msg']
+    # check mode asks nothing through the router
+    asked = len([r for r in fake.requests if r[1] == '/v1/models'])
+    kind, res = run({'router_url': fake.base, 'worker_url': [a, b], 'verify_models': True, '_ansible_check_mode': True})
+    assert kind is ExitJson and 'models' not in res and len([r for r in fake.requests if r[1] == '/v1/models']) == asked
+
+
+def test_a_drain_takes_exactly_one_pair(fake):
+    a, b = fake.worker('a'), fake.worker('b')
+    kind, res = run({'router_url': fake.base, 'worker_url': [a, b], 'state': 'drained'})
+    assert kind is FailJson and 'worker_url = [' in res['msg'] and 'state=drained takes exactly one URL' in res['msg']
+    assert fake.workers == [a, b] and not fake.admin_calls('/remove_worker')
