@@ -145,17 +145,15 @@ def test_a_noop_site_skips_the_router_and_the_controllers_tls_work_and_a_disable
     out, _took = playbook('site.yml')
     flat = ' '.join(out.split())
     assert flat.count('router: as recorded on every node, skipped') == 2, flat[-3000:]
-    # the CA's tasks skipped; each host's key and certificate on the controller not even included
-    for title in ('dgxspark.ds4.api_proxy : TLS | CA key',
-                  "dgxspark.ds4.api_proxy : TLS | This host's key and certificate on the controller"):
-        results = _task_results(out, title)
-        assert results and set(results) == {'skipping'}, (title, results)
-    assert 'TLS | Certificate (renewed' not in out and 'tls_front.yml' not in out, out[-3000:]
-    # each host's front material looked at once (dgxspark.ds4.file_state) and found as written (the workers': absent):
-    # nothing written or removed anywhere
+    # each host's front material looked at once (dgxspark.ds4.file_state) and found as written (the workers': absent),
+    # the CA and every front's certificate on the controller as made: tasks/tls.yml not even included anywhere (none
+    # of its tasks: the CA's, each host's key and certificate, writing or removing material)
     assert _task_results(out, "dgxspark.ds4.api_proxy : TLS | The fronts' material on this host, in one look") == ['ok'] * 4
-    assert 'tls_front_files.yml' not in out, out[-3000:]
-    assert set(_task_results(out, 'dgxspark.ds4.api_proxy : TLS | No front here')) == {'skipping'}, out[-3000:]
+    assert _task_results(out, 'dgxspark.ds4.api_proxy : TLS | Whether anything of the material differs here') == ['ok'] * 4
+    assert _task_results(out, 'Deploy | TLS material of the fronts') == ['skipping'] * 4, out[-3000:]
+    for title in ('TLS | CA key', "TLS | This host's key and certificate on the controller", 'TLS | Write what differs',
+                  'TLS | No front here', 'TLS | Certificate (renewed', 'tls_front.yml', 'tls_front_files.yml'):
+        assert title not in out, (title, out[-3000:])
     assert re.findall(r'^spark\d\s+:\s+ok=\d+\s+changed=(\d+)', out, re.M) == ['0'] * 4, out[-1500:]
 
     router1 = d.unit_show('spark1', ROUTER_UNIT, 'ExecMainStartTimestampMonotonic')

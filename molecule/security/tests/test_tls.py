@@ -213,8 +213,11 @@ def test_a_second_controller_without_the_sites_ca_is_refused_before_any_host_cha
     rc, out = d.run_playbook('site.yml', {'ds4_tls_ca_dir': str(copy)})
     assert rc == 0, out[-3000:]
     assert 'already trusts a CA the collection made' not in out
-    # no certificate change: the material is not written, the head's files and the served certificate are the same
-    assert re.search(r'TASK \[dgxspark\.ds4\.api_proxy : TLS \| Write what differs[^\]]*\]\s*\*+\s*skipping', out), out[-3000:]
+    # no certificate change: the material is not written (tasks/tls.yml not even included: the look found the host's
+    # material and the controller's CA and certificates as made), the head's files and the served certificate the same
+    skipped = re.search(r'^TASK \[Deploy \| TLS material of the fronts[^\n]*\n(.*?)(?=^TASK \[)', out, re.M | re.S)
+    assert skipped and re.findall(r'^(\w+): \[', skipped.group(1), re.M) == ['skipping', 'skipping'], out[-3000:]
+    assert 'tls_front_files.yml' not in out and 'TLS | Write what differs' not in out, out[-3000:]
     assert d.node('spark1', 'sha1sum', '/etc/dgxspark-ds4/tls/ca.crt', '/etc/dgxspark-ds4/tls/front.crt') == on_head
     assert served_fingerprint() == served
     assert sorted(os.listdir(str(copy / 'hosts'))) == sorted(os.listdir(os.path.join(s.CA_DIR, 'hosts')))
