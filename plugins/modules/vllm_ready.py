@@ -165,7 +165,7 @@ compile_cache_marked:
   description:
     - (action) Whether the last poll found the compile cache's marker (C(ds4_effective.compile_cache.host_dir)) already
       recording the image this rank's container runs and the launch digest, as M(dgxspark.ds4.compile_cache)
-      O(state=present) would write it (V(true) too when the cache directory does not exist, with nothing to mark).
+      with C(state=present) would write it (V(true) too when the cache directory does not exist, with nothing to mark).
     - V(null) when not known (no cache directory in the effective config, no container).
   returned: success
   type: bool
