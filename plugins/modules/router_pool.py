@@ -319,7 +319,11 @@ def main():
                                   router_wait_s=round(result['router_wait_s'] + one['router_wait_s'], 3))
             result.update(in_flight_waited_s=None, in_flight_initial=None)
             if p['verify_models'] and not module.check_mode:
-                result.update(router_admin.models_through(p['router_url'], p['models_api_key'], timeout=p['restore_timeout']))
+                try:
+                    result.update(router_admin.models_through(p['router_url'], p['models_api_key'], timeout=p['restore_timeout']))
+                except router_admin.RouterAdminError as exc:  # a pair put back above is still a change
+                    exc.fields['changed'] = result['changed']
+                    raise
                 result['msg'] += '; GET /v1/models through the router: 200 (%s)' % ', '.join(map(str, result['models']))
     except (router_admin.RouterAdminError, IOError, OSError) as exc:
         if not isinstance(exc, router_admin.RouterAdminError):

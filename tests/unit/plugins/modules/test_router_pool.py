@@ -131,6 +131,10 @@ def test_present_takes_every_pair_and_asks_the_model_list_through_the_router(fak
     kind, res = run({'router_url': fake.base, 'worker_url': [a, b], 'verify_models': True, 'restore_timeout': 0})
     assert kind is FailJson and res['changed'] is False and res['models_status'] == 503
     assert 'GET /v1/models through vllm-router at %s did not answer 200 within 0 s (last: HTTP 503:' % fake.base in res['msg']
+    # a pair put back before a model list that fails is still reported as a change
+    run({'router_url': fake.base, 'worker_url': a, 'state': 'drained'})
+    kind, res = run({'router_url': fake.base, 'worker_url': [a, b], 'verify_models': True, 'restore_timeout': 0})
+    assert kind is FailJson and res['changed'] is True and fake.workers == [b, a], res
     # check mode asks nothing through the router
     asked = len([r for r in fake.requests if r[1] == '/v1/models'])
     kind, res = run({'router_url': fake.base, 'worker_url': [a, b], 'verify_models': True, '_ansible_check_mode': True})
