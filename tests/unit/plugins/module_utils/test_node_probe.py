@@ -164,7 +164,7 @@ def _run_poll(tmp_path, marker, docker_words):
     import os
     import subprocess
     stubs = tmp_path / 'bin'
-    stubs.mkdir()
+    stubs.mkdir(exist_ok=True)
     for name, out in (('systemctl', SHOW), ('docker', docker_words + '\n'), ('journalctl', 'hello\n-- cursor: s=2\n')):
         (stubs / name).write_text('#!/bin/sh\nprintf %%s %s\n' % json.dumps(out).replace('\\n', '\n'))
         (stubs / name).chmod(0o755)
@@ -195,19 +195,15 @@ def test_a_poll_reads_the_compile_cache_marker_and_the_container_image(tmp_path)
     # the same record in other whitespace (no final newline: the journal's section after it still parses) needs no
     # write; an unreadable one does
     (cache / compile_cache.MARKER).write_text(json.dumps(json.loads(compile_cache.marker_content('sha256:abc', 'ds4-vllm-sim:test', 'd1'))))
-    (tmp_path / 'bin').rename(tmp_path / 'bin1')
     snap = _run_poll(tmp_path, marker, words)
     assert compile_cache.marker_matches(snap['marker'], 'sha256:abc', 'ds4-vllm-sim:test', 'd1') and snap['lines'] == ['hello']
     (cache / compile_cache.MARKER).write_text('{"image_id": "sha256:abc", ')
-    (tmp_path / 'bin').rename(tmp_path / 'bin2')
     assert not compile_cache.marker_matches(_run_poll(tmp_path, marker, words)['marker'], 'sha256:abc', 'ds4-vllm-sim:test', 'd1')
     # no marker in an existing cache directory: due; no directory at all: nothing to mark (NO_DIR)
     (cache / compile_cache.MARKER).unlink()
-    (tmp_path / 'bin').rename(tmp_path / 'bin3')
     snap = _run_poll(tmp_path, marker, words)
     assert snap['marker'] == '' and not compile_cache.marker_matches(snap['marker'], 'sha256:abc', 'ds4-vllm-sim:test', 'd1')
     cache.rmdir()
-    (tmp_path / 'bin').rename(tmp_path / 'bin4')
     assert _run_poll(tmp_path, marker, words)['marker'] == np.NO_DIR
     # an older docker answer (four words) parses, without the image
     assert np.parse_container_state('"c1" true "t" 0') == {"id": "c1", "running": True, "started_at": "t", "exit_code": 0,
