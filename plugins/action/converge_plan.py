@@ -55,8 +55,9 @@ class ActionModule(probe_action.ActionModule):
         else:  # pragma: no cover
             result['ansible_facts'] = facts
 
-    def _not_planned(self, result, why):
-        self._set(result, {'__converge_plan': {'current': False, 'order': [], 'prefix': 0, 'why': why}})
+    def _not_planned(self, result, why, roles):
+        # order: the roles, none skipped (prefix 0): playbooks/tasks/deploy.yml includes them all, each probing itself
+        self._set(result, {'__converge_plan': {'current': False, 'order': roles, 'prefix': 0, 'why': why}})
         result.update(changed=False, current=False, msg='converge plan: not planned (%s); each role probes itself' % why)
         return result
 
@@ -89,20 +90,20 @@ class ActionModule(probe_action.ActionModule):
         result = super(probe_action.ActionModule, self).run(tmp, task_vars)  # ActionBase.run: the task's own setup
         dummy, args = self.validate_argument_spec(argument_spec=_ARG_SPEC)
         if args['full'] or args['only']:
-            return self._not_planned(result, 'ds4_converge_full' if args['full'] else 'ds4_converge_roles')
+            return self._not_planned(result, 'ds4_converge_full' if args['full'] else 'ds4_converge_roles', args['roles'])
         if sorted(args['tags']) != ['all'] or args['skip_tags']:
-            return self._not_planned(result, '--tags or --skip-tags given')
+            return self._not_planned(result, '--tags or --skip-tags given', args['roles'])
         interpreter = self._known_interpreter(task_vars) if self._connection.is_pipelining_enabled() else None
         if not interpreter:
-            return self._not_planned(result, 'the node\'s Python is not known yet, or the connection does not pipeline')
+            return self._not_planned(result, 'the node\'s Python is not known yet, or the connection does not pipeline', args['roles'])
         state_dir = args['state_dir']
         answer = self._node(interpreter, dict(state_dir=state_dir, phase='published', roles=args['roles']), task_vars)
         if answer.get('failed'):
-            return self._not_planned(result, answer.get('msg'))
+            return self._not_planned(result, answer.get('msg'), args['roles'])
         records = answer['published']
         missing = [role for role in args['roles'] if records.get(role) is None]
         if missing:
-            return self._not_planned(result, 'no converge record of %s on this node' % ', '.join(missing))
+            return self._not_planned(result, 'no converge record of %s on this node' % ', '.join(missing), args['roles'])
         extra_vars = load_extra_vars(self._loader)
         published, probes = {}, []
         for role in args['roles']:
@@ -110,11 +111,11 @@ class ActionModule(probe_action.ActionModule):
                 probes.append(self._role_view(role, task_vars, extra_vars, published))
             except Exception as exc:  # pylint: disable=broad-except  # any failure to template: the role decides itself
                 return self._not_planned(result, '%s: its inputs could not be computed before the role (%s)' % (
-                    role, str(exc).splitlines()[0][:300]))
+                    role, str(exc).splitlines()[0][:300]), args['roles'])
             published.update(records[role])
         answer = self._node(interpreter, dict(state_dir=state_dir, phase='probe', roles=probes), task_vars)
         if answer.get('failed'):
-            return self._not_planned(result, answer.get('msg'))
+            return self._not_planned(result, answer.get('msg'), args['roles'])
         found = answer['roles']
         # The roles as recorded here up to the first that is not: those the deploy may skip (a role after one that runs
         # may read what that one publishes or changes, so its verdict here says nothing)

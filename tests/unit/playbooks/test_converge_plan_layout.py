@@ -14,9 +14,20 @@ import yaml
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 
 
-def _deploy():
-    with open(os.path.join(REPO, 'playbooks', 'tasks', 'deploy.yml')) as handle:
+def _load(name):
+    with open(os.path.join(REPO, 'playbooks', 'tasks', name)) as handle:
         return yaml.safe_load(handle)
+
+
+def _deploy():
+    """deploy.yml's tasks with deploy_roles.yml's in place of its include (the roles that change the nodes)."""
+    tasks = []
+    for task in _load('deploy.yml'):
+        if task.get('ansible.builtin.include_tasks') == 'deploy_roles.yml':
+            tasks.extend(_load('deploy_roles.yml'))
+        else:
+            tasks.append(task)
+    return tasks
 
 
 def _plan_roles(tasks):
@@ -59,6 +70,21 @@ def test_each_planned_role_ends_when_found_as_recorded_and_has_its_converge_vars
         with open(os.path.join(REPO, 'roles', role, 'vars', 'main.yml')) as handle:
             role_vars = yaml.safe_load(handle)
         assert '__%s_converge_inputs' % role in role_vars and '__%s_converge_checks' % role in role_vars, role
+
+
+def test_the_roles_file_is_skipped_only_when_the_plan_skips_every_role_and_the_fronts_have_nothing_to_do():
+    """A no-op deploy skips deploy_roles.yml in one task: only when every planned role is skipped (a plan not made
+    lists every role in its order with none skipped, so the file runs), the TLS look found nothing to write and the
+    proxy has nothing to retire (the file's two includes that are not planned roles, and their conditions)."""
+    include = [t for t in _load('deploy.yml') if t.get('ansible.builtin.include_tasks') == 'deploy_roles.yml']
+    assert len(include) == 1
+    when = ' '.join(include[0]['when'].split())
+    assert when == ("ds4_converge_skip | length < __converge_plan['order'] | length"
+                    " or not (__api_proxy_tls_current | bool)"
+                    " or not (ds4_effective['api']['proxied'] | bool)"), when
+    others = [t for t in _load('deploy_roles.yml') if 'ds4_converge_skip' not in str(t.get('when'))]
+    assert [t['when'] for t in others] == ['not (__api_proxy_tls_current | bool)',
+                                           "not (ds4_effective['api']['proxied'] | bool)"], others
 
 
 def test_the_decision_is_the_pairs_and_never_run_once():
