@@ -15,7 +15,8 @@ description:
     again in every worker that uses it, and a collection's filter is found by importing that collection's filter files
     one after the other until one defines it. This callback imports the filter, test and action plugins of
     C(dgxspark.ds4), ansible-core's own filters and tests and the lookups the collection uses once, when the playbook
-    starts; every worker then inherits them. On a no-op C(site.yml) over two pairs it took 16 % off the controller's
+    starts, with community.crypto's C(x509_certificate_info) filter, which the collection's TLS filters call; every
+    worker then inherits them. On a no-op C(site.yml) over two pairs it took 16 % off the controller's
     CPU (C(docs/measurements.md)).
   - It prints nothing and changes no result. A plugin that cannot be imported here is left to the task that uses it,
     which reports the error exactly as it would without this callback.
@@ -36,6 +37,9 @@ COLLECTION = 'dgxspark.ds4'
 # ansible-core's lookups this collection calls from its roles and playbooks. Only a speed hint: a lookup missing here
 # is imported by the worker that needs it, as without this callback.
 BUILTIN_LOOKUPS = ('env', 'file', 'fileglob', 'password', 'template', 'varnames', 'vars')
+# Filters of other collections that the collection's own call (plugins/filter/tls.py: every deploy with ds4_tls reads
+# each host's certificate through it; importing it is importing cryptography)
+OTHER_FILTERS = ('community.crypto.x509_certificate_info',)
 
 
 def _plugin_names(kind):
@@ -70,6 +74,8 @@ def preload():
         load(action_loader, '%s.%s' % (COLLECTION, name), class_only=True)
     for name in BUILTIN_LOOKUPS:
         load(lookup_loader, 'ansible.builtin.' + name)
+    for name in OTHER_FILTERS:
+        load(filter_loader, name)
     return failed
 
 

@@ -58,10 +58,10 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import conv
 
 def main():
     module = AnsibleModule(argument_spec=dict(paths=dict(type='list', elements='path', required=True)), supports_check_mode=True)
-    relative = [p for p in module.params['paths'] if not p.startswith('/')]
-    if relative:
-        module.fail_json(msg='file_state: paths must be absolute, got %s' % ', '.join(relative))
-    module.exit_json(changed=False, files=dict((path, cs.observe_file(path)) for path in module.params['paths']))
+    result = cs.files(module.params, None, module.check_mode)
+    if result.get('failed'):
+        module.fail_json(msg=result['msg'])
+    module.exit_json(**result)
 
 
 if __name__ == '__main__':

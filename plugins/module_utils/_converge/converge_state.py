@@ -307,6 +307,17 @@ def plan(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> di
     return {'changed': False, 'roles': results}
 
 
+def files(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> dict[str, Any]:
+    """dgxspark.ds4.file_state on this node: each of params['paths'] (absolute) as observe_file sees it, the result
+    the module returns. The module and its action plugin's direct run (no module upload: plugins/action/file_state.py)
+    both call it; `run` and `check_mode` are unused (the entry signature of a direct run; it reads only)."""
+    del run, check_mode
+    relative = [path for path in params['paths'] if not path.startswith('/')]
+    if relative:
+        return {'failed': True, 'msg': 'file_state: paths must be absolute, got %s' % ', '.join(relative)}
+    return {'changed': False, 'files': dict((path, observe_file(path)) for path in params['paths'])}
+
+
 def _walk(record: Mapping[str, Any] | None, digest: str, per_input: Mapping[str, str],
           seen: Mapping[str, Any]) -> tuple[list[str], list[Drift]] | None:
     """(the input names whose hash changed, [(kind, name, recorded, now)] of every check that differs) against a usable

@@ -51,6 +51,16 @@ print(json.dumps({'before': before, 'after': after, 'failed': failed}))
     assert set(filters + actions) <= set(result['after']), sorted(set(filters + actions) - set(result['after']))
 
 
+def test_the_other_collections_filter_the_tls_filters_call_is_imported_too():
+    result = _python(r'''
+name = 'ansible_collections.community.crypto.plugins.filter.x509_certificate_info'
+before = name in sys.modules
+failed = preload.preload()
+print(json.dumps({'before': before, 'after': name in sys.modules, 'failed': failed}))
+''')
+    assert result == {'before': False, 'after': True, 'failed': []}
+
+
 def test_a_plugin_that_cannot_be_imported_is_named_and_left_to_its_task():
     result = _python(r'''
 from ansible.plugins.loader import action_loader

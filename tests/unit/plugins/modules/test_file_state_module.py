@@ -52,3 +52,29 @@ def test_files_directories_and_missing_paths_in_one_run(tmp_path):
 def test_a_relative_path_is_refused_by_name():
     failed = call(['etc/dgxspark-ds4/tls', '/etc'], expect=FailJson)
     assert 'etc/dgxspark-ds4/tls' in failed['msg'] and 'absolute' in failed['msg']
+
+
+def test_the_direct_run_gives_the_modules_result(tmp_path):
+    """The action's direct run (plugins/action/file_state.py: converge_state.files through the direct probe's
+    bootstrap, no module upload) returns what the module returns, for the same paths; a relative path is refused
+    there by name too."""
+    import json
+    import subprocess
+    import sys
+    from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
+    (tmp_path / 'front.crt').write_text('-----BEGIN CERTIFICATE-----\nx\n')
+    os.chmod(str(tmp_path / 'front.crt'), 0o644)
+    paths = [str(tmp_path), str(tmp_path / 'front.crt'), str(tmp_path / 'nowhere' / 'x')]
+
+    def direct(args):
+        payload = json.dumps({'src': action._probe_source(), 'modules': action._probe_modules(), 'args': args,
+                              'check_mode': False, 'entry': 'files'})
+        proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], input=payload, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, check=True, cwd=str(tmp_path))
+        return json.loads(proc.stdout)
+
+    module = call(paths)
+    assert direct({'paths': paths}) == {'changed': False, 'files': module['files']}
+    assert module['files'][paths[1]].startswith('sha1:') and module['files'][paths[2]] == 'absent'
+    refused = direct({'paths': ['etc/x', '/etc']})
+    assert refused['failed'] is True and 'etc/x' in refused['msg'] and 'absolute' in refused['msg'], refused
