@@ -83,6 +83,19 @@ class ActionModule(ActionBase):
             args.pop("api_key", None)
         return args
 
+    @staticmethod
+    def _recheck_until(inst, deadline):
+        """Re-decide on the last poll (ReadyInstance.recheck: the other rank's report read again, no new poll) every
+        PEER_RECHECK until `deadline` or a decision other than continue; while the other rank is going down
+        (wait_peer), on until its poller's final report, as after a poll. Returns the decision and its message."""
+        decision, message = "continue", ""
+        while decision == "wait_peer" or (decision == "continue" and time.monotonic() + PEER_RECHECK < deadline):
+            time.sleep(PEER_RECHECK)
+            events, decision, message = inst.recheck()
+            for ev in events:
+                display.display("  [vllm_ready] %s" % ev["message"], color=C.COLOR_VERBOSE)
+        return decision, message
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -154,8 +167,14 @@ class ActionModule(ActionBase):
                 display.display("  [vllm_ready] %s" % ev["message"], color=C.COLOR_VERBOSE)
             if decision not in ("continue", "settle", "widen"):
                 break
-            pause = {"settle": SETTLE_INTERVAL, "widen": WIDEN_INTERVAL}.get(decision, interval)
-            time.sleep(max(0.0, pause - (time.monotonic() - t0)))
+            deadline = t0 + {"settle": SETTLE_INTERVAL, "widen": WIDEN_INTERVAL}.get(decision, interval)
+            if role == "worker" and decision == "continue":
+                # this rank runs and what ends its wait is the head's report (ready, or failed): read that locally
+                # until the next poll is due, so that the worker ends when the head does, not a poll later
+                decision, message = self._recheck_until(inst, deadline)
+                if decision not in ("continue", "settle", "widen"):
+                    break
+            time.sleep(max(0.0, deadline - time.monotonic()))
         out = inst.result()
         # Whether the compile cache's marker already records the image this rank's container runs and this launch (the
         # last poll's): what dgxspark.ds4.compile_cache state=present would write. No cache directory: nothing to mark.

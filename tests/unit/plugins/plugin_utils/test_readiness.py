@@ -133,6 +133,43 @@ def test_coordination_worker_death_fails_head(tmp_path):
     assert res["verdicts"][0].startswith("spark2: ")
 
 
+def test_a_running_worker_ends_when_the_head_reports_not_a_poll_later(tmp_path):
+    """plugins/action/vllm_ready.py between a running worker's polls: the head's report read again locally every
+    PEER_RECHECK (no poll of the node), so the worker's wait ends right after the head's does; nothing reported:
+    back to the next poll at the deadline; the head going down: waited for (wait_peer), then its failure."""
+    import time
+    from ansible_collections.dgxspark.ds4.plugins.action.vllm_ready import ActionModule
+    sdir = readiness_pair.state_dir("t7", str(tmp_path))
+    worker = readiness_pair.ReadyInstance("worker", "spark2", sdir, timeout=100)
+    assert worker.step(_snap(STARTUP))[1] == "continue"
+    # no report from the head: continue, at the deadline
+    t0 = time.monotonic()
+    assert ActionModule._recheck_until(worker, t0 + 0.35) == ("continue", "")
+    assert 0.2 <= time.monotonic() - t0 < 1.0  # (a loaded machine oversleeps)
+    # the head reports ready 0.3 s into a 5 s wait for the next poll: the worker is done within PEER_RECHECK of it
+    timer = threading.Timer(0.3, readiness_pair.publish, (sdir, "head", {"node": "spark1", "state": "ready", "lines": []}))
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        assert ActionModule._recheck_until(worker, t0 + 5.0) == ("done", "head is ready")
+    finally:
+        timer.join()
+    assert time.monotonic() - t0 < 2.0  # well before the 5 s deadline (a loaded machine oversleeps)
+    # the head going down: its final report waited for past the deadline (wait_peer), then the worker fails with it
+    other = readiness_pair.state_dir("t8", str(tmp_path))
+    worker = readiness_pair.ReadyInstance("worker", "spark2", other, timeout=100)
+    assert worker.step(_snap(STARTUP))[1] == "continue"
+    readiness_pair.publish(other, "head", {"state": "failing", "node": "spark1", "own_reason": "container exited", "lines": []})
+    final = threading.Timer(0.5, readiness_pair.publish, (other, "head", {"state": "failed", "node": "spark1",
+                                                                           "own_reason": "container exited",
+                                                                           "reason": "container exited", "lines": []}))
+    final.start()
+    try:
+        assert ActionModule._recheck_until(worker, time.monotonic() + 0.2) == ("fail", "spark1 failed: container exited")
+    finally:
+        final.join()
+
+
 def test_peer_failing_wait_is_bounded(tmp_path):
     sdir = readiness_pair.state_dir("t6", str(tmp_path))
     head = readiness_pair.ReadyInstance("head", "spark1", sdir, timeout=100, started=0.0)
