@@ -160,9 +160,8 @@ def test_a_running_worker_ends_when_the_head_reports_not_a_poll_later(tmp_path):
     worker = readiness_pair.ReadyInstance("worker", "spark2", other, timeout=100)
     assert worker.step(_snap(STARTUP))[1] == "continue"
     readiness_pair.publish(other, "head", {"state": "failing", "node": "spark1", "own_reason": "container exited", "lines": []})
-    final = threading.Timer(0.5, readiness_pair.publish, (other, "head", {"state": "failed", "node": "spark1",
-                                                                           "own_reason": "container exited",
-                                                                           "reason": "container exited", "lines": []}))
+    failed = {"state": "failed", "node": "spark1", "own_reason": "container exited", "reason": "container exited", "lines": []}
+    final = threading.Timer(0.5, readiness_pair.publish, (other, "head", failed))
     final.start()
     try:
         assert ActionModule._recheck_until(worker, time.monotonic() + 0.2) == ("fail", "spark1 failed: container exited")
