@@ -220,13 +220,18 @@ class ActionModule(ActionBase):
                               msg='dgxspark.ds4 configuration refused: the inventory still holds the shipped placeholder addresses; '
                                   'nothing was contacted and nothing was changed on any host:\n- %s' % '\n- '.join(errors))
                 return result
-        known, prefix_list = known_names()
-        errors = unknown_variable_errors(all_hostvars, spark, prefix_list, known, origins)
-        options = role_options()
         # Every spark host's role variables are checked in the first play host's task, whose refusal stops the run for
         # all of them (any_errors_fatal); each other host's task templates and checks its own only (every host's in each
         # host's task: the config play took 2.2 controller CPU-seconds on two pairs, 1.9 so; docs/measurements.md).
-        checked = spark if not first or host == first[0] else [host]
+        # Unknown variables (any spark host's) only there: scanning the collection's YAML for the names it knows cost
+        # each host's task ~0.14 CPU-s (a worker forked per host: the scan is not shared).
+        leader = not first or host == first[0]
+        errors = []
+        if leader:
+            known, prefix_list = known_names()
+            errors = unknown_variable_errors(all_hostvars, spark, prefix_list, known, origins)
+        options = role_options()
+        checked = spark if leader else [host]
         values_by_host = dict((h, role_values(all_hostvars, h, options)) for h in checked)
         errors.extend(role_input_errors(values_by_host, checked, options))
         inputs_base = {
