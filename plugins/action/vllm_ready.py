@@ -148,8 +148,10 @@ class ActionModule(ActionBase):
             snap["window"] = widen
             cursor = cursor if widen else (snap.get("cursor") or cursor)
             if role == "head" and not widen and (snap.get("api_port") == "open" or polls == 0):
-                # first poll: also runs the module once, so its payload is built before the port opens
+                # first poll: also runs the module once, so its payload is built before the port opens; the unit and
+                # the container as this poll just read them (the module reads the journal after it, then the HTTP checks)
                 module_args["cursor"] = cursor
+                module_args["status"] = not cursor
                 res = self._execute_module(module_name=_MODULE, module_args=module_args, task_vars=task_vars)
                 if res.get("failed"):
                     raise AnsibleActionFail("vllm_ready checks failed to run on %s: %s" % (node, res.get("msg")))

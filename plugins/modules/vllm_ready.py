@@ -71,6 +71,14 @@ options:
     description: Run the HTTP checks when the API port listens (the action sets this on the head).
     type: bool
     default: false
+  status:
+    description:
+      - Read the unit's state and the container (C(systemctl show), C(docker inspect)) before the journal. The action
+        sets it to false when it runs the module right after its own poll of them (the HTTP checks on the head): that
+        poll's state is the one it uses, and a second C(docker inspect) on the head was on every readiness wait's path.
+      - False needs O(cursor) (the journal is read after it); the result's C(status) is then empty.
+    type: bool
+    default: true
   cursor:
     description: Journal cursor of the previous poll; empty = the lines of the unit's current (or last) run.
     type: str
@@ -180,7 +188,7 @@ verdicts:
   type: list
   elements: str
 status:
-  description: (module) Unit and container state of this poll.
+  description: (module) Unit and container state of this poll (empty with O(status=false)).
   returned: always
   type: dict
 lines:
@@ -228,7 +236,13 @@ def main():
     if module.check_mode:
         module.exit_json(changed=False, msg="check mode: would poll unit %s, container %s, the journal and the API" % (
             p["unit"], p["container_name"]), status={}, lines=[], cursor=p["cursor"])
-    status, lines, cursor = poll(module.run_command, p["unit"], p["container_name"], p["docker_cli"], p["cursor"], p["max_lines"])
+    if p["status"]:
+        status, lines, cursor = poll(module.run_command, p["unit"], p["container_name"], p["docker_cli"], p["cursor"], p["max_lines"])
+    elif not p["cursor"]:
+        module.fail_json(msg="status=false needs cursor (the journal is read after it)")
+    else:
+        status = {}
+        lines, cursor = node_probe.probe_journal(module.run_command, p["unit"], p["cursor"], None, p["max_lines"]).value
     result = dict(changed=False, status=status, lines=lines, cursor=cursor)
     if p["api_port"]:
         host = node_probe.probe_host(p["api_host"])

@@ -22,6 +22,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = dict(
     max_model_len=dict(type="int"),
     thinking=dict(type="bool"),
     checks=dict(type="bool", default=False),
+    status=dict(type="bool", default=True),
     cursor=dict(type="str", default="", no_log=False),
     max_lines=dict(type="int", default=2000),
     chat_timeout=dict(type="float", default=60),

@@ -89,3 +89,14 @@ def test_cursor_is_followed():
 def test_check_mode_polls_nothing():
     kind, res = run({"unit": "u.service", "_ansible_check_mode": True})
     assert kind is ExitJson and res["changed"] is False and "would poll" in res["msg"] and CALLS == []
+
+
+def test_status_false_reads_only_the_journal_after_the_cursor():
+    """The action's HTTP-check run right after its own poll (status=false): no systemctl, no docker inspect, the
+    journal after that poll's cursor; without a cursor it is refused by name."""
+    kind, res = run({"unit": "u.service", "container_name": "c", "cursor": "s=0;i=1", "status": False})
+    assert kind is ExitJson and res["status"] == {} and res["cursor"] == "s=1;i=2"
+    assert [c[0] for c in CALLS] == ["journalctl"]
+    assert CALLS[0][CALLS[0].index("--after-cursor") + 1] == "s=0;i=1"
+    kind, res = run({"unit": "u.service", "status": False})
+    assert kind is FailJson and "status=false needs cursor" in res["msg"]
