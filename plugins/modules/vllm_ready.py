@@ -74,7 +74,7 @@ options:
   status:
     description:
       - Read the unit's state and the container (C(systemctl show), C(docker inspect)) before the journal. The action
-        sets it to false when it runs the module right after its own poll of them (the HTTP checks on the head): that
+        sets it to false when it runs the module right after its own poll of them (the HTTP checks on the head); that
         poll's state is the one it uses, and a second C(docker inspect) on the head was on every readiness wait's path.
       - False needs O(cursor) (the journal is read after it); the result's C(status) is then empty.
     type: bool
