@@ -92,6 +92,13 @@ def _probe_modules():
     return _MODULES
 
 
+def direct_payload(module_args, entry='probe', check_mode=False):
+    """The stdin of a direct run (_PROBE_BOOT): converge_state.py's source, the modules it imports, the arguments and
+    the function to run (probe, plan, files)."""
+    return json.dumps({'src': _probe_source(), 'modules': _probe_modules(), 'args': module_args, 'check_mode': check_mode,
+                       'entry': entry})
+
+
 def code_hash_for(role_path, task_role_path=None):
     """Hash of the role's directory, the directory of the role running the task (``_converge``) when it is another
     one, and the collection's plugins/ next to them."""
@@ -203,8 +210,7 @@ class ActionModule(ActionBase):
         every node: on its nodes a module run took a median 0.17 CPU-s (most of it importing ansible.module_utils.basic
         from the module's zip), a direct probe about 0.05 (node_probe's source with it adds about 5 ms); the nodes' CPU of
         a no-op fell 21 %, the controller's rose 8 % (docs/measurements.md)."""
-        payload = json.dumps({'src': _probe_source(), 'modules': _probe_modules(), 'args': module_args,
-                              'check_mode': bool(self._task.check_mode), 'entry': entry})
+        payload = direct_payload(module_args, entry, bool(self._task.check_mode))
         res = self._low_level_execute_command('%s -c %s' % (interpreter, shlex.quote(_PROBE_BOOT)), sudoable=True,
                                               in_data=payload.encode('utf-8'))
         out = res.get('stdout') or ''

@@ -347,10 +347,8 @@ def test_plan_reads_the_published_facts_then_probes_every_role_in_one_call(tmp_p
         json.dump({'version': cs.RECORD_VERSION + 1, 'published': {'x': 1}}, handle)
 
     def boot(args):
-        payload = json.dumps({'src': action._probe_source(), 'modules': action._probe_modules(), 'args': args,
-                              'check_mode': False, 'entry': 'plan'})
-        proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], input=payload, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, universal_newlines=True, check=True, cwd=str(tmp_path))
+        proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], input=action.direct_payload(args, 'plan'),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True, cwd=str(tmp_path))
         return json.loads(proc.stdout)
 
     published = boot({'state_dir': state, 'phase': 'published', 'roles': ['first', 'old', 'none']})

@@ -67,10 +67,8 @@ def test_the_direct_run_gives_the_modules_result(tmp_path):
     paths = [str(tmp_path), str(tmp_path / 'front.crt'), str(tmp_path / 'nowhere' / 'x')]
 
     def direct(args):
-        payload = json.dumps({'src': action._probe_source(), 'modules': action._probe_modules(), 'args': args,
-                              'check_mode': False, 'entry': 'files'})
-        proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], input=payload, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, universal_newlines=True, check=True, cwd=str(tmp_path))
+        proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], input=action.direct_payload(args, 'files'),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True, cwd=str(tmp_path))
         return json.loads(proc.stdout)
 
     module = call(paths)
