@@ -20,7 +20,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -125,12 +127,38 @@ PLAYBOOK_PER_STREAM = 100.0
 PLAYBOOK_AGG_CAP = 300.0
 
 
+def _sim_clock(pair):
+    with urllib.request.urlopen(pair.url + "/sim/clock", timeout=10) as resp:
+        return json.loads(resp.read().decode())
+
+
 def test_bench_measures_simulator_rates_within_2_percent(pair_factory):
     pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": str(PER_STREAM), "VLLM_SIM_AGG_TOKENS_PER_S": str(AGG_CAP)})
-    # seed 000's 256 output tokens
-    report = bench_sweep.run_sweep(pair.url, MODEL, levels=[1, 2, 4, 8], max_tokens=256, profile="throughput", pause_s=0.1)
+    # One level at a time, each measured again (at most twice) when the simulator says its step clock restarted
+    # during it: a host stall of more than 0.25 s drops that time (engine.CLOCK_RESET_S), so the simulator produced
+    # less than its configured rates and the comparison below would judge the stall, not the bench (CI43: c4 -3.92 %).
+    # A level without a restart is never measured again; the last try of a level is asserted whatever happened.
+    report, retried = None, []
+    for c in [1, 2, 4, 8]:
+        for attempt in range(3):
+            before = _sim_clock(pair)
+            # seed 000's 256 output tokens
+            one = bench_sweep.run_sweep(pair.url, MODEL, levels=[c], max_tokens=256, profile="throughput", pause_s=0.1,
+                                        warmup=report is None)
+            after = _sim_clock(pair)
+            assert after["steps"] > before["steps"]
+            if after["resets"] == before["resets"] or attempt == 2:
+                break
+            retried.append((c, after["dropped_s"] - before["dropped_s"]))
+        if report is None:
+            report = one
+        else:
+            report["levels"] += one["levels"]
+            report["errors"] += one["errors"]
+    report["settings"]["levels"] = [1, 2, 4, 8]
     assert report["errors"] == 0, report["levels"]
-    print("\nbench vs simulator (per-stream %.0f tok/s, aggregate cap %.0f tok/s, 256 output tokens):" % (PER_STREAM, AGG_CAP))
+    print("\nbench vs simulator (per-stream %.0f tok/s, aggregate cap %.0f tok/s, 256 output tokens; measured again "
+          "after a simulator clock restart: %s):" % (PER_STREAM, AGG_CAP, retried or "none"))
     rows = []
     for lv in report["levels"]:
         c = lv["concurrency"]
@@ -156,6 +184,26 @@ def test_bench_measures_simulator_rates_within_2_percent(pair_factory):
     md = bench_sweep.markdown_report(report)
     assert sum(1 for ln in md.splitlines() if ln.startswith("|")) == 1 + 1 + 4  # header, rule, 4 levels
     assert "seed 000" in md and "Method" in md
+
+
+def test_sim_clock_counts_a_host_stall(pair_factory):
+    """The counter the rate test trusts: a head process stopped for 0.6 s mid-generation (as a host stall stops it)
+    restarts the step clock once and reports about the time it lost."""
+    pair = pair_factory(head_env={"VLLM_SIM_TOKENS_PER_S": str(PER_STREAM)})
+    before = _sim_clock(pair)
+    out = {}
+    gen = threading.Thread(target=lambda: out.update(bench_sweep.run_sweep(pair.url, MODEL, levels=[1], max_tokens=128,
+                                                                           pause_s=0, warmup=False)))
+    gen.start()
+    time.sleep(1.0)
+    pair.procs[1].send_signal(signal.SIGSTOP)
+    time.sleep(0.6)
+    pair.procs[1].send_signal(signal.SIGCONT)
+    gen.join(30)
+    after = _sim_clock(pair)
+    assert out["errors"] == 0 and out["levels"][0]["server_generation_tokens"] == 128
+    assert after["resets"] >= before["resets"] + 1, (before, after)
+    assert 0.5 <= after["dropped_s"] - before["dropped_s"] < 5, (before, after)
 
 
 def test_bench_skips_levels_above_max_num_seqs(pair_factory):

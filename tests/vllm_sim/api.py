@@ -139,6 +139,9 @@ def make_handler(state):
                 state.engine.wedge(after)
                 self._send(200, {'wedged': state.engine.wedged.is_set(), 'wedge_at_tokens': state.engine.wedge_at_tokens,
                                  'generation_tokens': state.engine.generation_tokens})
+            elif path == '/sim/clock' and get:
+                # test control (not a vLLM endpoint): how much time the step clock dropped after host stalls
+                self._send(200, state.engine.clock_report())
             elif path == '/sim/garble' and self.command == 'POST':
                 # test control (not a vLLM endpoint): garble every later reply (null: clean again) while /health stays
                 # 200 and the counters keep moving: output that decays with uptime (field notes). A tool-call request

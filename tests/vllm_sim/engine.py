@@ -258,6 +258,10 @@ class Engine:
         self.arrivals = collections.deque()
         self.steps = 0
         self.clock = 0.0              # end of the last step (absolute monotonic time)
+        # time the step clock dropped after stalls (CLOCK_RESET_S): steps this engine did not run although requests
+        # were there; tests that compare a rate with the configured one read it (GET /sim/clock)
+        self.clock_resets = 0
+        self.clock_dropped_s = 0.0
         # tests: one entry per step {'step', 'start', 'end', 'running', 'waiting', 'scheduled': {rid: (kind, tokens)}}
         self.step_log = [] if getattr(cfg, 'log_steps', False) else None
         self.cond = threading.Condition()
@@ -402,6 +406,10 @@ class Engine:
                     continue
                 now = time.monotonic()
                 start = self.clock if not idle and 0 <= now - self.clock <= CLOCK_RESET_S else now
+                if not idle and self.clock and now - self.clock > CLOCK_RESET_S:
+                    with self.clock_lock:
+                        self.clock_resets += 1
+                        self.clock_dropped_s += now - self.clock
                 end = start + self._step_seconds(batch)
                 self.sleep_until(end)
                 self.clock = end
@@ -625,6 +633,12 @@ class Engine:
         with self.cond:
             if rid in self.running_tokens:
                 self.running_tokens[rid] += n
+
+    def clock_report(self):
+        """{'steps', 'resets', 'dropped_s'}: engine steps so far, step-clock restarts after a stall while requests
+        were there, and the seconds those restarts dropped (the simulator produced less than its rates then)."""
+        with self.clock_lock:
+            return {'steps': self.steps, 'resets': self.clock_resets, 'dropped_s': round(self.clock_dropped_s, 6)}
 
     def take_slot(self, due):
         """Absolute monotonic time at which the token may be emitted (caller sleeps until it)."""
