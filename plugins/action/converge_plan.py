@@ -93,7 +93,7 @@ class ActionModule(probe_action.ActionModule):
             return self._not_planned(result, 'ds4_converge_full' if args['full'] else 'ds4_converge_roles', args['roles'])
         if sorted(args['tags']) != ['all'] or args['skip_tags']:
             return self._not_planned(result, '--tags or --skip-tags given', args['roles'])
-        interpreter = self._known_interpreter(task_vars) if self._connection.is_pipelining_enabled() else None
+        interpreter = self._direct_interpreter(task_vars)
         if not interpreter:
             return self._not_planned(result, 'the node\'s Python is not known yet, or the connection does not pipeline', args['roles'])
         state_dir = args['state_dir']

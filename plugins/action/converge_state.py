@@ -48,8 +48,9 @@ _ARG_SPEC = dict(
 )
 # One code hash per role directory per controller process (files do not change during a run).
 _CODE_HASHES = {}
-# The node side of a direct probe (_probe_directly): stdin holds {src, modules, args, check_mode, entry}; entry is the
-# function of converge_state.py that runs (probe, or plan: several roles at once, plugins/action/converge_plan.py); src is
+# The node side of a direct probe (_probe_directly): stdin holds {src, modules, args, check_mode, entry, name}; entry is
+# the function of converge_state.py that runs (probe, plan: several roles at once, plugins/action/converge_plan.py, or
+# files: plugins/action/file_state.py), name what its errors start with (the module a user would read); src is
 # converge_state.py, modules [name, source] of the collection modules it imports (node_probe: the one parser of
 # `systemctl show`), each run and registered under its name first, so its import finds it. A program a check cannot
 # start fails the probe with its error, as the module's run_command fails the module.
@@ -64,7 +65,7 @@ _PROBE_BOOT = ("import json, sys, types\n"
                "try:\n"
                "    r = g[d.get('entry') or 'probe'](d['args'], g['run_command'], d['check_mode'])\n"
                "except OSError as exc:\n"
-               "    r = {'failed': True, 'msg': 'converge_state %s: %s' % (d['args'].get('role', 'plan'), exc)}\n"
+               "    r = {'failed': True, 'msg': '%s: %s' % (d.get('name') or 'converge_state', exc)}\n"
                "print(json.dumps(r))\n")
 _SOURCE = []
 _MODULES = []
@@ -92,11 +93,18 @@ def _probe_modules():
     return _MODULES
 
 
+def direct_name(module_args, entry='probe'):
+    """What a direct run's errors start with: the module the run stands in for, and the role a probe looks at."""
+    if entry == 'files':
+        return 'file_state'
+    return 'converge_state %s' % (module_args.get('role') if entry == 'probe' else entry)
+
+
 def direct_payload(module_args, entry='probe', check_mode=False):
-    """The stdin of a direct run (_PROBE_BOOT): converge_state.py's source, the modules it imports, the arguments and
-    the function to run (probe, plan, files)."""
+    """The stdin of a direct run (_PROBE_BOOT): converge_state.py's source, the modules it imports, the arguments, the
+    function to run (probe, plan, files) and the name its errors start with."""
     return json.dumps({'src': _probe_source(), 'modules': _probe_modules(), 'args': module_args, 'check_mode': check_mode,
-                       'entry': entry})
+                       'entry': entry, 'name': direct_name(module_args, entry)})
 
 
 def code_hash_for(role_path, task_role_path=None):
@@ -181,10 +189,8 @@ class ActionModule(ActionBase):
         if args['state'] == 'record':
             # What the probe found before the role ran: a drifted check still exactly so was not repaired.
             module_args['found'] = found
-        # a probe goes straight to the node's Python when the connection pipelines (ansible.cfg pipelining, the
-        # become method allowing it) and that Python is known; otherwise, and for begin/record, through the module
-        direct = args['state'] == 'probe' and self._connection.is_pipelining_enabled()
-        interpreter = self._known_interpreter(task_vars) if direct else None
+        # a probe goes straight to the node's Python where it can (_direct_interpreter); begin/record through the module
+        interpreter = self._direct_interpreter(task_vars) if args['state'] == 'probe' else None
         if interpreter:
             result.update(self._probe_directly(interpreter, module_args))
         else:
@@ -192,10 +198,14 @@ class ActionModule(ActionBase):
                                                task_vars=task_vars))
         return result
 
-    def _known_interpreter(self, task_vars):
-        """The node's Python as the module would run under it, when it is known already: ansible_python_interpreter,
-        else the interpreter Ansible discovered on this host for an earlier module (a deploy's first tasks run modules
-        on every node); None otherwise (the probe then goes through the module, which discovers it)."""
+    def _direct_interpreter(self, task_vars):
+        """The node's Python for a direct run (_probe_directly), or None (the caller runs its module then): the one place
+        that decides. Direct only when the connection pipelines (ansible.cfg pipelining, the become method allowing
+        it) and the node's Python is known already: ansible_python_interpreter, else the interpreter Ansible discovered
+        on this host for an earlier module (a deploy's first tasks run modules on every node); the module discovers it
+        otherwise."""
+        if not self._connection.is_pipelining_enabled():
+            return None
         value = task_vars.get('ansible_python_interpreter')
         if value:
             value = self._templar.template(value)
@@ -219,8 +229,8 @@ class ActionModule(ActionBase):
         except ValueError:
             parsed = None
         if res.get('rc') != 0 or not isinstance(parsed, dict):
-            return {'failed': True, 'msg': 'converge_state %s: the probe on the node failed (rc %s): %s' % (
-                module_args.get('role', 'plan'), res.get('rc'), ((res.get('stderr') or '') + out).strip()[-2000:])}
+            return {'failed': True, 'msg': '%s: the run on the node failed (rc %s): %s' % (
+                direct_name(module_args, entry), res.get('rc'), ((res.get('stderr') or '') + out).strip()[-2000:])}
         return parsed
 
     @staticmethod

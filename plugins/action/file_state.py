@@ -3,10 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action for dgxspark.ds4.file_state: the module's one look at a set of paths, without a module upload where it can.
 
-The look is module_utils/_converge/converge_state.py's ``files`` (the function the module calls): when the connection
-pipelines and the node's Python is known, it runs there directly, as the converge probes do (converge_state's action,
-``_probe_directly``: the source and the arguments through the connection to the node's Python); otherwise, and for a
-path that is not absolute as written (the module's own argument handling expands ``~``), through the module. A no-op
+The look is module_utils/_converge/converge_state.py's ``files`` (the function the module calls): where converge_state's
+action runs its probes directly (``_direct_interpreter`` decides, ``_probe_directly`` sends the source and the
+arguments through the connection to the node's Python), it runs there directly too; otherwise, and for a path that is
+not absolute as written (the module's own argument handling expands ``~``), through the module. A no-op
 deploy looks at every host's TLS material first (roles/api_proxy/tasks/tls_look.yml): on the nodes a module run costs
 about 0.17 CPU-s (importing ansible.module_utils.basic from the module's zip), a direct run about 0.05.
 """
@@ -25,13 +25,10 @@ class ActionModule(probe_action.ActionModule):
         task_vars = task_vars or {}
         result = super(probe_action.ActionModule, self).run(tmp, task_vars)  # ActionBase.run: the task's own setup
         dummy, args = self.validate_argument_spec(argument_spec=_ARG_SPEC)
-        direct = self._connection.is_pipelining_enabled() and all(path.startswith('/') for path in args['paths'])
-        interpreter = self._known_interpreter(task_vars) if direct else None
+        # a path not absolute as written goes through the module, whose argument handling expands ~
+        interpreter = self._direct_interpreter(task_vars) if all(path.startswith('/') for path in args['paths']) else None
         if interpreter:
-            answer = self._probe_directly(interpreter, dict(args), entry='files')
-            if answer.get('failed'):
-                answer['msg'] = answer.get('msg', '').replace('converge_state plan:', 'file_state:', 1)
-            result.update(answer)
+            result.update(self._probe_directly(interpreter, dict(args), entry='files'))
         else:
             result.update(self._execute_module(module_name='dgxspark.ds4.file_state', module_args=dict(args),
                                                task_vars=task_vars))

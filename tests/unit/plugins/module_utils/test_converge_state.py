@@ -302,7 +302,10 @@ def test_the_direct_probes_bootstrap_reports_a_check_that_cannot_start(tmp_path,
     from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
     params = {'role': 'r', 'digest': 'd0', 'inputs': {}, 'state_dir': str(tmp_path / 'state'),
               'checks': {'commands': [['/nonexistent/ds4-no-such-program', 'x']]}}
-    payload = json.dumps({'src': action._probe_source(), 'modules': action._probe_modules(), 'args': params, 'check_mode': False})
+    payload = action.direct_payload(params)
+    # the name errors start with: the module the direct run stands in for (and a probe's role)
+    assert [json.loads(action.direct_payload(params, entry))['name'] for entry in ('probe', 'plan', 'files')] == [
+        'converge_state r', 'converge_state plan', 'file_state']
     proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], input=payload, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, universal_newlines=True, check=False, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
@@ -317,8 +320,7 @@ def test_the_direct_probes_bootstrap_reports_a_check_that_cannot_start(tmp_path,
     units = dict(params, checks={'units': ['a.service', 'b.service']})
     env = dict(os.environ, PATH='%s:%s' % (fake, os.environ['PATH']))
     ok = json.loads(subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], stdout=subprocess.PIPE, universal_newlines=True,
-                                   input=json.dumps({'src': action._probe_source(), 'modules': action._probe_modules(),
-                                                     'args': units, 'check_mode': False}),
+                                   input=action.direct_payload(units),
                                    check=True, cwd=str(tmp_path), env=env).stdout)
     assert ok['seen']['units'] == {'a.service': 'enabled/active', 'b.service': 'none/inactive'}, ok
     monkeypatch.setenv('PATH', env['PATH'])

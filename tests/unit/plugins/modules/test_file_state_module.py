@@ -76,3 +76,40 @@ def test_the_direct_run_gives_the_modules_result(tmp_path):
     assert module['files'][paths[1]].startswith('sha1:') and module['files'][paths[2]] == 'absent'
     refused = direct({'paths': ['etc/x', '/etc']})
     assert refused['failed'] is True and 'etc/x' in refused['msg'] and 'absolute' in refused['msg'], refused
+
+
+def test_the_action_runs_directly_only_where_converge_state_would(monkeypatch):
+    """One decision (converge_state's _direct_interpreter): a direct run needs a pipelining connection and a known
+    Python; file_state adds only that a path not absolute as written (~) goes to the module, which expands it."""
+    from ansible.plugins.action import ActionBase
+    from ansible_collections.dgxspark.ds4.plugins.action import file_state as action
+
+    class Conn(object):
+        pipelining = True
+
+        def is_pipelining_enabled(self):
+            return self.pipelining
+
+    calls = []
+    plugin = object.__new__(action.ActionModule)
+    plugin._connection = Conn()
+    plugin._templar = None
+    monkeypatch.setattr(ActionBase, 'run', lambda self, tmp=None, task_vars=None: {})
+    monkeypatch.setattr(action.ActionModule, '_probe_directly',
+                        lambda self, interp, args, entry='probe': calls.append(('direct', interp, entry)) or {'files': {}})
+    monkeypatch.setattr(action.ActionModule, '_execute_module',
+                        lambda self, module_name, module_args, task_vars: calls.append(('module', module_name)) or {'files': {}})
+    known = {'ansible_facts': {'discovered_interpreter_python': '/usr/bin/python3'}}
+
+    def run(paths, task_vars):
+        del calls[:]
+        monkeypatch.setattr(action.ActionModule, 'validate_argument_spec', lambda self, argument_spec: (None, {'paths': paths}))
+        plugin.run(task_vars=task_vars)
+        return calls[0]
+    assert run(['/etc/x'], known) == ('direct', '/usr/bin/python3', 'files')
+    assert run(['~/x', '/etc/x'], known) == ('module', 'dgxspark.ds4.file_state')
+    assert run(['/etc/x'], {}) == ('module', 'dgxspark.ds4.file_state')       # Python not known yet
+    assert run(['/etc/x'], {'ansible_facts': {'discovered_interpreter_python': '/usr/bin/python3; rm -rf /'}}) == (
+        'module', 'dgxspark.ds4.file_state')                                    # not an interpreter path
+    plugin._connection.pipelining = False
+    assert run(['/etc/x'], known) == ('module', 'dgxspark.ds4.file_state')
