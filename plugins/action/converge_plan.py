@@ -23,6 +23,7 @@ directly, as the roles' direct probes do).
 
 import os
 
+from ansible.errors import AnsibleActionFail
 from ansible.utils.vars import load_extra_vars
 
 from ansible_collections.dgxspark.ds4.plugins.action import converge_state as probe_action
@@ -35,6 +36,15 @@ _ARG_SPEC = dict(
     tags=dict(type='list', elements='str', default=['all']),
     skip_tags=dict(type='list', elements='str', default=[]),
     state_dir=dict(type='path', default='/var/lib/dgxspark-ds4/converge'),
+    # One look at files on this node in the same node call (dgxspark.ds4.file_state's result, set as the fact `fact`):
+    # the paths are the value of the variable `paths_var` as the role `role` sees it (its defaults and vars), so the
+    # deploy needs no task of its own for it (the fronts' TLS material: roles/api_proxy/tasks/tls_look.yml)
+    # Then, with that fact, `refuse` (a variable of the role: a non-empty value fails the task with it as the message)
+    # and `decide` ({fact: variable of the role}: each set as a fact) as the role templates them: the deploy's one CA
+    # per site and whether the fronts' material differs (roles/api_proxy/tasks/tls_decide.yml's assert and set_fact)
+    look=dict(type='dict', options=dict(role=dict(type='str', required=True), paths_var=dict(type='str', required=True),
+                                        fact=dict(type='str', required=True), refuse=dict(type='str'),
+                                        decide=dict(type='dict', default={}))),
 )
 try:  # ansible-core 2.21: set_fact's own mechanism (see converge_decide)
     from ansible.plugins.action import VariableLayer
@@ -48,33 +58,54 @@ class ActionModule(probe_action.ActionModule):
 
     TRANSFERS_FILES = False
 
-    def _set(self, result, facts):
+    def _set(self, result, facts, host_facts=None):
+        # host_facts: the interpreter the look's module run discovered, kept as a module's run keeps it
         if VariableLayer is not None:
-            self.register_host_variables({}, VariableLayer.CACHEABLE_FACT)  # no legacy ansible_facts registration
+            self.register_host_variables(host_facts or {}, VariableLayer.CACHEABLE_FACT)  # no other legacy ansible_facts
             self.register_host_variables(facts, VariableLayer.EPHEMERAL_FACT)
         else:  # pragma: no cover
-            result['ansible_facts'] = facts
+            result['ansible_facts'] = dict(host_facts or {}, **facts)
 
-    def _not_planned(self, result, why, roles):
+    @staticmethod
+    def _not_planned(result, why, roles):
         # order: the roles, none skipped (prefix 0): playbooks/tasks/deploy.yml includes them all, each probing itself
-        self._set(result, {'__converge_plan': {'current': False, 'order': roles, 'prefix': 0, 'why': why}})
         result.update(changed=False, current=False, msg='converge plan: not planned (%s); each role probes itself' % why)
-        return result
+        return {'__converge_plan': {'current': False, 'order': roles, 'prefix': 0, 'why': why}}
 
     def _role_file(self, role_path, sub):
         path = os.path.join(role_path, sub, 'main.yml')
         return (self._loader.load_from_file(path, trusted_as_template=True) or {}) if os.path.isfile(path) else {}
 
-    def _role_view(self, role, task_vars, extra_vars, published):
-        """(inputs, checks) of `role` as its own probe templates them: the role's defaults under the play's variables,
-        its vars above them, the facts earlier roles published (as set_fact sets them) and the extra vars on top."""
-        role_path = os.path.join(_ROOT, 'roles', role)
+    def _role_templar(self, role_path, task_vars, extra_vars, published):
+        """(a templar, its variables) as the role sees them: the role's defaults under the play's variables, its vars
+        above them, the facts earlier roles published (as set_fact sets them) and the extra vars on top."""
         variables = dict(self._role_file(role_path, 'defaults'))
         variables.update(task_vars)
         variables.update(self._role_file(role_path, 'vars'))
         variables.update(published)
         variables.update(extra_vars)
-        templar = self._templar.copy_with_new_env(available_variables=variables)
+        return self._templar.copy_with_new_env(available_variables=variables), variables
+
+    def _look_var(self, look, name, task_vars, extra_vars, facts):
+        """The role variable `name` templated as look['role'] sees it, with `facts` set as set_fact sets them."""
+        templar, variables = self._role_templar(os.path.join(_ROOT, 'roles', look['role']), task_vars, extra_vars, facts)
+        if name not in variables:
+            raise AnsibleActionFail('dgxspark.ds4.converge_plan look: %s is not a variable of the role %s' % (
+                name, look['role']))
+        return templar.template(variables[name])
+
+    def _look_paths(self, look, task_vars, extra_vars):
+        """The paths of the look: look['paths_var'] templated as look['role'] sees it."""
+        paths = self._look_var(look, look['paths_var'], task_vars, extra_vars, {})
+        if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
+            raise AnsibleActionFail('dgxspark.ds4.converge_plan look: %s must be a list of paths, got %r' % (
+                look['paths_var'], paths))
+        return paths
+
+    def _role_view(self, role, task_vars, extra_vars, published):
+        """(inputs, checks) of `role` as its own probe templates them (_role_templar)."""
+        role_path = os.path.join(_ROOT, 'roles', role)
+        templar, variables = self._role_templar(role_path, task_vars, extra_vars, published)
         inputs = templar.template(variables['__%s_converge_inputs' % role])
         checks = templar.template(variables['__%s_converge_checks' % role])
         code_hash = probe_action.code_hash_for(role_path, os.path.join(_ROOT, 'roles', '_converge'))
@@ -89,33 +120,69 @@ class ActionModule(probe_action.ActionModule):
         task_vars = task_vars or {}
         result = super(probe_action.ActionModule, self).run(tmp, task_vars)  # ActionBase.run: the task's own setup
         dummy, args = self.validate_argument_spec(argument_spec=_ARG_SPEC)
+        extra_vars = load_extra_vars(self._loader)
+        look = args['look']
+        paths = self._look_paths(look, task_vars, extra_vars) if look else None
+        files, host_facts = None, {}
+        if paths is not None and not self._direct_interpreter(task_vars):
+            # the node's Python not known yet (the deploy's first node task): the look through the module first, whose
+            # run discovers it (as any first module does); the plan's node calls then run directly
+            files = self._look_files(paths, task_vars)
+            host_facts = dict((name, value) for name, value in (files.get('ansible_facts') or {}).items()
+                              if name.startswith('discovered_interpreter_'))
+            task_vars = dict(task_vars, ansible_facts=dict(task_vars.get('ansible_facts') or {}, **host_facts))
+        # else the look goes with the plan's first node call where the plan makes one (None: it did not)
+        facts, looked = self._plan(result, args, task_vars, extra_vars, paths if files is None else None)
+        if paths is not None:
+            files = files or looked or self._look_files(paths, task_vars)
+            if files.get('failed'):
+                result.update(failed=True, msg=files.get('msg'))
+                return result
+            facts[look['fact']] = {'changed': False, 'files': files['files']}
+            seen = {look['fact']: facts[look['fact']]}
+            if look['refuse']:
+                problem = self._look_var(look, look['refuse'], task_vars, extra_vars, seen)
+                if problem:
+                    result.update(failed=True, msg=str(problem))
+                    return result
+            for fact, name in sorted(look['decide'].items()):
+                facts[fact] = self._look_var(look, name, task_vars, extra_vars, seen)
+        self._set(result, facts, host_facts)
+        return result
+
+    def _plan(self, result, args, task_vars, extra_vars, paths):
+        """(the facts to set, the look's answer or None): the plan's node calls, the look sent with the first."""
         if args['full'] or args['only']:
-            return self._not_planned(result, 'ds4_converge_full' if args['full'] else 'ds4_converge_roles', args['roles'])
+            return self._not_planned(result, 'ds4_converge_full' if args['full'] else 'ds4_converge_roles', args['roles']), None
         if sorted(args['tags']) != ['all'] or args['skip_tags']:
-            return self._not_planned(result, '--tags or --skip-tags given', args['roles'])
+            return self._not_planned(result, '--tags or --skip-tags given', args['roles']), None
         interpreter = self._direct_interpreter(task_vars)
         if not interpreter:
-            return self._not_planned(result, 'the node\'s Python is not known yet, or the connection does not pipeline', args['roles'])
+            return self._not_planned(result, 'the node\'s Python is not known yet, or the connection does not pipeline',
+                                     args['roles']), None
         state_dir = args['state_dir']
-        answer = self._node(interpreter, dict(state_dir=state_dir, phase='published', roles=args['roles']), task_vars)
+        first = dict(state_dir=state_dir, phase='published', roles=args['roles'])
+        if paths is not None and all(path.startswith('/') for path in paths):
+            first['files'] = paths
+        answer = self._node(interpreter, first, task_vars)
         if answer.get('failed'):
-            return self._not_planned(result, answer.get('msg'), args['roles'])
+            return self._not_planned(result, answer.get('msg'), args['roles']), None
+        files = {'files': answer['files']} if 'files' in first else None
         records = answer['published']
         missing = [role for role in args['roles'] if records.get(role) is None]
         if missing:
-            return self._not_planned(result, 'no converge record of %s on this node' % ', '.join(missing), args['roles'])
-        extra_vars = load_extra_vars(self._loader)
+            return self._not_planned(result, 'no converge record of %s on this node' % ', '.join(missing), args['roles']), files
         published, probes = {}, []
         for role in args['roles']:
             try:
                 probes.append(self._role_view(role, task_vars, extra_vars, published))
             except Exception as exc:  # pylint: disable=broad-except  # any failure to template: the role decides itself
                 return self._not_planned(result, '%s: its inputs could not be computed before the role (%s)' % (
-                    role, str(exc).splitlines()[0][:300]), args['roles'])
+                    role, str(exc).splitlines()[0][:300]), args['roles']), files
             published.update(records[role])
         answer = self._node(interpreter, dict(state_dir=state_dir, phase='probe', roles=probes), task_vars)
         if answer.get('failed'):
-            return self._not_planned(result, answer.get('msg'), args['roles'])
+            return self._not_planned(result, answer.get('msg'), args['roles']), files
         found = answer['roles']
         # The roles as recorded here up to the first that is not: those the deploy may skip (a role after one that runs
         # may read what that one publishes or changes, so its verdict here says nothing)
@@ -142,6 +209,5 @@ class ActionModule(probe_action.ActionModule):
             msg = 'converge plan: %s%s differs (%s); from %s on, each role probes itself' % (
                 'as recorded on this node: %s; then ' % ', '.join(prefix) if prefix else '', first,
                 '; '.join(differ[first])[:400], first)
-        self._set(result, facts)
         result.update(changed=False, current=current, differ=differ, msg=msg, _ansible_verbose_always=True)
-        return result
+        return facts, files

@@ -213,6 +213,15 @@ class ActionModule(ActionBase):
             value = (task_vars.get('ansible_facts') or {}).get('discovered_interpreter_python')
         return value if isinstance(value, str) and _INTERPRETER_RE.match(value) else None
 
+    def _look_files(self, paths, task_vars):
+        """dgxspark.ds4.file_state's result for paths on this node: a direct run where one can be (_direct_interpreter),
+        else the module; a path not absolute as written goes to the module too, whose argument handling expands ~."""
+        interpreter = self._direct_interpreter(task_vars) if all(path.startswith('/') for path in paths) else None
+        if interpreter:
+            return self._probe_directly(interpreter, {'paths': list(paths)}, entry='files')
+        return self._execute_module(module_name='dgxspark.ds4.file_state', module_args={'paths': list(paths)},
+                                    task_vars=task_vars)
+
     def _probe_directly(self, interpreter, module_args, entry='probe'):
         """state=probe without a module upload: module_utils/_converge/converge_state.py's own source (with node_probe's,
         which it imports) and the arguments, through the connection (pipelined, become as the task has it) to the node's

@@ -25,11 +25,5 @@ class ActionModule(probe_action.ActionModule):
         task_vars = task_vars or {}
         result = super(probe_action.ActionModule, self).run(tmp, task_vars)  # ActionBase.run: the task's own setup
         dummy, args = self.validate_argument_spec(argument_spec=_ARG_SPEC)
-        # a path not absolute as written goes through the module, whose argument handling expands ~
-        interpreter = self._direct_interpreter(task_vars) if all(path.startswith('/') for path in args['paths']) else None
-        if interpreter:
-            result.update(self._probe_directly(interpreter, dict(args), entry='files'))
-        else:
-            result.update(self._execute_module(module_name='dgxspark.ds4.file_state', module_args=dict(args),
-                                               task_vars=task_vars))
+        result.update(self._look_files(args['paths'], task_vars))
         return result

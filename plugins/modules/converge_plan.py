@@ -23,7 +23,9 @@ description:
     the record the role wrote, so the plan is not current and the roles run.
   - Nothing is planned (the result says why, and each role probes itself) with O(full), O(only), O(tags) other than
     V(all) or any O(skip_tags), without a converge record of every role on the node, when a role's inputs cannot be
-    computed before the role, or when the node's Python is not known yet or the connection does not pipeline.
+    computed before the role, or when the node's Python is not known yet or the connection does not pipeline (with
+    O(look), the look runs through C(dgxspark.ds4.file_state)'s module first when the Python is not known, and that run
+    discovers it, as a first module run does).
   - Logic on the node is C(plugins/module_utils/_converge/converge_state.py) (C(plan), C(probe)).
 author:
   - dgxspark.ds4 contributors (@dgxspark)
@@ -56,6 +58,34 @@ options:
     description: Where the roles' converge records are on the node.
     type: path
     default: /var/lib/dgxspark-ds4/converge
+  look:
+    description:
+      - One look at files on the node, taken whether the plan is made or not, in the plan's first node call where it
+        makes one (a deploy needs no task of its own for it).
+      - Sets the fact named O(look.fact) to what C(dgxspark.ds4.file_state) returns for those paths.
+    type: dict
+    suboptions:
+      role:
+        description: The role whose defaults and vars O(look.paths_var) is templated with.
+        type: str
+        required: true
+      paths_var:
+        description: The variable holding the list of paths (absolute; a path with C(~) goes through the module).
+        type: str
+        required: true
+      fact:
+        description: The name of the fact that receives the result.
+        type: str
+        required: true
+      refuse:
+        description:
+          - A variable of O(look.role), templated with the look's fact set; a non-empty value fails the task with it as
+            the message (before any host changes).
+        type: str
+      decide:
+        description: Facts to set, each the value of a variable of O(look.role) templated with the look's fact set.
+        type: dict
+        default: {}
 extends_documentation_fragment:
   - dgxspark.ds4.attributes
 attributes:
@@ -79,6 +109,12 @@ EXAMPLES = r'''
     roles: [host_hardening, firewall, vllm_service]
     tags: "{{ ansible_run_tags }}"
     skip_tags: "{{ ansible_skip_tags }}"
+    look:
+      role: api_proxy
+      paths_var: _api_proxy_tls_paths
+      fact: _api_proxy_tls_found
+      refuse: _api_proxy_tls_site_ca_problem
+      decide: {__api_proxy_tls_current: _api_proxy_tls_current}
 '''
 
 RETURN = r'''
@@ -107,7 +143,12 @@ def main():
                                               only=dict(type='list', elements='str', default=[]),
                                               tags=dict(type='list', elements='str', default=['all']),
                                               skip_tags=dict(type='list', elements='str', default=[]),
-                                              state_dir=dict(type='path', default='/var/lib/dgxspark-ds4/converge')),
+                                              state_dir=dict(type='path', default='/var/lib/dgxspark-ds4/converge'),
+                                              look=dict(type='dict', options=dict(role=dict(type='str', required=True),
+                                                                                  paths_var=dict(type='str', required=True),
+                                                                                  fact=dict(type='str', required=True),
+                                                                                  refuse=dict(type='str'),
+                                                                                  decide=dict(type='dict', default={})))),
                            supports_check_mode=True)
     module.fail_json(msg='dgxspark.ds4.converge_plan is an action plugin; this module file must not execute on a host.')
 

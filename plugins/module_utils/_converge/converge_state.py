@@ -290,7 +290,8 @@ def probe(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> d
 def plan(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> dict[str, Any]:
     """Several roles in one node call (read-only; the deploy's converge plan, plugins/action/converge_plan.py).
     params: state_dir, phase and roles. phase ``published``: roles is a list of role names; returns, per role, the
-    facts its record published (None without a usable record): the values later roles read as inputs. phase
+    facts its record published (None without a usable record): the values later roles read as inputs, and with
+    ``files`` (absolute paths) what ``files`` returns for them under ``files``. phase
     ``probe``: roles is a list of probe parameters (role, digest, inputs, checks, secret_inputs); returns each role's
     probe result, as ``probe`` gives it, under ``roles``."""
     state_dir = params['state_dir']
@@ -300,7 +301,14 @@ def plan(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> di
             record = load_record(record_path(state_dir, role))
             usable = isinstance(record, dict) and record.get('version') == RECORD_VERSION
             published[role] = (record.get('published') or {}) if usable else None
-        return {'changed': False, 'published': published}
+        out = {'changed': False, 'published': published}
+        if params.get('files') is not None:
+            # the deploy's look at the fronts' TLS material in the same call (dgxspark.ds4.converge_plan look)
+            looked = files({'paths': params['files']}, run)
+            if looked.get('failed'):
+                return looked
+            out['files'] = looked['files']
+        return out
     results: dict[str, Any] = {}
     for item in params['roles']:
         results[item['role']] = probe(dict(item, state_dir=state_dir), run, check_mode)

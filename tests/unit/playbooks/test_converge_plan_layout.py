@@ -96,3 +96,30 @@ def test_the_decision_is_the_pairs_and_never_run_once():
     assert 'run_once' not in decision
     expression = decision['ansible.builtin.set_fact']['ds4_converge_skip']
     assert "ds4_effective['pair']['hosts']" in expression and "map(attribute='prefix') | min" in expression, expression
+
+
+def test_the_plan_looks_at_the_fronts_material_and_decides_as_tls_look_does():
+    """The deploy's look at the fronts' TLS material is the converge plan's (its first node call), and so are its one CA
+    per site and its decision: the same role variables and the same facts as roles/api_proxy/tasks/tls_look.yml's
+    file_state task and tls_decide.yml's assert and set_fact (switch.yml and maintenance.yml look and decide with those),
+    before the roles that change the nodes."""
+    tasks = _load('deploy.yml')
+    dummy, at = _plan_roles(tasks)
+    look = tasks[at]['dgxspark.ds4.converge_plan']['look']
+    own = _role_tasks('api_proxy', 'tls_look.yml')
+    assert own[0]['dgxspark.ds4.file_state'] == {'paths': '{{ %s }}' % look['paths_var']}
+    assert (look['role'], own[0]['register']) == ('api_proxy', look['fact'])
+    assert own[1]['ansible.builtin.import_tasks'] == 'tls_decide.yml'
+    decide = _role_tasks('api_proxy', 'tls_decide.yml')
+    assert decide[0]['ansible.builtin.assert'] == {'that': '%s | length == 0' % look['refuse'],
+                                                   'fail_msg': '{{ %s }}' % look['refuse'], 'quiet': True}
+    assert decide[1]['ansible.builtin.set_fact'] == dict((fact, '{{ %s }}' % var) for fact, var in look['decide'].items())
+    assert len(decide) == 2
+    roles = [i for i, t in enumerate(tasks) if t.get('ansible.builtin.include_tasks') == 'deploy_roles.yml']
+    assert at < roles[0]
+    assert not [t for t in tasks if (t.get('ansible.builtin.include_role') or {}).get('tasks_from', '').startswith('tls_')]
+
+
+def _role_tasks(role, name):
+    with open(os.path.join(REPO, 'roles', role, 'tasks', name)) as handle:
+        return yaml.safe_load(handle)

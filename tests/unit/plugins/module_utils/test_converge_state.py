@@ -355,6 +355,13 @@ def test_plan_reads_the_published_facts_then_probes_every_role_in_one_call(tmp_p
 
     published = boot({'state_dir': state, 'phase': 'published', 'roles': ['first', 'old', 'none']})
     assert published == {'changed': False, 'published': {'first': {'first_ref': 'img:1'}, 'old': None, 'none': None}}
+    # the deploy's look at files (converge_plan look) in the same call: what file_state returns for them
+    paths = [str(conf), str(tmp_path / 'nowhere')]
+    looked = boot({'state_dir': state, 'phase': 'published', 'roles': ['first'], 'files': paths})
+    assert looked['files'] == cs.files({'paths': paths}, None)['files'] and looked['files'][paths[1]] == 'absent'
+    assert looked['files'][paths[0]].startswith('sha1:') and looked['published'] == {'first': {'first_ref': 'img:1'}}
+    refused = boot({'state_dir': state, 'phase': 'published', 'roles': ['first'], 'files': ['etc/x']})
+    assert refused['failed'] is True and 'etc/x' in refused['msg'], refused
     one = {'role': 'first', 'digest': digest, 'inputs': per_input, 'checks': checks}
     changed = {'role': 'first', 'digest': cs.inputs_digest({'v': 2}, 'code1')[0], 'inputs': {'v': 'other'}, 'checks': checks}
     probed = boot({'state_dir': state, 'phase': 'probe', 'roles': [one, dict(changed, role='none')]})

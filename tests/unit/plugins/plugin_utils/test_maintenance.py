@@ -145,7 +145,11 @@ def test_the_plan_of_maintenance_yml_refuses_first_then_one_pair_at_a_time_throu
             assert task[module] == {'name': 'dgxspark.ds4.api_proxy', 'rolespec_validate': False, 'tasks_from': 'tls_look'}
             look = _tasks('roles/api_proxy/tasks/tls_look.yml')
             assert [[k for k in t if '.' in k and k != 'name'][0] for t in look] == [
-                'dgxspark.ds4.file_state', 'ansible.builtin.assert', 'ansible.builtin.set_fact']
+                'dgxspark.ds4.file_state', 'ansible.builtin.import_tasks']
+            assert look[1]['ansible.builtin.import_tasks'] == 'tls_decide.yml'
+            decide = _tasks('roles/api_proxy/tasks/tls_decide.yml')
+            assert [[k for k in t if '.' in k and k != 'name'][0] for t in decide] == [
+                'ansible.builtin.assert', 'ansible.builtin.set_fact']
     include = rolling['tasks'][0]
     assert include['ansible.builtin.include_tasks'] == 'tasks/rolling.yml' and include['vars']['ds4_rolling_action'] == 'maintain'
     assert include['loop'] == '{{ ds4_ops_rolling_pairs }}' and 'when' not in include
