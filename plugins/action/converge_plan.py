@@ -36,6 +36,8 @@ _ARG_SPEC = dict(
     tags=dict(type='list', elements='str', default=['all']),
     skip_tags=dict(type='list', elements='str', default=[]),
     state_dir=dict(type='path', default='/var/lib/dgxspark-ds4/converge'),
+    # the fact the plan is set as (the deploy plans twice: the roles in front, then the router and the API proxy)
+    fact=dict(type='str', default='__converge_plan'),
     # One look at files on this node in the same node call (dgxspark.ds4.file_state's result, set as the fact `fact`):
     # the paths are the value of the variable `paths_var` as the role `role` sees it (its defaults and vars), so the
     # deploy needs no task of its own for it (the fronts' TLS material: roles/api_proxy/tasks/tls_look.yml)
@@ -67,10 +69,10 @@ class ActionModule(probe_action.ActionModule):
             result['ansible_facts'] = dict(host_facts or {}, **facts)
 
     @staticmethod
-    def _not_planned(result, why, roles):
+    def _not_planned(result, why, args):
         # order: the roles, none skipped (prefix 0): playbooks/tasks/deploy.yml includes them all, each probing itself
         result.update(changed=False, current=False, msg='converge plan: not planned (%s); each role probes itself' % why)
-        return {'__converge_plan': {'current': False, 'order': roles, 'prefix': 0, 'why': why}}
+        return {args['fact']: {'current': False, 'order': args['roles'], 'prefix': 0, 'skippable': [], 'why': why}}
 
     def _role_file(self, role_path, sub):
         path = os.path.join(role_path, sub, 'main.yml')
@@ -153,36 +155,36 @@ class ActionModule(probe_action.ActionModule):
     def _plan(self, result, args, task_vars, extra_vars, paths):
         """(the facts to set, the look's answer or None): the plan's node calls, the look sent with the first."""
         if args['full'] or args['only']:
-            return self._not_planned(result, 'ds4_converge_full' if args['full'] else 'ds4_converge_roles', args['roles']), None
+            return self._not_planned(result, 'ds4_converge_full' if args['full'] else 'ds4_converge_roles', args), None
         if sorted(args['tags']) != ['all'] or args['skip_tags']:
-            return self._not_planned(result, '--tags or --skip-tags given', args['roles']), None
+            return self._not_planned(result, '--tags or --skip-tags given', args), None
         interpreter = self._direct_interpreter(task_vars)
         if not interpreter:
             return self._not_planned(result, 'the node\'s Python is not known yet, or the connection does not pipeline',
-                                     args['roles']), None
+                                     args), None
         state_dir = args['state_dir']
         first = dict(state_dir=state_dir, phase='published', roles=args['roles'])
         if paths is not None and all(path.startswith('/') for path in paths):
             first['files'] = paths
         answer = self._node(interpreter, first, task_vars)
         if answer.get('failed'):
-            return self._not_planned(result, answer.get('msg'), args['roles']), None
+            return self._not_planned(result, answer.get('msg'), args), None
         files = {'files': answer['files']} if 'files' in first else None
         records = answer['published']
         missing = [role for role in args['roles'] if records.get(role) is None]
         if missing:
-            return self._not_planned(result, 'no converge record of %s on this node' % ', '.join(missing), args['roles']), files
+            return self._not_planned(result, 'no converge record of %s on this node' % ', '.join(missing), args), files
         published, probes = {}, []
         for role in args['roles']:
             try:
                 probes.append(self._role_view(role, task_vars, extra_vars, published))
             except Exception as exc:  # pylint: disable=broad-except  # any failure to template: the role decides itself
                 return self._not_planned(result, '%s: its inputs could not be computed before the role (%s)' % (
-                    role, str(exc).splitlines()[0][:300]), args['roles']), files
+                    role, str(exc).splitlines()[0][:300]), args), files
             published.update(records[role])
         answer = self._node(interpreter, dict(state_dir=state_dir, phase='probe', roles=probes), task_vars)
         if answer.get('failed'):
-            return self._not_planned(result, answer.get('msg'), args['roles']), files
+            return self._not_planned(result, answer.get('msg'), args), files
         found = answer['roles']
         # The roles as recorded here up to the first that is not: those the deploy may skip (a role after one that runs
         # may read what that one publishes or changes, so its verdict here says nothing)
@@ -194,8 +196,8 @@ class ActionModule(probe_action.ActionModule):
         differ = dict((role, found[role].get('reasons') or [found[role].get('msg') or 'failed'])
                       for role in args['roles'] if not found[role].get('current'))
         current = len(prefix) == len(args['roles'])
-        facts = {'__converge_plan': {'current': current, 'order': args['roles'], 'prefix': len(prefix),
-                                     'digests': dict((r, found[r].get('digest')) for r in args['roles'])}}
+        facts = {args['fact']: {'current': current, 'order': args['roles'], 'prefix': len(prefix), 'skippable': prefix,
+                                'digests': dict((r, found[r].get('digest')) for r in args['roles'])}}
         # as converge_decide sets them for a skipped role: its published facts and its entry in __converge_needed
         needed = dict(task_vars.get('__converge_needed') or {})
         for role in prefix:

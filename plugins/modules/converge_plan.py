@@ -15,7 +15,7 @@ description:
     role's start, from the role's C(__<role>_converge_inputs) and C(__<role>_converge_checks) templated with its defaults
     and vars as the role sees them; then probes all of them on the node in one call (read-only), after reading the facts
     each role's record published (the later roles' inputs).
-  - Sets, as C(ansible.builtin.set_fact) does, C(__converge_plan) (C(current) true when every role is as its record
+  - Sets, as C(ansible.builtin.set_fact) does, the fact O(fact) (C(current) true when every role is as its record
     says on this node) and, when current, every role's published facts and C(__converge_needed) with each role false,
     as C(dgxspark.ds4.converge_decide) sets them for a skipped role. The deploy sequence skips the roles whole only when
     every node of the play is current; otherwise each role probes and decides itself.
@@ -58,6 +58,10 @@ options:
     description: Where the roles' converge records are on the node.
     type: path
     default: /var/lib/dgxspark-ds4/converge
+  fact:
+    description: The name of the fact the plan is set as (the deploy plans twice, each under its own name).
+    type: str
+    default: __converge_plan
   look:
     description:
       - One look at files on the node, taken whether the plan is made or not, in the plan's first node call where it
@@ -144,6 +148,7 @@ def main():
                                               tags=dict(type='list', elements='str', default=['all']),
                                               skip_tags=dict(type='list', elements='str', default=[]),
                                               state_dir=dict(type='path', default='/var/lib/dgxspark-ds4/converge'),
+                                              fact=dict(type='str', default='__converge_plan'),
                                               look=dict(type='dict', options=dict(role=dict(type='str', required=True),
                                                                                   paths_var=dict(type='str', required=True),
                                                                                   fact=dict(type='str', required=True),

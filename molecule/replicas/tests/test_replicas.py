@@ -144,7 +144,13 @@ def test_a_noop_site_skips_the_router_and_the_controllers_tls_work_and_a_disable
     untouched."""
     out, _took = playbook('site.yml')
     flat = ' '.join(out.split())
-    assert flat.count('router: as recorded on every node, skipped') == 2, flat[-3000:]
+    # the router and the API proxy in the plan after readiness: as recorded on both router hosts (the router with the
+    # proxy) and on the workers (the proxy), their includes skipped everywhere, neither probing itself
+    assert flat.count('converge plan: as recorded on this node: router, api_proxy') == 2, flat[-3000:]
+    assert flat.count('converge plan: as recorded on this node: api_proxy') == 2, flat[-3000:]
+    for title in ('Deploy | vllm-router in front of the pairs', 'Deploy | Expose the API to the allowed networks'):
+        assert _task_results(out, title) == ['skipping'] * 4, (title, out[-3000:])
+    assert 'router: runs (' not in flat and 'router: as recorded on every node' not in flat, flat[-3000:]
     # each host's front material looked at once (file_state's look, in the converge plan) and found as written (the workers': absent),
     # the CA and every front's certificate on the controller as made: tasks/tls.yml not even included anywhere (none
     # of its tasks: the CA's, each host's key and certificate, writing or removing material)

@@ -31,8 +31,9 @@ def _deploy():
 
 
 def _plan_roles(tasks):
+    """The roles in front's plan (the first; the second, after readiness, is the router's and the API proxy's)."""
     plans = [t for t in tasks if 'dgxspark.ds4.converge_plan' in t]
-    assert len(plans) == 1, plans
+    assert len(plans) == 2 and plans[0]['dgxspark.ds4.converge_plan'].get('fact', '__converge_plan') == '__converge_plan'
     return plans[0]['dgxspark.ds4.converge_plan']['roles'], tasks.index(plans[0])
 
 
@@ -44,7 +45,7 @@ def test_the_plan_names_exactly_the_roles_the_deploy_skips_on_it_in_order():
         include = task.get('ansible.builtin.include_role') or {}
         when = task.get('when')
         whens = when if isinstance(when, list) else [when] if when else []
-        skip = [w for w in whens if 'ds4_converge_skip' in w]
+        skip = [w for w in whens if 'ds4_converge_skip' in w and 'ds4_converge_skip_fronts' not in w]
         if skip:
             role = include['name'].rsplit('.', 1)[-1]
             assert index > at and 'tasks_from' not in include, task['name']
@@ -123,3 +124,48 @@ def test_the_plan_looks_at_the_fronts_material_and_decides_as_tls_look_does():
 def _role_tasks(role, name):
     with open(os.path.join(REPO, 'roles', role, 'tasks', name)) as handle:
         return yaml.safe_load(handle)
+
+
+def test_the_second_plan_covers_the_router_and_the_api_proxy_after_readiness():
+    """After readiness, one more plan for the router (on a router host, outside a rolling operation) and the API proxy:
+    its own fact; the router's include and verify read where the router belongs from the plan's order (one definition
+    of that condition); the router is skipped per host, the proxy per pair; a skipped router's endpoint comes from its
+    record (its record publishes router_endpoint, computed before the record is written)."""
+    tasks = _load('deploy.yml')
+    plans = [i for i, t in enumerate(tasks) if 'dgxspark.ds4.converge_plan' in t]
+    assert len(plans) == 2
+    second = tasks[plans[1]]
+    ready = [i for i, t in enumerate(tasks) if t.get('ansible.builtin.include_tasks') == 'ready.yml']
+    assert ready[0] < plans[1]
+    args = second['dgxspark.ds4.converge_plan']
+    assert args['fact'] == '__converge_plan_fronts' and 'look' not in args
+    roles = ' '.join(args['roles'].split())
+    assert roles.startswith("{{ (['router'] if ds4_effective['router']['enabled'] | bool and inventory_hostname in "
+                            "ds4_effective['router']['hosts'] and not (ds4_rolling | default(false) | bool) else [])"), roles
+    assert roles.endswith("+ ['api_proxy'] }}"), roles
+    first = tasks[plans[0]]['dgxspark.ds4.converge_plan']
+    assert dict((k, v) for k, v in args.items() if k not in ('roles', 'fact')) == dict(
+        (k, v) for k, v in first.items() if k not in ('roles', 'look'))
+    skip = ' '.join(tasks[plans[1] + 1]['ansible.builtin.set_fact']['ds4_converge_skip_fronts'].split())
+    assert "__converge_plan_fronts['skippable'] | select('eq', 'router')" in skip, skip
+    assert ("ds4_effective['pair']['hosts'] | select('in', ansible_play_hosts) | map('extract', hostvars, "
+            "['__converge_plan_fronts', 'skippable']) | reject('contains', 'api_proxy')") in skip, skip
+    by_name = dict((t['name'], t) for t in tasks)
+    router = by_name['Deploy | vllm-router in front of the pairs (several pairs; on each router host)']
+    assert router['when'] == ["'router' in __converge_plan_fronts['order']", "'router' not in ds4_converge_skip_fronts"]
+    assert router['vars'] == second['vars']
+    verify = by_name['Deploy | The router serves with every pair in rotation']
+    assert verify['when'] == "'router' in __converge_plan_fronts['order']" and verify['vars'] == second['vars']
+    proxy = by_name['Deploy | Expose the API to the allowed networks (reverse proxy on the head; allowlisted endpoints, API keys)']
+    assert proxy['when'] == "'api_proxy' not in ds4_converge_skip_fronts"
+    with open(os.path.join(REPO, 'roles', 'router', 'vars', 'main.yml')) as handle:
+        assert yaml.safe_load(handle)['__router_converge_published'] == '^router_endpoint$'
+    main = _role_tasks('router', 'main.yml')
+    names = [t['name'] for t in main]
+    assert names == ['Converge state | Probe and decide (dgxspark.ds4._converge)',
+                     'Publish where the router listens (api_proxy, monitoring)', 'Preflight, install, units, VRRP, record']
+    assert main[1]['ansible.builtin.import_tasks'] == 'endpoint.yml' and main[2]['when'] == "__converge_needed['router']"
+    for role in ('router', 'api_proxy'):
+        with open(os.path.join(REPO, 'roles', role, 'vars', 'main.yml')) as handle:
+            role_vars = yaml.safe_load(handle)
+        assert '__%s_converge_inputs' % role in role_vars and '__%s_converge_checks' % role in role_vars, role
