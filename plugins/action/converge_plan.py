@@ -138,7 +138,7 @@ class ActionModule(probe_action.ActionModule):
         if paths is not None:
             files = files or looked or self._look_files(paths, task_vars)
             if files.get('failed'):
-                result.update(failed=True, msg=files.get('msg'))
+                result.update(files)  # as file_state would fail: its message, the module's stdout and stderr
                 return result
             facts[look['fact']] = {'changed': False, 'files': files['files']}
             seen = {look['fact']: facts[look['fact']]}
