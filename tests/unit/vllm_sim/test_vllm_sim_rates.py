@@ -21,6 +21,17 @@ def _token_times(events):
     return [t for t, ev in events if ev != '[DONE]' and ev['choices'] and ev['choices'][0]['delta'].get('content')]
 
 
+def _rate(times):
+    """Tokens per second as the least-squares slope of the token index over its arrival time: the simulator's pacing
+    over the whole window. (n - 1) / (last - first) judges the client's wake-up at two instants instead: a first token
+    read 80 ms late under CI's load made a 2.2 s window 3.6 % fast (CI47). A pacing error of 2 % still shows here."""
+    n = len(times)
+    mean_t = sum(times) / n
+    mean_i = (n - 1) / 2.0
+    var = sum((t - mean_t) ** 2 for t in times)
+    return sum((t - mean_t) * (i - mean_i) for i, t in enumerate(times)) / var
+
+
 def _concurrent(sim, streams, max_tokens, timeout):
     results = [None] * streams
 
@@ -40,7 +51,7 @@ def test_per_stream_rate_within_2_percent(sim_factory):
     times = _token_times(events)
     usage = events[-2][1]['usage']
     assert usage['completion_tokens'] == len(times) == 240
-    rate = (usage['completion_tokens'] - 1) / (times[-1] - times[0])
+    rate = _rate(times)
     assert abs(rate - 100.0) / 100.0 < 0.02, rate
 
 
@@ -53,9 +64,9 @@ def test_aggregate_cap_within_2_percent(sim_factory):
     start = max(_token_times(ev)[0] for ev in results)
     end = min(_token_times(ev)[-1] for ev in results)
     inside = [t for t in all_times if start <= t <= end]
-    agg = (len(inside) - 1) / (inside[-1] - inside[0])
+    agg = _rate(inside)
     assert abs(agg - 200.0) / 200.0 < 0.02, agg
-    per_stream = [(len(_token_times(ev)) - 1) / (_token_times(ev)[-1] - _token_times(ev)[0]) for ev in results]
+    per_stream = [_rate(_token_times(ev)) for ev in results]
     assert all(abs(r - 50.0) / 50.0 < 0.05 for r in per_stream), per_stream
 
 
@@ -63,6 +74,5 @@ def test_uncapped_concurrency_scales(sim_factory):
     sim = sim_factory(env={'VLLM_SIM_TOKENS_PER_S': '80'}).wait_ready()
     results = sim.measured_without_stall(lambda: _concurrent(sim, 3, 180, 60))  # 2.2 s each
     for events in results:
-        times = _token_times(events)
-        rate = (len(times) - 1) / (times[-1] - times[0])
+        rate = _rate(_token_times(events))
         assert abs(rate - 80.0) / 80.0 < 0.02, rate
