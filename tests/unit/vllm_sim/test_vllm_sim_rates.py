@@ -3,9 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Token pacing of the vLLM simulator: per-stream and aggregate rates within 2 % as a benchmark measures them.
 
-Every window is at least 2 s: the checks share this 2-core machine with Molecule scenarios (`make suite`), and a
-0.74 s window (60 tokens at 80 tok/s) once came out 5 % low there; a fixed delay of a few tens of ms stays under
-2 % of 2 s. A window in which the simulator's step clock restarted after a longer host stall is measured again
+Every window is about 5 s: the checks share this 2-core machine with sanity, lint and Molecule scenarios
+(`make suite`). A 0.74 s window (60 tokens at 80 tok/s) once came out 5 % low there, and 2.2 s windows came out
++3.6 % (CI47, first-to-last) and -3.2 % (CI48, slope) with the machine loaded: delays of the simulator and the client
+of 100-200 ms near a window's ends, which 2 % of 5 s (100 ms) and the slope below absorb. A window in which the
+simulator's step clock restarted after a longer host stall is measured again
 (Sim.measured_without_stall): the simulator produced less than its rates then."""
 
 
@@ -47,19 +49,19 @@ def _concurrent(sim, streams, max_tokens, timeout):
 
 def test_per_stream_rate_within_2_percent(sim_factory):
     sim = sim_factory(env={'VLLM_SIM_TOKENS_PER_S': '100'}).wait_ready()
-    events = sim.measured_without_stall(lambda: stream_chat(sim, dict(BODY, max_tokens=240)))  # 2.4 s
+    events = sim.measured_without_stall(lambda: stream_chat(sim, dict(BODY, max_tokens=500)))  # 5 s
     times = _token_times(events)
     usage = events[-2][1]['usage']
-    assert usage['completion_tokens'] == len(times) == 240
+    assert usage['completion_tokens'] == len(times) == 500
     rate = _rate(times)
     assert abs(rate - 100.0) / 100.0 < 0.02, rate
 
 
 def test_aggregate_cap_within_2_percent(sim_factory):
     sim = sim_factory(env={'VLLM_SIM_TOKENS_PER_S': '100', 'VLLM_SIM_AGG_TOKENS_PER_S': '200'}).wait_ready()
-    results = sim.measured_without_stall(lambda: _concurrent(sim, 4, 100, 30))
+    results = sim.measured_without_stall(lambda: _concurrent(sim, 4, 250, 30))  # 5 s
     all_times = sorted(t for events in results for t in _token_times(events))
-    assert len(all_times) == 400
+    assert len(all_times) == 1000
     # steady-state window: from the time all 4 streams have produced a token to the first stream finishing.
     start = max(_token_times(ev)[0] for ev in results)
     end = min(_token_times(ev)[-1] for ev in results)
@@ -72,7 +74,7 @@ def test_aggregate_cap_within_2_percent(sim_factory):
 
 def test_uncapped_concurrency_scales(sim_factory):
     sim = sim_factory(env={'VLLM_SIM_TOKENS_PER_S': '80'}).wait_ready()
-    results = sim.measured_without_stall(lambda: _concurrent(sim, 3, 180, 60))  # 2.2 s each
+    results = sim.measured_without_stall(lambda: _concurrent(sim, 3, 400, 60))  # 5 s each
     for events in results:
         rate = _rate(_token_times(events))
         assert abs(rate - 80.0) / 80.0 < 0.02, rate
