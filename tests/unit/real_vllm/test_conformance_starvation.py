@@ -143,7 +143,10 @@ def test_per_request_prefill_fails_conformance(tmp_path, monkeypatch):
     sim = run_sim(str(tmp_path), config)
     assert sim['recorded']['env'].get('VLLM_SIM_SCHEDULER') == 'per_request'
     shapes = observe.starvation_shapes(sim)
-    assert shapes['short_during_long'] == 'within_step', figures(sim)
+    # S served at once ('within_step'); 'mixed' when the loaded host delays one S past a few steps (CI49: S during
+    # 0.161 and 0.037 s, S alone 0.027): either is not real vLLM's 'waits_rest_of_long', which is what this test shows
+    assert shapes['short_during_long'] in ('within_step', 'mixed'), figures(sim)
+    assert shapes['short_during_long'] != WAITS['short_during_long'], figures(sim)
     assert shapes['waiting_while_short_waits'] in (None, False), figures(sim)
     diffs = differences(real_trace(config), sim)
     assert sorted(d.split(':')[0] for d in diffs) == ['short_during_long', 'waiting_while_short_waits'], diffs
