@@ -15,9 +15,10 @@ role after one that runs may read what that one publishes or changes: its verdic
 It can only err towards running the roles: a digest computed here that differs from the role's own (a variable seen
 otherwise than in the role) never equals the record the role wrote, so the plan is "not current" and the roles run.
 Nothing here is planned (the roles probe themselves) under ds4_converge_full, ds4_converge_roles, --tags or
---skip-tags (a tag can select tasks inside a role, e.g. --tags vllm_service_force_restart), or when the node's
-Python is not known yet or the connection does not pipeline (the plan's one call runs converge_state's own code
-directly, as the roles' direct probes do).
+--skip-tags (a tag can select tasks inside a role, e.g. --tags vllm_service_force_restart), or when the connection
+does not pipeline or the node's Python is neither known nor discoverable here (the plan's calls run converge_state's
+own code directly, as the roles' direct probes do; the deploy's first node task discovers the Python itself,
+converge_state's _discover_interpreter, instead of a module run).
 """
 
 
@@ -61,7 +62,7 @@ class ActionModule(probe_action.ActionModule):
     TRANSFERS_FILES = False
 
     def _set(self, result, facts, host_facts=None):
-        # host_facts: the interpreter the look's module run discovered, kept as a module's run keeps it
+        # host_facts: the interpreter discovered here (_discover_interpreter), kept as a module's run keeps it
         if VariableLayer is not None:
             self.register_host_variables(host_facts or {}, VariableLayer.CACHEABLE_FACT)  # no other legacy ansible_facts
             self.register_host_variables(facts, VariableLayer.EPHEMERAL_FACT)
@@ -125,18 +126,15 @@ class ActionModule(probe_action.ActionModule):
         extra_vars = load_extra_vars(self._loader)
         look = args['look']
         paths = self._look_paths(look, task_vars, extra_vars) if look else None
-        files, host_facts = None, {}
-        if paths is not None and not self._direct_interpreter(task_vars):
-            # the node's Python not known yet (the deploy's first node task): the look through the module first, whose
-            # run discovers it (as any first module does); the plan's node calls then run directly
-            files = self._look_files(paths, task_vars)
-            host_facts = dict((name, value) for name, value in (files.get('ansible_facts') or {}).items()
-                              if name.startswith('discovered_interpreter_'))
+        # the node's Python not known yet (the deploy's first node task): discovered here as a first module run would
+        # (one shell command), so that the plan and the look run directly; kept as that run's result keeps it
+        host_facts = self._discover_interpreter(task_vars)
+        if host_facts:
             task_vars = dict(task_vars, ansible_facts=dict(task_vars.get('ansible_facts') or {}, **host_facts))
-        # else the look goes with the plan's first node call where the plan makes one (None: it did not)
-        facts, looked = self._plan(result, args, task_vars, extra_vars, paths if files is None else None)
+        # the look goes with the plan's first node call where the plan makes one (None: it did not)
+        facts, looked = self._plan(result, args, task_vars, extra_vars, paths)
         if paths is not None:
-            files = files or looked or self._look_files(paths, task_vars)
+            files = looked or self._look_files(paths, task_vars)
             if files.get('failed'):
                 result.update(files)  # as file_state would fail: its message, the module's stdout and stderr
                 return result

@@ -26,6 +26,7 @@ import shlex
 import yaml
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
+from ansible.executor.interpreter_discovery import discover_interpreter
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
@@ -212,6 +213,22 @@ class ActionModule(ActionBase):
         else:
             value = (task_vars.get('ansible_facts') or {}).get('discovered_interpreter_python')
         return value if isinstance(value, str) and _INTERPRETER_RE.match(value) else None
+
+    def _discover_interpreter(self, task_vars):
+        """{'discovered_interpreter_python': path} where a direct run waits only for the node's Python: the connection
+        pipelines, no ansible_python_interpreter, nothing discovered on this host yet and interpreter_python says to
+        discover it (auto, auto_silent). ansible-core's own discovery (one shell command through the connection), as a
+        module's first run on the host does before it runs: the caller keeps it as that run's result keeps it (a
+        cacheable fact, so later modules on the host do not discover again). {} otherwise, and the caller's module
+        run discovers it as before."""
+        if (not self._connection.is_pipelining_enabled() or task_vars.get('ansible_python_interpreter')
+                or (task_vars.get('ansible_facts') or {}).get('discovered_interpreter_python')):
+            return {}
+        mode = C.config.get_config_value('INTERPRETER_PYTHON', variables=task_vars)
+        if not isinstance(mode, str) or not mode.startswith('auto'):
+            return {}
+        return {'discovered_interpreter_python': discover_interpreter(action=self, interpreter_name='python',
+                                                                      discovery_mode=mode, task_vars=task_vars)}
 
     def _look_files(self, paths, task_vars):
         """dgxspark.ds4.file_state's result for paths on this node: a direct run where one can be (_direct_interpreter),

@@ -8,7 +8,7 @@ DOCUMENTATION = r'''
 ---
 name: preload
 type: aggregate
-short_description: Import the collection's filter, test and action plugins once per run, before the workers fork
+short_description: Import the collection's plugins once per run before the workers fork; share compiled templates
 version_added: 0.1.0
 description:
   - ansible-playbook forks one worker process per task and host. A plugin the main process has not imported is imported
@@ -18,6 +18,13 @@ description:
     starts, with community.crypto's C(x509_certificate_info) filter, which the collection's TLS filters call; every
     worker then inherits them. On a no-op C(site.yml) over two pairs it took 16 % off the controller's
     CPU (C(docs/measurements.md)).
+  - It also installs the run's template compile cache (C(plugins/plugin_utils/template_cache.py)). Jinja compiles each
+    template string anew in every worker that renders it (a role default read on four hosts, four compiles, again in
+    the next task); with the cache, a worker keeps the code object it compiled in the run's local temporary directory
+    (private to the run's user, removed when the run ends) and the run's other workers read it instead of compiling
+    it again. The key is the template's text and every setting the compile reads (delimiters, whitespace handling,
+    extensions, ansible-core's C(escape_backslashes), the Python, Jinja and ansible-core versions). On a no-op
+    C(site.yml) over two pairs about a fifth of the controller's CPU was compiling templates (C(docs/measurements.md)).
   - It prints nothing and changes no result. A plugin that cannot be imported here is left to the task that uses it,
     which reports the error exactly as it would without this callback.
   - Enable it in C(ansible.cfg) (C(callbacks_enabled = dgxspark.ds4.preload) in C([defaults])), as the
@@ -32,6 +39,8 @@ import importlib
 import pkgutil
 
 from ansible.plugins.callback import CallbackBase
+
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import template_cache
 
 COLLECTION = 'dgxspark.ds4'
 # ansible-core's lookups this collection calls from its roles and playbooks. Only a speed hint: a lookup missing here
@@ -86,5 +95,6 @@ class CallbackModule(CallbackBase):
     CALLBACK_NEEDS_ENABLED = True
 
     def v2_playbook_on_start(self, playbook):
+        template_cache.install()
         for line in preload():
             self._display.vvv('dgxspark.ds4.preload: left to the task that uses it: %s' % line)

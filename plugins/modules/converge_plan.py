@@ -23,9 +23,10 @@ description:
     the record the role wrote, so the plan is not current and the roles run.
   - Nothing is planned (the result says why, and each role probes itself) with O(full), O(only), O(tags) other than
     V(all) or any O(skip_tags), without a converge record of every role on the node, when a role's inputs cannot be
-    computed before the role, or when the node's Python is not known yet or the connection does not pipeline (with
-    O(look), the look runs through C(dgxspark.ds4.file_state)'s module first when the Python is not known, and that run
-    discovers it, as a first module run does).
+    computed before the role, or when the connection does not pipeline or the node's Python is neither named nor
+    discoverable here (where it is not known yet and C(interpreter_python) is C(auto) or C(auto_silent), the task
+    discovers it with ansible-core's own discovery, one shell command, as a first module run would, and keeps it as a
+    fact as that run does).
   - Logic on the node is C(plugins/module_utils/_converge/converge_state.py) (C(plan), C(probe)).
 author:
   - dgxspark.ds4 contributors (@dgxspark)

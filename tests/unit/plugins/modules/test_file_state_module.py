@@ -113,3 +113,36 @@ def test_the_action_runs_directly_only_where_converge_state_would(monkeypatch):
         'module', 'dgxspark.ds4.file_state')                                    # not an interpreter path
     plugin._connection.pipelining = False
     assert run(['/etc/x'], known) == ('module', 'dgxspark.ds4.file_state')
+
+
+def test_the_plan_discovers_the_nodes_python_itself_only_where_a_direct_run_waits_for_it(monkeypatch):
+    """converge_state's _discover_interpreter (the deploy's first node task, dgxspark.ds4.converge_plan): ansible-core's
+    own discovery, one shell command, where the connection pipelines, nothing names or has found the node's Python and
+    interpreter_python says to discover it; otherwise nothing (a module run discovers it, or needs not)."""
+    from ansible import constants as C
+    from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
+
+    class Conn(object):
+        pipelining = True
+
+        def is_pipelining_enabled(self):
+            return self.pipelining
+
+    calls = []
+    plugin = object.__new__(action.ActionModule)
+    plugin._connection = Conn()
+    mode = ['auto_silent']
+    monkeypatch.setattr(C.config, 'get_config_value', lambda name, variables=None: mode[0] if name == 'INTERPRETER_PYTHON' else None)
+    monkeypatch.setattr(action, 'discover_interpreter', lambda action, interpreter_name, discovery_mode, task_vars: calls.append(
+        (action, interpreter_name, discovery_mode)) or '/usr/bin/python3.12')
+    assert plugin._discover_interpreter({}) == {'discovered_interpreter_python': '/usr/bin/python3.12'}
+    assert calls == [(plugin, 'python', 'auto_silent')]
+    del calls[:]
+    assert plugin._discover_interpreter({'ansible_facts': {'discovered_interpreter_python': '/usr/bin/python3'}}) == {}
+    assert plugin._discover_interpreter({'ansible_python_interpreter': '/opt/py/bin/python3'}) == {}
+    mode[0] = '/usr/bin/python3'                      # interpreter_python names one: the module run uses it
+    assert plugin._discover_interpreter({}) == {}
+    mode[0] = 'auto'
+    plugin._connection.pipelining = False            # no direct run without pipelining: the module discovers it
+    assert plugin._discover_interpreter({}) == {}
+    assert calls == []

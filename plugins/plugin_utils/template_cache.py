@@ -1,0 +1,122 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 dgxspark.ds4 contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One compile of each Jinja template per playbook run, shared by the run's workers (controller only).
+
+ansible-playbook forks a worker per task and host, and Jinja compiles every template string it renders from scratch
+(``Environment.from_string``: parse, generate Python, ``compile``), in every worker, each time: a template of a role's
+defaults read on four hosts is compiled four times, and again by the next task. On a no-op ``site.yml`` over two pairs
+that was about a fifth of the controller's CPU (docs/measurements.md). Installed by the ``dgxspark.ds4.preload``
+callback, ``Environment.compile`` keeps the code object it compiles for a template string in this process (a dict)
+and in the run's local temporary directory (``C.DEFAULT_LOCAL_TMP``: made by ansible-playbook for this run, private
+to its user, removed when the run ends), where the other workers of the same run read it (``marshal``, the format of
+Jinja's own bytecode cache) instead of compiling it again. Nothing outlives the run.
+
+The key is the template's text and everything the compile reads besides it: the environment's syntax and code
+generation settings, its class, its extensions and finalize, ansible-core's compile-time ``escape_backslashes``, and the
+versions of Python, Jinja and ansible-core. A template given as a parsed tree, one compiled for Jinja's ``raw`` output,
+or one compiled while ansible-core's template debugging is on is compiled as before, not cached. A cache file that
+cannot be read or written is ignored (the template is compiled). Without ansible-core's compile context (another
+ansible-core), nothing is installed.
+"""
+
+
+import hashlib
+import marshal
+import os
+import sys
+import tempfile
+import types
+
+import jinja2
+from ansible import constants as C
+from ansible.release import __version__ as ANSIBLE_VERSION
+
+try:
+    from ansible._internal._templating._jinja_bits import _TemplateCompileContext
+except ImportError:  # pragma: no cover - an ansible-core without it: install() does nothing
+    _TemplateCompileContext = None
+
+# What Environment.compile reads besides the source: jinja2.lexer.get_lexer's key and the code generator's settings.
+SETTINGS = ('block_start_string', 'block_end_string', 'variable_start_string', 'variable_end_string',
+            'comment_start_string', 'comment_end_string', 'line_statement_prefix', 'line_comment_prefix', 'trim_blocks',
+            'lstrip_blocks', 'newline_sequence', 'keep_trailing_newline', 'optimized', 'is_async', 'autoescape')
+SUBDIR = 'ds4-jinja-compiled'
+_MEMO = {}
+_ORIGINAL = []
+STATS = {'compiled': 0, 'memo': 0, 'shared': 0}
+
+
+def _name(value):
+    return '%s.%s' % (getattr(value, '__module__', ''), getattr(value, '__qualname__', repr(value)))
+
+
+def key(env, source, name, filename, defer_init):
+    """The cache key of one compile: sha256 over the source and what else the compile reads."""
+    context = _TemplateCompileContext.current(optional=True)
+    parts = [sys.version, jinja2.__version__, ANSIBLE_VERSION, _name(type(env)), _name(env.code_generator_class),
+             _name(env.finalize), repr(sorted(env.extensions)),
+             repr(tuple(getattr(env, setting, None) for setting in SETTINGS)),
+             repr(bool(context.escape_backslashes) if context else None), repr((name, filename, bool(defer_init)))]
+    digest = hashlib.sha256('\0'.join(parts).encode('utf-8'))
+    digest.update(b'\0' + source.encode('utf-8', 'surrogatepass'))
+    return digest.hexdigest()
+
+
+def _cache_dir():
+    return os.path.join(C.DEFAULT_LOCAL_TMP, SUBDIR)
+
+
+def _read(path):
+    """The code object in path, or None (no file yet, or anything else in it)."""
+    try:
+        with open(path, 'rb') as handle:
+            code = marshal.loads(handle.read())
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    return code if isinstance(code, types.CodeType) else None
+
+
+def _write(path, code):
+    try:
+        data = marshal.dumps(code)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix='.tmp-')
+        with os.fdopen(fd, 'wb') as handle:
+            handle.write(data)
+        os.replace(tmp, path)  # atomic: another worker reads the whole file or none
+    except (OSError, ValueError):
+        pass
+
+
+def compile_cached(self, source, name=None, filename=None, raw=False, defer_init=False):
+    """Environment.compile, with the code object of a template string kept for the run (see the module's doc)."""
+    original = _ORIGINAL[0]
+    if raw or not isinstance(source, str) or getattr(self, '_debuggable_template_source', False):
+        return original(self, source, name, filename, raw, defer_init)
+    digest = key(self, source, name, filename, defer_init)
+    code = _MEMO.get(digest)
+    if code is not None:
+        STATS['memo'] += 1
+        return code
+    path = os.path.join(_cache_dir(), digest)
+    code = _read(path)
+    if code is not None:
+        STATS['shared'] += 1
+    else:
+        code = original(self, source, name, filename, raw, defer_init)
+        STATS['compiled'] += 1
+        _write(path, code)
+    _MEMO[digest] = code
+    return code
+
+
+def install():
+    """Route Environment.compile through compile_cached in this process and the workers it forks later. Returns whether
+    it is installed (False with an ansible-core whose compile context is not known here)."""
+    if _TemplateCompileContext is None:
+        return False
+    if not _ORIGINAL:
+        _ORIGINAL.append(jinja2.Environment.compile)
+        jinja2.Environment.compile = compile_cached
+    return True

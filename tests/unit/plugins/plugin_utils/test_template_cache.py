@@ -1,0 +1,125 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""plugins/plugin_utils/template_cache.py: each template compiled once per run, shared by the run's workers, and never
+given for a compile that would differ.
+
+Each case runs in its own Python process (install() patches jinja2.Environment for the process), with its own local
+temporary directory, as ansible-playbook's main process is; a worker is an os.fork() of it, as ansible-playbook's
+are."""
+
+
+import json
+import os
+import subprocess
+import sys
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..'))
+LINK_ROOT = os.path.join(REPO, '.collections')
+
+SETUP = r'''
+import json, os, sys
+from ansible.plugins.loader import init_plugin_loader
+init_plugin_loader([%r])
+from ansible import constants as C
+from ansible.template import Templar, trust_as_template
+from ansible.parsing.dataloader import DataLoader
+from ansible._internal._templating._jinja_bits import _TemplateCompileContext
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import template_cache as tc
+import jinja2
+
+def render(templates, variables):
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return [templar.template(trust_as_template(t)) for t in templates]
+
+def in_worker(fn):
+    """fn() in a forked child (a worker of this 'run'): its JSON result."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.write(w, json.dumps(fn()).encode())
+        os._exit(0)
+    os.close(w)
+    data = b''
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.waitpid(pid, 0)
+    return json.loads(data)
+''' % LINK_ROOT
+
+TEMPLATES = ["{{ ds4_effective['pair']['group'] | default('spark') }}", "{{ port | int + 1 }}",
+             "{% for h in hosts %}{{ h }}:{{ port }} {% endfor %}", "{{ (hosts | length > 1) and port == 8000 }}"]
+VARS = {'ds4_effective': {'pair': {'group': 'spark'}}, 'port': 8000, 'hosts': ['a', 'b']}
+
+
+def _python(code, tmp_path):
+    env = dict(os.environ, ANSIBLE_LOCAL_TEMP=str(tmp_path), ANSIBLE_COLLECTIONS_PATH=LINK_ROOT)
+    proc = subprocess.run([sys.executable, '-c', SETUP + code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=120, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_template_one_worker_compiled_is_read_by_the_next_not_compiled_again(tmp_path):
+    result = _python(r'''
+templates, variables = %r, %r
+plain = in_worker(lambda: render(templates, variables))               # not installed: the reference output
+assert tc.install() is True
+def worker():
+    out = render(templates, variables)
+    return {'out': out, 'stats': dict(tc.STATS), 'files': sorted(os.listdir(os.path.join(C.DEFAULT_LOCAL_TMP, tc.SUBDIR)))}
+first, second = in_worker(worker), in_worker(worker)
+print(json.dumps({'first': first, 'second': second, 'plain': plain}))
+''' % (TEMPLATES, VARS), tmp_path)
+    assert result['first']['out'] == result['second']['out'] == result['plain']
+    assert result['plain'] == ['spark', 8001, 'a:8000 b:8000 ', True]
+    # every template compiled by the first worker (it found the cache empty), none by the second: it read them all
+    assert result['first']['stats']['compiled'] >= len(TEMPLATES) and result['first']['stats']['shared'] == 0
+    assert result['second']['stats']['compiled'] == 0 and result['second']['stats']['shared'] >= len(TEMPLATES)
+    assert len(result['second']['files']) == result['first']['stats']['compiled']
+
+
+def test_a_compile_that_reads_other_settings_is_never_given_another_ones_code(tmp_path):
+    result = _python(r'''
+tc.install()
+source = "{% if true %}\nx{% endif %}\n  {{ 'a\\nb' }}"
+out = {}
+for trim in (True, False):
+    env = jinja2.Environment(trim_blocks=trim)
+    out['trim=%s' % trim] = env.from_string(source).render()
+keys = []
+env = jinja2.Environment()
+for escape in (None, True, False):
+    if escape is None:
+        keys.append(tc.key(env, source, None, None, False))
+    else:
+        with _TemplateCompileContext(escape_backslashes=escape):
+            keys.append(tc.key(env, source, None, None, False))
+keys.append(tc.key(jinja2.Environment(variable_start_string='[[', variable_end_string=']]'), source, None, None, False))
+keys.append(tc.key(env, source + ' ', None, None, False))
+print(json.dumps({'out': out, 'keys': keys, 'stats': tc.STATS}))
+''', tmp_path)
+    assert result['out'] == {'trim=True': 'x  a\nb', 'trim=False': '\nx\n  a\nb'}, result['out']
+    assert result['stats']['compiled'] == 2                   # two settings: two compiles, neither given the other's code
+    assert len(set(result['keys'])) == len(result['keys'])   # escape_backslashes, delimiters and text each change the key
+
+
+def test_an_unreadable_or_broken_cache_file_is_compiled_again(tmp_path):
+    result = _python(r'''
+tc.install()
+templates, variables = %r, %r
+render(templates, variables)                                 # fills the shared directory
+directory = os.path.join(C.DEFAULT_LOCAL_TMP, tc.SUBDIR)
+for name in os.listdir(directory):
+    with open(os.path.join(directory, name), 'wb') as handle:
+        handle.write(b'not marshal data')
+def worker():
+    tc._MEMO.clear()
+    return {'out': render(templates, variables), 'stats': dict(tc.STATS)}
+print(json.dumps(in_worker(worker)))
+''' % (TEMPLATES, VARS), tmp_path)
+    assert result['out'] == ['spark', 8001, 'a:8000 b:8000 ', True]
+    assert result['stats']['shared'] == 0 and result['stats']['compiled'] >= 2 * len(TEMPLATES)
