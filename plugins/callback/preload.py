@@ -18,11 +18,12 @@ description:
     starts, with community.crypto's C(x509_certificate_info) filter, which the collection's TLS filters call; every
     worker then inherits them. On a no-op C(site.yml) over two pairs it took 16 % off the controller's
     CPU (C(docs/measurements.md)).
-  - It also installs the run's template compile cache (C(plugins/plugin_utils/template_cache.py)). Jinja compiles each
+  - It also installs a template compile cache (C(plugins/plugin_utils/template_cache.py)). Jinja compiles each
     template string anew in every worker that renders it (a role default read on four hosts, four compiles, again in
-    the next task); with the cache, a worker keeps the code object it compiled in the run's local temporary directory
-    (private to the run's user, removed when the run ends) and the run's other workers read it instead of compiling
-    it again. The key is the template's text and every setting the compile reads (delimiters, whitespace handling,
+    the next task and the next run); with the cache, a worker keeps the code object it compiled in C(ds4-jinja-compiled)
+    under the root of C(local_tmp) (C(~/.ansible/tmp); only when that directory is the user's and nobody else can
+    write to it, else in the run's own temporary directory, removed at its end; files older than 14 days are removed
+    when a run starts), and the other workers and later runs read it instead of compiling it again. The key is the template's text and every setting the compile reads (delimiters, whitespace handling,
     extensions, ansible-core's C(escape_backslashes), the Python, Jinja and ansible-core versions). On a no-op
     C(site.yml) over two pairs about a fifth of the controller's CPU was compiling templates (C(docs/measurements.md)).
   - It prints nothing and changes no result. A plugin that cannot be imported here is left to the task that uses it,

@@ -1,31 +1,35 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One compile of each Jinja template per playbook run, shared by the run's workers (controller only).
+"""One compile of each Jinja template, shared by the workers of a run and by the runs after it (controller only).
 
 ansible-playbook forks a worker per task and host, and Jinja compiles every template string it renders from scratch
 (``Environment.from_string``: parse, generate Python, ``compile``), in every worker, each time: a template of a role's
-defaults read on four hosts is compiled four times, and again by the next task. On a no-op ``site.yml`` over two pairs
-that was about a fifth of the controller's CPU (docs/measurements.md). Installed by the ``dgxspark.ds4.preload``
-callback, ``Environment.compile`` keeps the code object it compiles for a template string in this process (a dict)
-and in the run's local temporary directory (``C.DEFAULT_LOCAL_TMP``: made by ansible-playbook for this run, private
-to its user, removed when the run ends), where the other workers of the same run read it (``marshal``, the format of
-Jinja's own bytecode cache) instead of compiling it again. Nothing outlives the run.
+defaults read on four hosts is compiled four times, and again by the next task and the next run. On a no-op
+``site.yml`` over two pairs that was about a fifth of the controller's CPU (docs/measurements.md). Installed by the
+``dgxspark.ds4.preload`` callback, ``Environment.compile`` keeps the code object it compiles for a template string in
+this process (a dict) and in a directory of the user's local temporary files (the parent of ``C.DEFAULT_LOCAL_TMP``,
+``~/.ansible/tmp`` unless ``local_tmp`` says otherwise: ``ds4-jinja-compiled``), where other workers and later runs read
+it (``marshal``, the format of Jinja's own bytecode cache) instead of compiling it again. The directory is used only when
+it is this user's own and nobody else can write to it (else the run's own local temporary directory, which
+ansible-playbook makes private and removes at the end); files older than ``MAX_AGE_DAYS`` are removed when a run starts.
 
 The key is the template's text and everything the compile reads besides it: the environment's syntax and code
 generation settings, its class, its extensions and finalize, ansible-core's compile-time ``escape_backslashes``, and the
 versions of Python, Jinja and ansible-core. A template given as a parsed tree, one compiled for Jinja's ``raw`` output,
 or one compiled while ansible-core's template debugging is on is compiled as before, not cached. A cache file that
-cannot be read or written is ignored (the template is compiled). Without ansible-core's compile context (another
-ansible-core), nothing is installed.
+cannot be read or written, or that holds anything but a code object, is ignored (the template is compiled). Without
+ansible-core's compile context (another ansible-core), nothing is installed.
 """
 
 
 import hashlib
 import marshal
 import os
+import stat
 import sys
 import tempfile
+import time
 import types
 
 import jinja2
@@ -42,6 +46,8 @@ SETTINGS = ('block_start_string', 'block_end_string', 'variable_start_string', '
             'comment_start_string', 'comment_end_string', 'line_statement_prefix', 'line_comment_prefix', 'trim_blocks',
             'lstrip_blocks', 'newline_sequence', 'keep_trailing_newline', 'optimized', 'is_async', 'autoescape')
 SUBDIR = 'ds4-jinja-compiled'
+MAX_AGE_DAYS = 14
+_DIR = []
 _MEMO = {}
 _ORIGINAL = []
 STATS = {'compiled': 0, 'memo': 0, 'shared': 0}
@@ -63,8 +69,44 @@ def key(env, source, name, filename, defer_init):
     return digest.hexdigest()
 
 
-def _cache_dir():
-    return os.path.join(C.DEFAULT_LOCAL_TMP, SUBDIR)
+def private_dir(path):
+    """path as a directory of this user's that nobody else can write to (made 0700 if absent), or None."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        return None
+    return path
+
+
+def cache_dir():
+    """The shared directory (see the module's doc), chosen once per process: under local_tmp's root where that is
+    private, else the run's own local temporary directory."""
+    if not _DIR:
+        run_dir = C.DEFAULT_LOCAL_TMP
+        _DIR.append(private_dir(os.path.join(os.path.dirname(run_dir), SUBDIR))
+                    or os.path.join(run_dir, SUBDIR))
+    return _DIR[0]
+
+
+def prune(directory, max_age_days=MAX_AGE_DAYS, now=None):
+    """Remove the cache files written more than max_age_days ago (once per run, at its start). Returns how many."""
+    cutoff = (now or time.time()) - max_age_days * 86400
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                os.unlink(entry.path)
+                removed += 1
+        except OSError:
+            pass
+    return removed
 
 
 def _read(path):
@@ -99,7 +141,7 @@ def compile_cached(self, source, name=None, filename=None, raw=False, defer_init
     if code is not None:
         STATS['memo'] += 1
         return code
-    path = os.path.join(_cache_dir(), digest)
+    path = os.path.join(cache_dir(), digest)
     code = _read(path)
     if code is not None:
         STATS['shared'] += 1
@@ -119,4 +161,5 @@ def install():
     if not _ORIGINAL:
         _ORIGINAL.append(jinja2.Environment.compile)
         jinja2.Environment.compile = compile_cached
+        prune(cache_dir())
     return True

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""plugins/plugin_utils/template_cache.py: each template compiled once per run, shared by the run's workers, and never
-given for a compile that would differ.
+"""plugins/plugin_utils/template_cache.py: each template compiled once, shared by the run's workers and the runs after
+it, never given for a compile that would differ, and kept only where nobody else can write.
 
 Each case runs in its own Python process (install() patches jinja2.Environment for the process), with its own local
 temporary directory, as ansible-playbook's main process is; a worker is an os.fork() of it, as ansible-playbook's
@@ -70,7 +70,7 @@ plain = in_worker(lambda: render(templates, variables))               # not inst
 assert tc.install() is True
 def worker():
     out = render(templates, variables)
-    return {'out': out, 'stats': dict(tc.STATS), 'files': sorted(os.listdir(os.path.join(C.DEFAULT_LOCAL_TMP, tc.SUBDIR)))}
+    return {'out': out, 'stats': dict(tc.STATS), 'files': sorted(os.listdir(tc.cache_dir()))}
 first, second = in_worker(worker), in_worker(worker)
 print(json.dumps({'first': first, 'second': second, 'plain': plain}))
 ''' % (TEMPLATES, VARS), tmp_path)
@@ -112,7 +112,7 @@ def test_an_unreadable_or_broken_cache_file_is_compiled_again(tmp_path):
 tc.install()
 templates, variables = %r, %r
 render(templates, variables)                                 # fills the shared directory
-directory = os.path.join(C.DEFAULT_LOCAL_TMP, tc.SUBDIR)
+directory = tc.cache_dir()
 for name in os.listdir(directory):
     with open(os.path.join(directory, name), 'wb') as handle:
         handle.write(b'not marshal data')
@@ -123,3 +123,41 @@ print(json.dumps(in_worker(worker)))
 ''' % (TEMPLATES, VARS), tmp_path)
     assert result['out'] == ['spark', 8001, 'a:8000 b:8000 ', True]
     assert result['stats']['shared'] == 0 and result['stats']['compiled'] >= 2 * len(TEMPLATES)
+
+
+def test_a_later_run_reads_what_an_earlier_one_compiled(tmp_path):
+    run = r'''
+tc.install()
+out = render(%r, %r)
+print(json.dumps({'out': out, 'stats': tc.STATS, 'dir': tc.cache_dir(), 'run_dir': C.DEFAULT_LOCAL_TMP}))
+''' % (TEMPLATES, VARS)
+    first, second = _python(run, tmp_path), _python(run, tmp_path)
+    assert first['out'] == second['out'] == ['spark', 8001, 'a:8000 b:8000 ', True]
+    assert first['dir'] == second['dir'] == str(tmp_path / 'ds4-jinja-compiled')   # local_tmp's root, not the run's
+    assert first['run_dir'] != second['run_dir']
+    assert first['stats']['compiled'] >= len(TEMPLATES) and second['stats'] == {
+        'compiled': 0, 'memo': second['stats']['memo'], 'shared': first['stats']['compiled']}
+
+
+def test_a_directory_others_can_write_to_is_not_used_and_old_files_are_pruned(tmp_path):
+    shared = tmp_path / 'ds4-jinja-compiled'
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / 'planted').write_bytes(b'x')
+    result = _python(r'''
+tc.install()
+render(%r, %r)
+old = os.path.join(tc.cache_dir(), 'old')
+with open(old, 'wb') as handle:
+    handle.write(b'x')
+os.utime(old, (0, 0))
+fresh = sorted(os.listdir(tc.cache_dir()))
+removed = tc.prune(tc.cache_dir())
+print(json.dumps({'dir': tc.cache_dir(), 'run_dir': C.DEFAULT_LOCAL_TMP, 'removed': removed, 'fresh': fresh,
+                  'after': sorted(os.listdir(tc.cache_dir())), 'private': tc.private_dir(%r)}))
+''' % (TEMPLATES, VARS, str(shared)), tmp_path)
+    # world-writable: not this run's cache (anyone could plant code there); the run's own directory instead
+    assert result['private'] is None and result['dir'] == os.path.join(result['run_dir'], 'ds4-jinja-compiled')
+    assert sorted(os.listdir(str(shared))) == ['planted']
+    assert result['removed'] == 1 and 'old' in result['fresh'] and 'old' not in result['after']
+    assert len(result['after']) == len(result['fresh']) - 1 >= len(TEMPLATES)
