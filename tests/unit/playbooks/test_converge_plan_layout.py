@@ -19,10 +19,18 @@ def _load(name):
         return yaml.safe_load(handle)
 
 
+def _flat(tasks):
+    """The tasks with each block's in its place (the block's own vars are read from the block itself)."""
+    out = []
+    for task in tasks:
+        out.extend(_flat(task['block']) if 'block' in task else [task])
+    return out
+
+
 def _deploy():
     """deploy.yml's tasks with deploy_roles.yml's in place of its include (the roles that change the nodes)."""
     tasks = []
-    for task in _load('deploy.yml'):
+    for task in _flat(_load('deploy.yml')):
         if task.get('ansible.builtin.include_tasks') == 'deploy_roles.yml':
             tasks.extend(_load('deploy_roles.yml'))
         else:
@@ -91,12 +99,14 @@ def test_the_roles_file_is_skipped_only_when_the_plan_skips_every_role_and_the_f
 def test_the_decision_is_the_pairs_and_never_run_once():
     """Per pair, as each role's own decision; never run_once: a rolling operation includes this file for one pair's
     hosts, and a run_once task whose first host is not among them is skipped for every host."""
-    tasks = _deploy()
+    tasks = _load('deploy.yml')
     dummy, at = _plan_roles(tasks)
-    decision = tasks[at + 1]
-    assert 'run_once' not in decision
-    expression = decision['ansible.builtin.set_fact']['ds4_converge_skip']
+    decision = tasks[at + 1]                  # a variable of the roles' include, templated where it is read
+    assert decision.get('ansible.builtin.include_tasks') == 'deploy_roles.yml' and 'run_once' not in decision
+    expression = decision['vars']['ds4_converge_skip']
     assert "ds4_effective['pair']['hosts']" in expression and "map(attribute='prefix') | min" in expression, expression
+    # defined there only: no set_fact of it anywhere in the deploy (a task round, a worker per host)
+    assert not [t for t in _flat(tasks) + _load('deploy_roles.yml') if 'ds4_converge_skip' in (t.get('ansible.builtin.set_fact') or {})]
 
 
 def test_the_plan_looks_at_the_fronts_material_and_decides_as_tls_look_does():
@@ -146,11 +156,16 @@ def test_the_second_plan_covers_the_router_and_the_api_proxy_after_readiness():
     first = tasks[plans[0]]['dgxspark.ds4.converge_plan']
     assert dict((k, v) for k, v in args.items() if k not in ('roles', 'fact')) == dict(
         (k, v) for k, v in first.items() if k not in ('roles', 'look'))
-    skip = ' '.join(tasks[plans[1] + 1]['ansible.builtin.set_fact']['ds4_converge_skip_fronts'].split())
+    fronts = tasks[plans[1] + 1]              # a block: its variable templated where its tasks read it, no set_fact
+    assert [t['name'] for t in fronts['block']] == [
+        'Deploy | vllm-router in front of the pairs (several pairs; on each router host)',
+        'Deploy | Expose the API to the allowed networks (reverse proxy on the head; allowlisted endpoints, API keys)',
+        'Deploy | The router serves with every pair in rotation']
+    skip = ' '.join(fronts['vars']['ds4_converge_skip_fronts'].split())
     assert "__converge_plan_fronts['skippable'] | select('eq', 'router')" in skip, skip
     assert ("ds4_effective['pair']['hosts'] | select('in', ansible_play_hosts) | map('extract', hostvars, "
             "['__converge_plan_fronts', 'skippable']) | reject('contains', 'api_proxy')") in skip, skip
-    by_name = dict((t['name'], t) for t in tasks)
+    by_name = dict((t['name'], t) for t in _flat(tasks))
     router = by_name['Deploy | vllm-router in front of the pairs (several pairs; on each router host)']
     assert router['when'] == ["'router' in __converge_plan_fronts['order']", "'router' not in ds4_converge_skip_fronts"]
     assert router['vars'] == second['vars']
