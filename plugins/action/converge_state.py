@@ -30,7 +30,8 @@ from ansible.executor.interpreter_discovery import discover_interpreter
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
-from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe, vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness import readiness_http, ready_checks
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import known_vars
 
 try:  # libyaml: the role's task files in ~5 ms instead of ~50
@@ -49,63 +50,68 @@ _ARG_SPEC = dict(
 )
 # One code hash per role directory per controller process (files do not change during a run).
 _CODE_HASHES = {}
-# The node side of a direct probe (_probe_directly): stdin holds {src, modules, args, check_mode, entry, name}; entry is
-# the function of converge_state.py that runs (probe, plan: several roles at once, plugins/action/converge_plan.py, or
-# files: plugins/action/file_state.py), name what its errors start with (the module a user would read); src is
-# converge_state.py, modules [name, source] of the collection modules it imports (node_probe: the one parser of
-# `systemctl show`), each run and registered under its name first, so its import finds it. A program a check cannot
-# start fails the probe with its error, as the module's run_command fails the module.
+# The node side of a direct run (_probe_directly): stdin holds {src, file, modules, args, check_mode, entry, name}; src is
+# the text of the file whose function `entry` runs (file: its name in tracebacks): converge_state.py for probe, plan
+# (several roles at once, plugins/action/converge_plan.py) and files (plugins/action/file_state.py), ready_checks.py for
+# checks (plugins/action/vllm_ready.py); name is what its errors start with (the module a user would read); modules are
+# [name, source] of the collection files it imports, in import order, each run and registered under its name (with
+# its parent packages, so that `from package import module` finds it) before the next. A program a check cannot start
+# fails the run with its error, as a module's run_command fails the module.
 _PROBE_BOOT = ("import json, sys, types\n"
                "d = json.loads(sys.stdin.read())\n"
                "for name, src in d['modules']:\n"
                "    m = types.ModuleType(name)\n"
                "    exec(compile(src, name.rpartition('.')[2] + '.py', 'exec'), m.__dict__)\n"
                "    sys.modules[name] = m\n"
-               "g = {'__name__': 'ds4_converge_state'}\n"
-               "exec(compile(d['src'], 'converge_state.py', 'exec'), g)\n"
+               "    parent, dot, child = name.rpartition('.')\n"
+               "    while parent:\n"
+               "        p = sys.modules.setdefault(parent, types.ModuleType(parent))\n"
+               "        p.__path__ = getattr(p, '__path__', [])\n"
+               "        setattr(p, child, m)\n"
+               "        m, (parent, dot, child) = p, parent.rpartition('.')\n"
+               "g = {'__name__': 'ds4_direct'}\n"
+               "exec(compile(d['src'], d['file'], 'exec'), g)\n"
                "try:\n"
                "    r = g[d.get('entry') or 'probe'](d['args'], g['run_command'], d['check_mode'])\n"
                "except OSError as exc:\n"
                "    r = {'failed': True, 'msg': '%s: %s' % (d.get('name') or 'converge_state', exc)}\n"
                "print(json.dumps(r))\n")
-_SOURCE = []
-_MODULES = []
+# The node code of each entry: the file whose function runs and the collection files it imports, in import order.
+_TARGETS = {
+    'probe': (cs, (node_probe,)), 'plan': (cs, (node_probe,)), 'files': (cs, (node_probe,)),
+    'checks': (ready_checks, (node_probe, vllm_client, readiness_http)),
+}
+_SOURCES = {}
 # An interpreter as a shebang line names it (a path, optionally with arguments: /usr/bin/env python3), nothing a shell
 # would read otherwise.
 _INTERPRETER_RE = re.compile(r'^/[A-Za-z0-9_./+-]+( [A-Za-z0-9_./+-]+)*$')
 
 
 def _source_of(module):
-    with open(os.path.splitext(module.__file__)[0] + '.py') as handle:
-        return handle.read()
-
-
-def _probe_source():
-    """module_utils/_converge/converge_state.py's text (read once per controller process)."""
-    if not _SOURCE:
-        _SOURCE.append(_source_of(cs))
-    return _SOURCE[0]
-
-
-def _probe_modules():
-    """[name, text] of the collection modules converge_state.py imports, in import order (read once per process)."""
-    if not _MODULES:
-        _MODULES.append([node_probe.__name__, _source_of(node_probe)])
-    return _MODULES
+    """A module's text (read once per controller process)."""
+    path = os.path.splitext(module.__file__)[0] + '.py'
+    if path not in _SOURCES:
+        with open(path) as handle:
+            _SOURCES[path] = handle.read()
+    return _SOURCES[path]
 
 
 def direct_name(module_args, entry='probe'):
     """What a direct run's errors start with: the module the run stands in for, and the role a probe looks at."""
     if entry == 'files':
         return 'file_state'
+    if entry == 'checks':
+        return 'vllm_ready'
     return 'converge_state %s' % (module_args.get('role') if entry == 'probe' else entry)
 
 
 def direct_payload(module_args, entry='probe', check_mode=False):
-    """The stdin of a direct run (_PROBE_BOOT): converge_state.py's source, the modules it imports, the arguments, the
-    function to run (probe, plan, files) and the name its errors start with."""
-    return json.dumps({'src': _probe_source(), 'modules': _probe_modules(), 'args': module_args, 'check_mode': check_mode,
-                       'entry': entry, 'name': direct_name(module_args, entry)})
+    """The stdin of a direct run (_PROBE_BOOT): the source of the entry's file, the collection files it imports, the
+    arguments, the function to run (probe, plan, files, checks) and the name its errors start with."""
+    target, imports = _TARGETS[entry]
+    return json.dumps({'src': _source_of(target), 'file': os.path.splitext(os.path.basename(target.__file__))[0] + '.py',
+                       'modules': [[module.__name__, _source_of(module)] for module in imports], 'args': module_args,
+                       'check_mode': check_mode, 'entry': entry, 'name': direct_name(module_args, entry)})
 
 
 def code_hash_for(role_path, task_role_path=None):

@@ -1,10 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 dgxspark.ds4 contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action for dgxspark.ds4.vllm_ready: poll this host's rank with the module every interval, print the
-phases on the controller, coordinate with the other rank's instance through a controller-side directory.
+"""Action for dgxspark.ds4.vllm_ready: poll this host's rank every interval, print the phases on the controller,
+coordinate with the other rank's instance through a controller-side directory.
 Logic: plugins/plugin_utils/readiness_pair.py (ReadyInstance), one poll: plugins/module_utils/_node/node_probe.py
-(poll_command, parse_poll)."""
+(poll_command, parse_poll: one shell command); the head's checks once its port listens (the journal after the poll, the
+HTTP checks): plugins/module_utils/_readiness/ready_checks.py, run directly in the node's Python as converge_state's
+direct runs are where the connection pipelines and the Python is known (no module upload: on a no-op deploy the head's
+one poll fell from ~0.64 s), else through the module."""
 
 
 import os
@@ -12,11 +15,11 @@ import time
 
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.dgxspark.ds4.plugins.action import converge_state as direct_action
 from ansible_collections.dgxspark.ds4.plugins.module_utils._image.compile_cache import MARKER, marker_matches
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import NO_DIR, parse_poll, poll_command
-from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness.vllm_ready_spec import ACTION_ARGUMENT_SPEC
+from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness.vllm_ready_spec import ACTION_ARGUMENT_SPEC, ARGUMENT_SPEC as MODULE_SPEC
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.readiness_pair import (
     PEER_RECHECK, SETTLE_INTERVAL, WIDEN_INTERVAL, ReadyInstance, state_dir)
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.service_layout import (
@@ -42,7 +45,9 @@ def rank_names(eff, role):
     }
 
 
-class ActionModule(ActionBase):
+class ActionModule(direct_action.ActionModule):
+    """The wait; its node checks run as converge_state's direct runs do where they can (the class it extends decides:
+    _direct_interpreter), else through the module."""
 
     TRANSFERS_FILES = False
 
@@ -98,7 +103,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        result = super(ActionModule, self).run(tmp, task_vars)
+        result = super(direct_action.ActionModule, self).run(tmp, task_vars)  # ActionBase.run: the task's own setup
         del tmp
         args = self._defaults(task_vars)
         interval = float(args.pop("interval", 0.5) or 0.5)
@@ -129,6 +134,10 @@ class ActionModule(ActionBase):
         inst = ReadyInstance(role, node, sdir, timeout)
         module_args = dict(args)
         module_args["checks"] = True
+        # the head's checks (ready_checks.checks) without a module upload where the node's Python is known and the
+        # connection pipelines: the module's defaults filled here as the module fills them
+        interpreter = self._direct_interpreter(task_vars) if role == "head" else None
+        direct_defaults = dict((name, spec.get("default")) for name, spec in MODULE_SPEC.items())
         cursor = args.get("cursor") or ""
         polls = 0
         poll_cost = []
@@ -136,7 +145,7 @@ class ActionModule(ActionBase):
         while True:
             t0 = time.monotonic()
             widen = decision == "widen"
-            # one shell command per poll (no module upload); the module only once the head's API port listens;
+            # one shell command per poll (no module upload); the checks only once the head's API port listens;
             # a widened poll re-reads the unit's whole journal since this wait began (a few seconds of margin)
             cmd = poll_command(args["unit"], args.get("container_name"), "" if widen else cursor, args.get("api_host"),
                                args.get("api_port"), int(args.get("max_lines") or 2000), args.get("docker_cli") or "docker",
@@ -152,7 +161,10 @@ class ActionModule(ActionBase):
                 # the container as this poll just read them (the module reads the journal after it, then the HTTP checks)
                 module_args["cursor"] = cursor
                 module_args["status"] = not cursor
-                res = self._execute_module(module_name=_MODULE, module_args=module_args, task_vars=task_vars)
+                if interpreter:
+                    res = self._probe_directly(interpreter, dict(direct_defaults, **module_args), entry="checks")
+                else:
+                    res = self._execute_module(module_name=_MODULE, module_args=module_args, task_vars=task_vars)
                 if res.get("failed"):
                     raise AnsibleActionFail("vllm_ready checks failed to run on %s: %s" % (node, res.get("msg")))
                 snap["lines"] = snap["lines"] + (res.get("lines") or [])

@@ -211,18 +211,8 @@ http:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
 from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness.vllm_ready_spec import ARGUMENT_SPEC
-from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness.readiness_http import http_checks
-
-
-def poll(run, unit, container_name, docker_cli, cursor, max_lines):
-    """One poll of this rank through the node probe: (status, lines, cursor)."""
-    status = node_probe.unit_state(node_probe.probe_unit(run, unit, node_probe.READY_UNIT_PROPS, "unix").value, unit)
-    if container_name:
-        status["container"] = node_probe.probe_container(run, container_name, docker_cli).value
-    lines, cursor = node_probe.probe_journal(run, unit, cursor, status.get("since"), max_lines).value
-    return status, lines, cursor
+from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness.ready_checks import checks
 
 
 def main():
@@ -236,21 +226,9 @@ def main():
     if module.check_mode:
         module.exit_json(changed=False, msg="check mode: would poll unit %s, container %s, the journal and the API" % (
             p["unit"], p["container_name"]), status={}, lines=[], cursor=p["cursor"])
-    if p["status"]:
-        status, lines, cursor = poll(module.run_command, p["unit"], p["container_name"], p["docker_cli"], p["cursor"], p["max_lines"])
-    elif not p["cursor"]:
+    if not p["status"] and not p["cursor"]:
         module.fail_json(msg="status=false needs cursor (the journal is read after it)")
-    else:
-        status = {}
-        lines, cursor = node_probe.probe_journal(module.run_command, p["unit"], p["cursor"], None, p["max_lines"]).value
-    result = dict(changed=False, status=status, lines=lines, cursor=cursor)
-    if p["api_port"]:
-        host = node_probe.probe_host(p["api_host"])
-        result["api_port"] = node_probe.tcp_state(host, p["api_port"])
-        if p["checks"] and result["api_port"] == "open":
-            result["http"] = http_checks(host, p["api_port"], api_key=p["api_key"], served_name=p["served_model_name"],
-                                         max_model_len=p["max_model_len"], thinking=bool(p["thinking"]), timeout=p["chat_timeout"])
-    module.exit_json(**result)
+    module.exit_json(**checks(p, module.run_command))
 
 
 if __name__ == "__main__":

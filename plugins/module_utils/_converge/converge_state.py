@@ -34,14 +34,13 @@ import json
 import os
 import re
 import stat
-import subprocess
 import tempfile
 from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from typing import Any
 
 # The direct probe (plugins/action/converge_state.py) sends node_probe's source with this file's and registers it
 # under this name before it runs this file, so this import is the same on the node as in the module.
-from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import parse_units_show
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import parse_units_show, run_command
 
 RECORD_VERSION = 1
 CHECK_KINDS = ('files', 'units', 'commands', 'trees')
@@ -253,17 +252,6 @@ def observe(checks: Mapping[str, Any], run: Runner) -> dict[str, dict[str, str]]
         rc, out, err = run(argv)
         seen['commands'][' '.join(argv)] = 'rc=%d:%s' % (rc, hashlib.sha1((out + '\0' + err).encode('utf-8')).hexdigest())
     return seen
-
-
-def run_command(argv: list[str]) -> tuple[int, str, str]:
-    """observe's `run` outside a module (the action plugin's direct probe): (rc, stdout, stderr) with LC_ALL=C and no
-    pager, as the module runs it. A program that cannot be started raises OSError, as the module's run_command fails."""
-    env = dict(os.environ, LC_ALL='C', SYSTEMD_PAGER='')
-    # no AnsibleModule here (its run_command is the module's `run`): the direct probe runs without one
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,  # pylint: disable=ansible-bad-function
-                            close_fds=True)
-    out, err = proc.communicate()
-    return proc.returncode, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace')
 
 
 def probe(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> dict[str, Any]:

@@ -17,6 +17,7 @@ value and the raw text (doctor keeps the raw text as evidence).
                  --show-cursor -o ...``)
   meminfo        parse_meminfo / read_meminfo                                 (``/proc/meminfo``)
   API port       probe_host / tcp_state                                       (a TCP connect on the node)
+  a command     run_command: a probe's `run` without a module (the actions' direct runs)
   one shell poll poll_command / parse_poll: the unit, container, port and journal probes above as one POSIX
                  shell command, for the vllm_ready action that polls over its connection without a module
                  upload (about 0.1 s a poll); the same argv builders and parsers.
@@ -35,6 +36,7 @@ import os
 import re
 import shlex
 import socket
+import subprocess
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
@@ -368,3 +370,15 @@ def parse_poll(stdout: str, unit: str = "", cursor: str | None = "") -> dict[str
         snap["marker"] = NO_DIR if text == NO_DIR else text
     snap["lines"], snap["cursor"] = split_cursor(sections.get("journal", []), cursor)
     return snap
+
+
+def run_command(argv: list[str]) -> tuple[int, str, str]:
+    """A probe's `run` outside a module (the actions' direct runs: converge_state, file_state, vllm_ready): (rc, stdout,
+    stderr) with LC_ALL=C and no pager, as a module runs it. A program that cannot be started raises OSError, as a
+    module's run_command fails."""
+    env = dict(os.environ, LC_ALL='C', SYSTEMD_PAGER='')
+    # no AnsibleModule here (its run_command is the module's `run`): a direct run has none
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,  # pylint: disable=ansible-bad-function
+                            close_fds=True)
+    out, err = proc.communicate()
+    return proc.returncode, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace')

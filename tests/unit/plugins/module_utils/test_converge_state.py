@@ -304,8 +304,8 @@ def test_the_direct_probes_bootstrap_reports_a_check_that_cannot_start(tmp_path,
               'checks': {'commands': [['/nonexistent/ds4-no-such-program', 'x']]}}
     payload = action.direct_payload(params)
     # the name errors start with: the module the direct run stands in for (and a probe's role)
-    assert [json.loads(action.direct_payload(params, entry))['name'] for entry in ('probe', 'plan', 'files')] == [
-        'converge_state r', 'converge_state plan', 'file_state']
+    assert [json.loads(action.direct_payload(params, entry))['name'] for entry in ('probe', 'plan', 'files', 'checks')] == [
+        'converge_state r', 'converge_state plan', 'file_state', 'vllm_ready']
     proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], input=payload, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, universal_newlines=True, check=False, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
@@ -325,7 +325,7 @@ def test_the_direct_probes_bootstrap_reports_a_check_that_cannot_start(tmp_path,
     assert ok['seen']['units'] == {'a.service': 'enabled/active', 'b.service': 'none/inactive'}, ok
     monkeypatch.setenv('PATH', env['PATH'])
     assert ok == cs.probe(units, cs.run_command)
-    assert [name for name, _src in action._probe_modules()] == [node_probe.__name__]
+    assert [name for name, _src in json.loads(action.direct_payload(units))['modules']] == [node_probe.__name__]
 
 
 def test_plan_reads_the_published_facts_then_probes_every_role_in_one_call(tmp_path):

@@ -100,3 +100,50 @@ def test_status_false_reads_only_the_journal_after_the_cursor():
     assert CALLS[0][CALLS[0].index("--after-cursor") + 1] == "s=0;i=1"
     kind, res = run({"unit": "u.service", "status": False})
     assert kind is FailJson and "status=false needs cursor" in res["msg"]
+
+
+def test_the_actions_direct_run_gives_the_modules_result(tmp_path):
+    """The action's run without a module upload (converge_state's direct run, entry checks: ready_checks.py with
+    node_probe, vllm_client and readiness_http, whose `from package import module` the bootstrap serves; python3 -I, the
+    collection not importable) returns what the module returns for the same options, with the same commands run; its
+    defaults are the module's."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness.vllm_ready_spec import ARGUMENT_SPEC
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    log = tmp_path / "calls"
+    for name in ("systemctl", "docker", "journalctl"):
+        rc, out, err = _run_command(None, [name])
+        (fake / name).write_text("#!%s\nimport sys\nopen(%r, 'a').write(' '.join(sys.argv[:1] and [%r] + sys.argv[1:]) + '\\n')\n"
+                                 "sys.stdout.write(%r)\n" % (sys.executable, str(log), name, out))
+        os.chmod(str(fake / name), 0o755)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))  # bound, not listening: the port is refused, no HTTP check runs
+    port = s.getsockname()[1]
+    env = dict(os.environ, PATH="%s:%s" % (fake, os.environ["PATH"]))
+    cases = [{"unit": "dgxspark-ds4-head.service", "container_name": "dgxspark-ds4-head", "api_host": "0.0.0.0",
+              "api_port": port, "checks": True},
+             {"unit": "u.service", "container_name": "c", "cursor": "s=0;i=1", "status": False}]
+    try:
+        for args in cases:
+            del CALLS[:]
+            kind, module = run(args)
+            assert kind is ExitJson
+            if log.exists():
+                log.unlink()
+            params = dict((k, v.get("default")) for k, v in ARGUMENT_SPEC.items())
+            params.update(args)
+            proc = subprocess.run([sys.executable, "-I", "-c", action._PROBE_BOOT], input=action.direct_payload(params, "checks"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False,
+                                  cwd=str(tmp_path), env=env)
+            assert proc.returncode == 0, proc.stderr
+            direct = json.loads(proc.stdout)
+            assert direct == json.loads(json.dumps(module)), (direct, module)
+            assert log.read_text().splitlines() == [" ".join(c) for c in CALLS]
+    finally:
+        s.close()
+    assert module["cursor"] == "s=1;i=2" and module["status"] == {} and direct["lines"] == module["lines"] != []
