@@ -254,7 +254,7 @@ def observe(checks: Mapping[str, Any], run: Runner) -> dict[str, dict[str, str]]
     return seen
 
 
-def probe(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> dict[str, Any]:
+def probe(params: Mapping[str, Any], run: Runner = run_command, check_mode: bool = False) -> dict[str, Any]:
     """state=probe (read-only) on this node: the result the module returns, from its parameters (role, digest, inputs,
     checks, secret_inputs, state_dir). A dict with failed and msg when the checks are malformed. The module and the
     action plugin's direct run (no module upload: plugins/action/converge_state.py) both call it."""
@@ -275,7 +275,7 @@ def probe(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> d
                 differs=differences(previous, digest, per_input, seen))
 
 
-def plan(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> dict[str, Any]:
+def plan(params: Mapping[str, Any], run: Runner = run_command, check_mode: bool = False) -> dict[str, Any]:
     """Several roles in one node call (read-only; the deploy's converge plan, plugins/action/converge_plan.py).
     params: state_dir, phase and roles. phase ``published``: roles is a list of role names; returns, per role, the
     facts its record published (None without a usable record): the values later roles read as inputs, and with
@@ -303,7 +303,7 @@ def plan(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> di
     return {'changed': False, 'roles': results}
 
 
-def files(params: Mapping[str, Any], run: Runner, check_mode: bool = False) -> dict[str, Any]:
+def files(params: Mapping[str, Any], run: Runner = run_command, check_mode: bool = False) -> dict[str, Any]:
     """dgxspark.ds4.file_state on this node: each of params['paths'] (absolute) as observe_file sees it, the result
     the module returns. The module and its action plugin's direct run (no module upload: plugins/action/file_state.py)
     both call it; `run` and `check_mode` are unused (the entry signature of a direct run; it reads only)."""
