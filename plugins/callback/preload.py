@@ -24,8 +24,8 @@ description:
     under the root of C(local_tmp) (C(~/.ansible/tmp); only when that directory is the user's and nobody else can
     write to it, else in the run's own temporary directory, removed at its end; files older than 14 days are removed
     when a run starts), and the other workers and later runs read it instead of compiling it again. The key is the
-    template's text and every setting the compile reads (delimiters, whitespace handling, extensions, ansible-core's
-    C(escape_backslashes), the Python, Jinja and ansible-core versions). On a no-op
+    template's text and every setting the compile reads (delimiters, whitespace handling, extensions, the Python, Jinja
+    and ansible-core versions); a template with a backslash is not cached (ansible-core may escape it at compile time). On a no-op
     C(site.yml) over two pairs about a fifth of the controller's CPU was compiling templates (C(docs/measurements.md)).
   - It prints nothing and changes no result. A plugin that cannot be imported here is left to the task that uses it,
     which reports the error exactly as it would without this callback.

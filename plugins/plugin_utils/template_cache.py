@@ -15,11 +15,14 @@ it is this user's own and nobody else can write to it (else the run's own local 
 ansible-playbook makes private and removes at the end); files older than ``MAX_AGE_DAYS`` are removed when a run starts.
 
 The key is the template's text and everything the compile reads besides it: the environment's syntax and code
-generation settings, its class, its extensions and finalize, ansible-core's compile-time ``escape_backslashes``, and the
-versions of Python, Jinja and ansible-core. A template given as a parsed tree, one compiled for Jinja's ``raw`` output,
-or one compiled while ansible-core's template debugging is on is compiled as before, not cached. A cache file that
-cannot be read or written, or that holds anything but a code object, is ignored (the template is compiled). Without
-ansible-core's compile context (another ansible-core), nothing is installed.
+generation settings, its class, its extensions and finalize, and the versions of Python, Jinja and ansible-core. A
+template with a backslash is compiled as before, not cached: ansible-core escapes the backslashes of its string
+constants at compile time, or not, by a setting of the templating call the compile cannot see (its only compile-time
+state besides the environment; tests/unit/plugins/plugin_utils/test_template_cache.py pins both: a template without a
+backslash compiles to the same code with the escaping on or off, one with a backslash is not cached). So is a template given as a parsed tree
+or compiled for Jinja's ``raw`` output. A cache file that cannot be read or written, or that holds anything but a code
+object, is ignored (the template is compiled). ansible-core's template source debugging (a developer's switch) writes
+its files for the templates a run compiles, not for those it reads.
 """
 
 
@@ -36,20 +39,15 @@ import jinja2
 from ansible import constants as C
 from ansible.release import __version__ as ANSIBLE_VERSION
 
-try:
-    from ansible._internal._templating._jinja_bits import _TemplateCompileContext
-except ImportError:  # pragma: no cover - an ansible-core without it: install() does nothing
-    _TemplateCompileContext = None
-
 # What Environment.compile reads besides the source: jinja2.lexer.get_lexer's key and the code generator's settings.
 SETTINGS = ('block_start_string', 'block_end_string', 'variable_start_string', 'variable_end_string',
             'comment_start_string', 'comment_end_string', 'line_statement_prefix', 'line_comment_prefix', 'trim_blocks',
             'lstrip_blocks', 'newline_sequence', 'keep_trailing_newline', 'optimized', 'is_async', 'autoescape')
 SUBDIR = 'ds4-jinja-compiled'
 MAX_AGE_DAYS = 14
-_DIR = []
-_MEMO = {}
-_ORIGINAL = []
+_DIR: list = []
+_MEMO: dict = {}
+_ORIGINAL: list = []
 STATS = {'compiled': 0, 'memo': 0, 'shared': 0}
 
 
@@ -59,11 +57,9 @@ def _name(value):
 
 def key(env, source, name, filename, defer_init):
     """The cache key of one compile: sha256 over the source and what else the compile reads."""
-    context = _TemplateCompileContext.current(optional=True)
     parts = [sys.version, jinja2.__version__, ANSIBLE_VERSION, _name(type(env)), _name(env.code_generator_class),
              _name(env.finalize), repr(sorted(env.extensions)),
-             repr(tuple(getattr(env, setting, None) for setting in SETTINGS)),
-             repr(bool(context.escape_backslashes) if context else None), repr((name, filename, bool(defer_init)))]
+             repr(tuple(getattr(env, setting, None) for setting in SETTINGS)), repr((name, filename, bool(defer_init)))]
     digest = hashlib.sha256('\0'.join(parts).encode('utf-8'))
     digest.update(b'\0' + source.encode('utf-8', 'surrogatepass'))
     return digest.hexdigest()
@@ -134,7 +130,7 @@ def _write(path, code):
 def compile_cached(self, source, name=None, filename=None, raw=False, defer_init=False):
     """Environment.compile, with the code object of a template string kept for the run (see the module's doc)."""
     original = _ORIGINAL[0]
-    if raw or not isinstance(source, str) or getattr(self, '_debuggable_template_source', False):
+    if raw or not isinstance(source, str) or '\\' in source:
         return original(self, source, name, filename, raw, defer_init)
     digest = key(self, source, name, filename, defer_init)
     code = _MEMO.get(digest)
@@ -154,10 +150,7 @@ def compile_cached(self, source, name=None, filename=None, raw=False, defer_init
 
 
 def install():
-    """Route Environment.compile through compile_cached in this process and the workers it forks later. Returns whether
-    it is installed (False with an ansible-core whose compile context is not known here)."""
-    if _TemplateCompileContext is None:
-        return False
+    """Route Environment.compile through compile_cached in this process and the workers it forks later."""
     if not _ORIGINAL:
         _ORIGINAL.append(jinja2.Environment.compile)
         jinja2.Environment.compile = compile_cached

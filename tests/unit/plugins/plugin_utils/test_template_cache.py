@@ -85,26 +85,55 @@ print(json.dumps({'first': first, 'second': second, 'plain': plain}))
 def test_a_compile_that_reads_other_settings_is_never_given_another_ones_code(tmp_path):
     result = _python(r'''
 tc.install()
-source = "{% if true %}\nx{% endif %}\n  {{ 'a\\nb' }}"
+source = "{% if true %}\nx{% endif %}\n  {{ 'a' ~ 'b' }}"
 out = {}
 for trim in (True, False):
     env = jinja2.Environment(trim_blocks=trim)
     out['trim=%s' % trim] = env.from_string(source).render()
-keys = []
 env = jinja2.Environment()
-for escape in (None, True, False):
-    if escape is None:
-        keys.append(tc.key(env, source, None, None, False))
-    else:
-        with _TemplateCompileContext(escape_backslashes=escape):
-            keys.append(tc.key(env, source, None, None, False))
-keys.append(tc.key(jinja2.Environment(variable_start_string='[[', variable_end_string=']]'), source, None, None, False))
-keys.append(tc.key(env, source + ' ', None, None, False))
+keys = [tc.key(env, source, None, None, False),
+        tc.key(jinja2.Environment(variable_start_string='[[', variable_end_string=']]'), source, None, None, False),
+        tc.key(jinja2.Environment(trim_blocks=True), source, None, None, False),
+        tc.key(env, source + ' ', None, None, False)]
 print(json.dumps({'out': out, 'keys': keys, 'stats': tc.STATS}))
 ''', tmp_path)
-    assert result['out'] == {'trim=True': 'x  a\nb', 'trim=False': '\nx\n  a\nb'}, result['out']
+    assert result['out'] == {'trim=True': 'x  ab', 'trim=False': '\nx\n  ab'}, result['out']
     assert result['stats']['compiled'] == 2                   # two settings: two compiles, neither given the other's code
-    assert len(set(result['keys'])) == len(result['keys'])   # escape_backslashes, delimiters and text each change the key
+    assert len(set(result['keys'])) == len(result['keys'])   # delimiters, whitespace handling and text each change the key
+
+
+def test_ansible_cores_compile_time_escaping_leaves_a_template_without_a_backslash_alone_and_one_with_is_not_cached(tmp_path):
+    """The one compile-time state of ansible-core's templating the cache's key cannot see (escape_backslashes, set per
+    templating call): a template without a backslash compiles to the same code with it on or off, so it is cached; one
+    with a backslash, whose code differs, is compiled each time and rendered as ansible-core renders it."""
+    result = _python(r'''
+import marshal
+from ansible._internal._templating._jinja_bits import AnsibleEnvironment, _TemplateCompileContext
+plain = %r + ["{{ x | regex_replace('a', 'b') }}", "{%% for i in [1, 2] %%}{{ i }}{%% endfor %%}"]
+env = AnsibleEnvironment()
+same = []
+for source in plain:
+    codes = []
+    for escape in (True, False):
+        with _TemplateCompileContext(escape_backslashes=escape):
+            codes.append(marshal.dumps(env.compile(source)))
+    same.append(codes[0] == codes[1])
+slashed = "{{ 'a\\\\1' }}"
+codes = []
+for escape in (True, False):
+    with _TemplateCompileContext(escape_backslashes=escape):
+        codes.append(marshal.dumps(env.compile(slashed)))
+reference = in_worker(lambda: render([slashed], {}))        # not installed: as ansible-core renders it
+tc.install()
+before = dict(tc.STATS)
+rendered = render([slashed, slashed], {})
+print(json.dumps({'same': same, 'slashed_differs': codes[0] != codes[1], 'before': before, 'after': tc.STATS,
+                  'rendered': rendered, 'reference': reference}))
+''' % (TEMPLATES,), tmp_path)
+    assert result['same'] == [True] * (len(TEMPLATES) + 2)
+    assert result['slashed_differs'] is True
+    assert result['after'] == result['before']                # compiled twice, outside the cache both times
+    assert result['rendered'] == result['reference'] * 2 and result['reference'] == ['a\\\\1']  # escaped: both kept
 
 
 def test_an_unreadable_or_broken_cache_file_is_compiled_again(tmp_path):
