@@ -18,8 +18,8 @@ The key is the template's text and everything the compile reads besides it: the 
 generation settings, its class, its extensions and finalize, and the versions of Python, Jinja and ansible-core. A
 template with a backslash is compiled as before, not cached: ansible-core escapes the backslashes of its string
 constants at compile time, or not, by a setting of the templating call the compile cannot see (its only compile-time
-state besides the environment; tests/unit/plugins/plugin_utils/test_template_cache.py pins both: a template without a
-backslash compiles to the same code with the escaping on or off, one with a backslash is not cached). So is a template given as a parsed tree
+state besides the environment; the unit tests pin both: a template without a backslash compiles to the same code with
+the escaping on or off, one with a backslash is not cached). So is a template given as a parsed tree
 or compiled for Jinja's ``raw`` output. A cache file that cannot be read or written, or that holds anything but a code
 object, is ignored (the template is compiled). ansible-core's template source debugging (a developer's switch) writes
 its files for the templates a run compiles, not for those it reads.
