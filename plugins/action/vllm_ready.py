@@ -6,8 +6,8 @@ coordinate with the other rank's instance through a controller-side directory.
 Logic: plugins/plugin_utils/readiness_pair.py (ReadyInstance), one poll: plugins/module_utils/_node/node_probe.py
 (poll_command, parse_poll: one shell command); the head's checks once its port listens (the journal after the poll, the
 HTTP checks): plugins/module_utils/_readiness/ready_checks.py, run directly in the node's Python as converge_state's
-direct runs are where the connection pipelines and the Python is known (no module upload: on a no-op deploy the head's
-one poll fell from ~0.64 s), else through the module."""
+direct runs are where the connection pipelines and the Python is known (no module build or upload), else through the
+module."""
 
 
 import os

@@ -11,14 +11,12 @@ connection to the node's Python; ``node_probe.run_command`` as ``run``). Pure Py
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
-from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import run_command
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import Runner, run_command
 from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness.readiness_http import http_checks
-
-Runner = Callable[[list], tuple]
 
 
 def poll(run: Runner, unit: str, container_name: str | None, docker_cli: str, cursor: str, max_lines: int):
