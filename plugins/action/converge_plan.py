@@ -29,26 +29,8 @@ from ansible.utils.vars import load_extra_vars
 
 from ansible_collections.dgxspark.ds4.plugins.action import converge_state as probe_action
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge.plan_spec import ARGUMENT_SPEC as _ARG_SPEC
 
-_ARG_SPEC = dict(
-    roles=dict(type='list', elements='str', required=True),
-    full=dict(type='bool', default=False),
-    only=dict(type='list', elements='str', default=[]),
-    tags=dict(type='list', elements='str', default=['all']),
-    skip_tags=dict(type='list', elements='str', default=[]),
-    state_dir=dict(type='path', default='/var/lib/dgxspark-ds4/converge'),
-    # the fact the plan is set as (the deploy plans twice: the roles in front, then the router and the API proxy)
-    fact=dict(type='str', default='__converge_plan'),
-    # One look at files on this node in the same node call (dgxspark.ds4.file_state's result, set as the fact `fact`):
-    # the paths are the value of the variable `paths_var` as the role `role` sees it (its defaults and vars), so the
-    # deploy needs no task of its own for it (the fronts' TLS material: roles/api_proxy/tasks/tls_look.yml)
-    # Then, with that fact, `refuse` (a variable of the role: a non-empty value fails the task with it as the message)
-    # and `decide` ({fact: variable of the role}: each set as a fact) as the role templates them: the deploy's one CA
-    # per site and whether the fronts' material differs (roles/api_proxy/tasks/tls_decide.yml's assert and set_fact)
-    look=dict(type='dict', options=dict(role=dict(type='str', required=True), paths_var=dict(type='str', required=True),
-                                        fact=dict(type='str', required=True), refuse=dict(type='str'),
-                                        decide=dict(type='dict', default={}))),
-)
 try:  # ansible-core 2.21: set_fact's own mechanism (see converge_decide)
     from ansible.plugins.action import VariableLayer
 except ImportError:  # pragma: no cover - ansible-core 2.20: the facts are returned as ansible_facts
@@ -68,6 +50,51 @@ class ActionModule(probe_action.ActionModule):
             self.register_host_variables(facts, VariableLayer.EPHEMERAL_FACT)
         else:  # pragma: no cover
             result['ansible_facts'] = dict(host_facts or {}, **facts)
+
+    @staticmethod
+    def _planned(args, task_vars):
+        """The plan kept ahead for these roles (args['planned']), or None: it holds only when every host of the pair
+        kept one (none of them ran tasks/deploy_roles.yml since, which voids it)."""
+        planned = args['planned']
+        if not planned:
+            return None
+        hostvars = task_vars.get('hostvars') or {}
+        kept = [hostvars[h].get(planned['fact']) if h in hostvars else None for h in planned['hosts']]
+        mine = kept[planned['hosts'].index(task_vars.get('inventory_hostname'))] \
+            if task_vars.get('inventory_hostname') in planned['hosts'] else None
+        if not mine or not all(kept) or list(mine['plan']['order']) != list(args['roles']):
+            return None
+        return mine
+
+    @staticmethod
+    def _decided(fact, plan, published, task_vars):
+        """The facts of a plan: the plan itself as `fact`, the published facts of the roles it skips (their records)
+        and their entries in __converge_needed, as converge_decide sets them for a skipped role."""
+        needed = dict(task_vars.get('__converge_needed') or {})
+        needed.update((role, False) for role in plan['skippable'])
+        facts = {fact: plan}
+        facts.update(published)
+        facts.update(cs.needed_facts(needed))
+        return facts
+
+    @staticmethod
+    def _found(roles, found, records):
+        """(the plan of `roles` from the node's answer, the published facts of those it skips, what differs): the roles
+        as recorded here up to the first that is not, those the deploy may skip (a role after one that runs may read what
+        that one publishes or changes, so its verdict here says nothing)."""
+        prefix = []
+        for role in roles:
+            if not found[role].get('current'):
+                break
+            prefix.append(role)
+        differ = dict((role, found[role].get('reasons') or [found[role].get('msg') or 'failed'])
+                      for role in roles if not found[role].get('current'))
+        published = {}
+        for role in prefix:
+            published.update(records[role])
+        plan = {'current': len(prefix) == len(roles), 'order': list(roles), 'prefix': len(prefix), 'skippable': prefix,
+                'digests': dict((r, found[r].get('digest')) for r in roles)}
+        return plan, published, differ
 
     @staticmethod
     def _not_planned(result, why, args):
@@ -132,7 +159,15 @@ class ActionModule(probe_action.ActionModule):
         if host_facts:
             task_vars = dict(task_vars, ansible_facts=dict(task_vars.get('ansible_facts') or {}, **host_facts))
         # the look goes with the plan's first node call where the plan makes one (None: it did not)
-        facts, looked = self._plan(result, args, task_vars, extra_vars, paths)
+        kept = self._planned(args, task_vars)
+        if kept:
+            facts, looked = self._decided(args['fact'], kept['plan'], kept['published'], task_vars), None
+            result.update(changed=False, current=kept['plan']['current'], differ=kept['differ'], _ansible_verbose_always=True,
+                          msg='%s (planned before readiness; nothing ran on the pair since)' % kept['msg'])
+        else:
+            facts, looked = self._plan(result, args, task_vars, extra_vars, paths)
+        if args['ahead']:
+            facts.setdefault(args['ahead']['fact'], None)
         if paths is not None:
             files = looked or self._look_files(paths, task_vars)
             if files.get('failed'):
@@ -161,7 +196,8 @@ class ActionModule(probe_action.ActionModule):
             return self._not_planned(result, 'the node\'s Python is not known yet, or the connection does not pipeline',
                                      args), None
         state_dir = args['state_dir']
-        first = dict(state_dir=state_dir, phase='published', roles=args['roles'])
+        ahead = args['ahead']['roles'] if args['ahead'] else []
+        first = dict(state_dir=state_dir, phase='published', roles=args['roles'] + ahead)
         if paths is not None and all(path.startswith('/') for path in paths):
             first['files'] = paths
         answer = self._node(interpreter, first, task_vars)
@@ -180,34 +216,36 @@ class ActionModule(probe_action.ActionModule):
                 return self._not_planned(result, '%s: its inputs could not be computed before the role (%s)' % (
                     role, str(exc).splitlines()[0][:300]), args), files
             published.update(records[role])
-        answer = self._node(interpreter, dict(state_dir=state_dir, phase='probe', roles=probes), task_vars)
+        # the roles planned ahead, templated as they will be after these (every one of them as recorded: their records
+        # published), where each has a record here
+        ahead = ahead if all(records.get(role) is not None for role in ahead) else []
+        for role in ahead:
+            try:
+                probes.append(self._role_view(role, task_vars, extra_vars, published))
+            except Exception:  # pylint: disable=broad-except  # not planned ahead: the later plan templates it itself
+                ahead = []
+                break
+            published.update(records[role])
+        answer = self._node(interpreter, dict(state_dir=state_dir, phase='probe', roles=probes[:len(args['roles']) + len(ahead)]),
+                            task_vars)
         if answer.get('failed'):
             return self._not_planned(result, answer.get('msg'), args), files
         found = answer['roles']
-        # The roles as recorded here up to the first that is not: those the deploy may skip (a role after one that runs
-        # may read what that one publishes or changes, so its verdict here says nothing)
-        prefix = []
-        for role in args['roles']:
-            if not found[role].get('current'):
-                break
-            prefix.append(role)
-        differ = dict((role, found[role].get('reasons') or [found[role].get('msg') or 'failed'])
-                      for role in args['roles'] if not found[role].get('current'))
-        current = len(prefix) == len(args['roles'])
-        facts = {args['fact']: {'current': current, 'order': args['roles'], 'prefix': len(prefix), 'skippable': prefix,
-                                'digests': dict((r, found[r].get('digest')) for r in args['roles'])}}
-        # as converge_decide sets them for a skipped role: its published facts and its entry in __converge_needed
-        needed = dict(task_vars.get('__converge_needed') or {})
-        for role in prefix:
-            facts.update(records[role])
-            needed[role] = False
-        facts['__converge_needed'] = needed
-        if current:
-            msg = 'converge plan: as recorded on this node: %s' % ', '.join(prefix)
-        else:
-            first = args['roles'][len(prefix)]
-            msg = 'converge plan: %s%s differs (%s); from %s on, each role probes itself' % (
-                'as recorded on this node: %s; then ' % ', '.join(prefix) if prefix else '', first,
-                '; '.join(differ[first])[:400], first)
-        result.update(changed=False, current=current, differ=differ, msg=msg, _ansible_verbose_always=True)
+        plan, published, differ = self._found(args['roles'], found, records)
+        facts = self._decided(args['fact'], plan, published, task_vars)
+        msg = self._message(args['roles'], plan, differ)
+        if ahead and plan['current']:
+            later, later_published, later_differ = self._found(ahead, found, records)
+            facts[args['ahead']['fact']] = dict(plan=later, published=later_published, differ=later_differ,
+                                                msg=self._message(ahead, later, later_differ))
+        result.update(changed=False, current=plan['current'], differ=differ, msg=msg, _ansible_verbose_always=True)
         return facts, files
+
+    @staticmethod
+    def _message(roles, plan, differ):
+        if plan['current']:
+            return 'converge plan: as recorded on this node: %s' % ', '.join(plan['skippable'])
+        first = roles[plan['prefix']]
+        return 'converge plan: %s%s differs (%s); from %s on, each role probes itself' % (
+            'as recorded on this node: %s; then ' % ', '.join(plan['skippable']) if plan['skippable'] else '', first,
+            '; '.join(differ[first])[:400], first)

@@ -17,6 +17,11 @@ import yaml
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import load_extra_vars
 
+try:  # ansible-core 2.21: set_fact's own mechanism (as converge_decide and converge_plan publish their facts)
+    from ansible.plugins.action import VariableLayer
+except ImportError:  # pragma: no cover - ansible-core 2.20: the fact is injected as a variable
+    VariableLayer = None
+
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.ds4_config import (
     Ds4ConfigError,
     compute_effective,
@@ -30,6 +35,7 @@ from ansible_collections.dgxspark.ds4.plugins.plugin_utils.known_vars import (
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.placeholders import placeholder_errors
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs, var_origin
 from ansible_collections.dgxspark.ds4.plugins.module_utils._security import tls_plan
+from ansible_collections.dgxspark.ds4.plugins.module_utils._security.api_exposure import check_api_keys
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import catalogue
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.pairs import (
     pair_groups,
@@ -183,6 +189,19 @@ class ActionModule(ActionBase):
         eff['warnings'].extend('[host %s] %s' % (host, w) for w in warnings if fronts)
         return plan
 
+    @staticmethod
+    def _api_key_errors(hv, eff):
+        """An exposed API (ds4_api_allowed_networks) needs valid client keys: the problems of ds4_api_keys, counted and
+        placed, never quoted (api_exposure.check_api_keys)."""
+        if eff['api']['exposure'] != 'networks':
+            return []
+        problems = check_api_keys(hv['ds4_api_keys'] if 'ds4_api_keys' in hv else None, 'ds4_api_keys')
+        if not problems:
+            return []
+        return ['ds4_api_allowed_networks opens the API to %s, so ds4_api_keys must be a list of distinct valid keys: %s '
+                '(the values are not shown; keys go in a vaulted group_vars file, ansible-vault encrypt_string), or empty '
+                'ds4_api_allowed_networks for loopback only.' % (', '.join(eff['api']['allowed_networks']), ' '.join(problems))]
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -301,6 +320,7 @@ class ActionModule(ActionBase):
             errors.extend('[host %s] %s' % (host, e) for e in role_inputs.cross_problems(eff, values_by_host[host], options))
             settings = role_inputs.setting_problems(eff, values_by_host[host], options, catalogue.recipe_names())
             errors.extend('[host %s] %s' % (host, e) for e in settings)
+            errors.extend(self._api_key_errors(all_hostvars[host], eff))
         if errors:
             result['failed'] = True
             result['errors'] = errors
@@ -315,7 +335,14 @@ class ActionModule(ActionBase):
             self._display.warning('dgxspark.ds4: %s' % w)
         eff['warnings'].extend(argv_warnings)
         result['changed'] = False
-        result['ansible_facts'] = {'ds4_effective': eff}
+        # ds4_effective both as the fact (ansible_facts['ds4_effective']: what an earlier play of the run computed, for
+        # config_play.yml's first task) and as a plain host variable, as set_fact sets one, for every later role (no
+        # set_fact task of its own: a worker per host and run)
+        if VariableLayer is not None:
+            self.register_host_variables({'ds4_effective': eff}, VariableLayer.CACHEABLE_FACT)
+            self.register_host_variables({'ds4_effective': eff}, VariableLayer.EPHEMERAL_FACT)
+        else:  # pragma: no cover - ansible-core 2.20: the fact, injected as a variable (INJECT_FACTS_AS_VARS)
+            result['ansible_facts'] = {'ds4_effective': eff}
         # shown with -v: the node's effective launch command with it
         result['msg'] = '%s: profile %s, %s (rank %d), %s: %s' % (
             host, eff['profile'], eff['role'], eff['node_rank'], eff['script_name'], ' '.join(eff['argv']))

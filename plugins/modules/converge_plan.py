@@ -91,6 +91,39 @@ options:
         description: Facts to set, each the value of a variable of O(look.role) templated with the look's fact set.
         type: dict
         default: {}
+  ahead:
+    description:
+      - The roles the deploy plans again later (after readiness), planned ahead in the same node calls when every role
+        of O(roles) is as recorded on this node.
+      - Sets the fact O(ahead.fact) to what that later plan would set (its plan, the published facts of the roles it
+        skips, what differs), or to null when not planned ahead (always set, so that none outlives its deploy).
+    type: dict
+    suboptions:
+      roles:
+        description: Those roles, in order.
+        type: list
+        elements: str
+        required: true
+      fact:
+        description: The name of the fact that keeps the plan made ahead.
+        type: str
+        required: true
+  planned:
+    description:
+      - Takes the plan an earlier task made ahead (O(ahead)) without a node call, when every host of O(planned.hosts)
+        kept one for the same O(roles) (nothing ran on their nodes in between; the deploy voids it on a host before
+        anything runs there); otherwise plans as usual.
+    type: dict
+    suboptions:
+      fact:
+        description: The fact the earlier task set (its O(ahead.fact)).
+        type: str
+        required: true
+      hosts:
+        description: The hosts whose plans made ahead must all be there (the pair's, in the play).
+        type: list
+        elements: str
+        required: true
 extends_documentation_fragment:
   - dgxspark.ds4.attributes
 attributes:
@@ -140,22 +173,11 @@ msg:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge.plan_spec import ARGUMENT_SPEC
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(roles=dict(type='list', elements='str', required=True),
-                                              full=dict(type='bool', default=False),
-                                              only=dict(type='list', elements='str', default=[]),
-                                              tags=dict(type='list', elements='str', default=['all']),
-                                              skip_tags=dict(type='list', elements='str', default=[]),
-                                              state_dir=dict(type='path', default='/var/lib/dgxspark-ds4/converge'),
-                                              fact=dict(type='str', default='__converge_plan'),
-                                              look=dict(type='dict', options=dict(role=dict(type='str', required=True),
-                                                                                  paths_var=dict(type='str', required=True),
-                                                                                  fact=dict(type='str', required=True),
-                                                                                  refuse=dict(type='str'),
-                                                                                  decide=dict(type='dict', default={})))),
-                           supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     module.fail_json(msg='dgxspark.ds4.converge_plan is an action plugin; this module file must not execute on a host.')
 
 

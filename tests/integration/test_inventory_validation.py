@@ -185,3 +185,48 @@ def test_unpinned_revision_is_refused_before_any_host_naming_the_variable_and_th
     assert "ds4_model_revisions[deepseek-v4-flash] is not set" in flat, out
     assert "set ds4_model_revisions: {deepseek-v4-flash: <40-hex commit>}" in flat, out
     assert "git ls-remote https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash refs/heads/main" in flat, out
+
+
+def _vaulted_keys(tmp_path, keys):
+    """An extra-vars file holding ds4_api_keys with each key vaulted (ansible-vault encrypt_string, as the refusal
+    tells the user to keep them), and the vault password file: the arguments that pass both to site.yml."""
+    password = tmp_path / "vault-password"
+    password.write_text("test-vault-password\n")
+    lines = ["ds4_api_keys:"]
+    for key in keys:
+        proc = subprocess.run([os.path.join(BIN, "ansible-vault"), "encrypt_string", "--vault-password-file", str(password),
+                               key], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True)
+        lines.append("  - " + proc.stdout.strip().replace("\n", "\n    "))
+    path = tmp_path / "keys.yml"
+    path.write_text("\n".join(lines) + "\n")
+    return ["-e", "@%s" % path, "--vault-password-file", str(password)]
+
+
+def test_an_exposed_api_without_valid_distinct_keys_is_refused_in_the_config_play_showing_no_key(tmp_path):
+    """ds4_api_allowed_networks opens the API: ds4_api_keys must be a list of distinct valid keys. The config play's one
+    action refuses the vaulted list below (a repeated key, a short one) before any host is contacted, naming each by
+    position and length, never showing a key, in a -vvv run; an unset list is refused too."""
+    good, short = "K" * 40, "tiny1"
+    hosts = _valid_hosts()
+    for h in hosts.values():
+        h["ds4_api_allowed_networks"] = ["10.20.0.0/16"]
+    rc, out = _run_site(tmp_path, hosts, args=["-vvv"] + _vaulted_keys(tmp_path, [good, good, short]))
+    _assert_refused_untouched(rc, out)
+    flat = " ".join(out.split())
+    assert "ds4_api_allowed_networks opens the API to 10.20.0.0/16, so ds4_api_keys must be a list of distinct valid keys" in flat, out
+    assert "ds4_api_keys[1] repeats an earlier key" in flat and "ds4_api_keys[2] (length 5) is not a valid key" in flat, out
+    for secret in (good, short):
+        assert secret not in out, secret
+    rc, out = _run_site(tmp_path / "unset", hosts)
+    _assert_refused_untouched(rc, out)
+    assert "ds4_api_keys is not set: an exposed API needs at least one key" in " ".join(out.split()), out
+
+
+def test_control_an_exposed_api_with_a_vaulted_valid_key_passes_the_config_play(tmp_path):
+    """Control: the same exposure with one valid vaulted key gets past the config play to the first host contact."""
+    hosts = _valid_hosts()
+    for h in hosts.values():
+        h["ds4_api_allowed_networks"] = ["10.20.0.0/16"]
+    rc, out = _run_site(tmp_path, hosts, args=_vaulted_keys(tmp_path, ["K" * 40]))
+    assert rc != 0 and "configuration refused" not in out, out
+    assert any(err in out for err in CONNECTION_ERRORS), out

@@ -464,6 +464,14 @@ def write_record(path: str, record: Mapping[str, Any]) -> bool:
     return True
 
 
+def needed_facts(needed: Mapping[str, bool]) -> dict[str, Any]:
+    """The facts of the deploy's decisions so far: __converge_needed (role -> whether it runs) and __converge_ran (any
+    role runs on this node's pair: validate.yml's smoke checks follow a deploy that ran one, site.yml and
+    tasks/rolling.yml), set together wherever a decision is (decide, converge_plan), so that no task derives the one from
+    the other."""
+    return {'__converge_needed': dict(needed), '__converge_ran': any(needed.values())}
+
+
 def decide(role: str, probe: Mapping[str, Any], pair_current: Iterable[bool], full: bool = False,
            roles: Collection[str] | None = (),
            needed: Mapping[str, bool] | None = None) -> tuple[dict[str, bool], dict[str, Any], str]:
@@ -476,7 +484,7 @@ def decide(role: str, probe: Mapping[str, Any], pair_current: Iterable[bool], fu
     runs = bool(full) or role in (roles or ()) or not all(pair_current)
     needed = dict(needed or {})
     needed[role] = runs
-    facts: dict[str, Any] = {'__%s_converge' % role: probe, '__converge_needed': needed}
+    facts: dict[str, Any] = dict(needed_facts(needed), **{'__%s_converge' % role: probe})
     if runs:
         why = '; '.join(probe.get('reasons') or ()) or 'the other node of the pair differs, ds4_converge_full or ds4_converge_roles'
         line = '%s: runs (%s)' % (role, why)

@@ -91,7 +91,7 @@ def test_the_roles_file_is_skipped_only_when_the_plan_skips_every_role_and_the_f
     assert when == ("ds4_converge_skip | length < __converge_plan['order'] | length"
                     " or not (__api_proxy_tls_current | bool)"
                     " or not (ds4_effective['api']['proxied'] | bool)"), when
-    others = [t for t in _load('deploy_roles.yml') if 'ds4_converge_skip' not in str(t.get('when'))]
+    others = [t for t in _load('deploy_roles.yml')[1:] if 'ds4_converge_skip' not in str(t.get('when'))]
     assert [t['when'] for t in others] == ['not (__api_proxy_tls_current | bool)',
                                            "not (ds4_effective['api']['proxied'] | bool)"], others
 
@@ -154,8 +154,16 @@ def test_the_second_plan_covers_the_router_and_the_api_proxy_after_readiness():
                             "ds4_effective['router']['hosts'] and not (ds4_rolling | default(false) | bool) else [])"), roles
     assert roles.endswith("+ ['api_proxy'] }}"), roles
     first = tasks[plans[0]]['dgxspark.ds4.converge_plan']
-    assert dict((k, v) for k, v in args.items() if k not in ('roles', 'fact')) == dict(
-        (k, v) for k, v in first.items() if k not in ('roles', 'look'))
+    assert dict((k, v) for k, v in args.items() if k not in ('roles', 'fact', 'planned')) == dict(
+        (k, v) for k, v in first.items() if k not in ('roles', 'look', 'ahead'))
+    # the first plan plans the same roles ahead, templated with the same variables (the anchors), under the fact the
+    # second takes them from for the pair's hosts in the play; the roles' file voids it on a host before its first role
+    assert first['ahead'] == {'roles': args['roles'], 'fact': '__converge_plan_fronts_ahead'}
+    assert tasks[plans[0]]['vars'] == second['vars']
+    assert args['planned'] == {'fact': '__converge_plan_fronts_ahead',
+                               'hosts': "{{ ds4_effective['pair']['hosts'] | select('in', ansible_play_hosts) | list }}"}
+    void = _load('deploy_roles.yml')[0]
+    assert void['ansible.builtin.set_fact'] == {'__converge_plan_fronts_ahead': None} and 'when' not in void, void
     fronts = tasks[plans[1] + 1]              # a block: its variable templated where its tasks read it, no set_fact
     assert [t['name'] for t in fronts['block']] == [
         'Deploy | vllm-router in front of the pairs (several pairs; on each router host)',

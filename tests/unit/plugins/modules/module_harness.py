@@ -36,3 +36,18 @@ def run_main(main, args):
         with pytest.raises((ExitJson, FailJson)) as info:
             main()
     return info.type, info.value.args[0]
+
+
+class _Conn(object):
+    """A connection that pipelines, or not (pipelining)."""
+    pipelining = True
+
+    def is_pipelining_enabled(self):
+        return self.pipelining
+
+
+def bare_action(cls):
+    """An action plugin object with only a pipelining connection (the decisions under test read nothing else)."""
+    plugin = object.__new__(cls)
+    plugin._connection = _Conn()
+    return plugin

@@ -12,7 +12,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.dgxspark.ds4.plugins.modules import file_state as mod
-from .module_harness import ExitJson, FailJson, patch_exit
+from .module_harness import ExitJson, FailJson, bare_action, patch_exit
 
 
 @pytest.fixture(autouse=True)
@@ -78,21 +78,6 @@ def test_the_direct_run_gives_the_modules_result(tmp_path):
     assert refused['failed'] is True and 'etc/x' in refused['msg'] and 'absolute' in refused['msg'], refused
 
 
-class _Conn(object):
-    """A connection that pipelines, or not (pipelining)."""
-    pipelining = True
-
-    def is_pipelining_enabled(self):
-        return self.pipelining
-
-
-def _bare_action(cls):
-    """An action plugin object with only a pipelining connection (the decisions under test read nothing else)."""
-    plugin = object.__new__(cls)
-    plugin._connection = _Conn()
-    return plugin
-
-
 def test_the_action_runs_directly_only_where_converge_state_would(monkeypatch):
     """One decision (converge_state's _direct_interpreter): a direct run needs a pipelining connection and a known
     Python; file_state adds only that a path not absolute as written (~) goes to the module, which expands it."""
@@ -100,7 +85,7 @@ def test_the_action_runs_directly_only_where_converge_state_would(monkeypatch):
     from ansible_collections.dgxspark.ds4.plugins.action import file_state as action
 
     calls = []
-    plugin = _bare_action(action.ActionModule)
+    plugin = bare_action(action.ActionModule)
     plugin._templar = None
     monkeypatch.setattr(ActionBase, 'run', lambda self, tmp=None, task_vars=None: {})
     monkeypatch.setattr(action.ActionModule, '_probe_directly',
@@ -131,7 +116,7 @@ def test_the_plan_discovers_the_nodes_python_itself_only_where_a_direct_run_wait
     from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
 
     calls = []
-    plugin = _bare_action(action.ActionModule)
+    plugin = bare_action(action.ActionModule)
     mode = ['auto_silent']
     monkeypatch.setattr(C.config, 'get_config_value', lambda name, variables=None: mode[0] if name == 'INTERPRETER_PYTHON' else None)
     monkeypatch.setattr(action, 'discover_interpreter', lambda action, interpreter_name, discovery_mode, task_vars: calls.append(
