@@ -50,6 +50,7 @@ _ARG_SPEC = dict(
 )
 # One code hash per role directory per controller process (files do not change during a run).
 _CODE_HASHES = {}
+_TREES = {}
 # The node side of a direct run (_probe_directly): stdin holds {src, file, modules, args, check_mode, entry, name}; src is
 # the text of the file whose function `entry` runs (file: its name in tracebacks): converge_state.py for probe, plan
 # (several roles at once, plugins/action/converge_plan.py) and files (plugins/action/file_state.py), ready_checks.py for
@@ -124,8 +125,16 @@ def code_hash_for(role_path, task_role_path=None):
     key = tuple(paths)
     if key not in _CODE_HASHES:
         collection_root = os.path.dirname(os.path.dirname(role_path))
-        _CODE_HASHES[key] = cs.content_hash(paths + [os.path.join(collection_root, 'plugins')])
+        _CODE_HASHES[key] = cs.content_hash(paths + [os.path.join(collection_root, 'plugins')], _tree_chunks)
     return _CODE_HASHES[key]
+
+
+def _tree_chunks(path):
+    """cs.tree_chunks of path, once per process: a plan hashes the same plugins/ and _converge/ for each of its roles
+    (the files do not change while a task runs; each task runs in a new worker process)."""
+    if path not in _TREES:
+        _TREES[path] = cs.tree_chunks(path)
+    return _TREES[path]
 
 
 def _role_results(role_path, code_hash):

@@ -59,24 +59,33 @@ def value_hash(value: Any) -> str:
     return hashlib.sha256(blob.encode('utf-8')).hexdigest()[:16]
 
 
-def content_hash(paths: Iterable[str]) -> str:
-    """Hash of every file under `paths` (names and bytes), independent of walk order."""
+def tree_chunks(root_path: str) -> list[bytes]:
+    """What content_hash feeds its digest for one path: every file under it (name and the SHA-256 of its bytes) in
+    name order, or that it is absent."""
+    if not os.path.exists(root_path):
+        return [('absent:%s\n' % root_path).encode('utf-8')]
+    entries: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root_path):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        for name in filenames:
+            if name.endswith(_SKIP_SUFFIXES):
+                continue
+            entries.append(os.path.join(dirpath, name))
+    chunks = []
+    for path in sorted(entries):
+        chunks.append(os.path.relpath(path, root_path).encode('utf-8') + b'\0')
+        with open(path, 'rb') as handle:
+            chunks.append(hashlib.sha256(handle.read()).digest())
+    return chunks
+
+
+def content_hash(paths: Iterable[str], chunks: Callable[[str], list[bytes]] = tree_chunks) -> str:
+    """Hash of every file under `paths` (names and bytes), independent of walk order. chunks: tree_chunks, or a caller's
+    memo of it (the controller hashes the same plugins/ for every role of a plan)."""
     digest = hashlib.sha256()
     for root_path in sorted(paths):
-        if not os.path.exists(root_path):
-            digest.update(('absent:%s\n' % root_path).encode('utf-8'))
-            continue
-        entries: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(root_path):
-            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-            for name in filenames:
-                if name.endswith(_SKIP_SUFFIXES):
-                    continue
-                entries.append(os.path.join(dirpath, name))
-        for path in sorted(entries):
-            digest.update(os.path.relpath(path, root_path).encode('utf-8') + b'\0')
-            with open(path, 'rb') as handle:
-                digest.update(hashlib.sha256(handle.read()).digest())
+        for chunk in chunks(root_path):
+            digest.update(chunk)
     return digest.hexdigest()[:16]
 
 

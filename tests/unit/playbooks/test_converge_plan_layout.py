@@ -145,7 +145,7 @@ def test_the_second_plan_covers_the_router_and_the_api_proxy_after_readiness():
     plans = [i for i, t in enumerate(tasks) if 'dgxspark.ds4.converge_plan' in t]
     assert len(plans) == 2
     second = tasks[plans[1]]
-    ready = [i for i, t in enumerate(tasks) if t.get('ansible.builtin.include_tasks') == 'ready.yml']
+    ready = [i for i, t in enumerate(tasks) if t.get('ansible.builtin.import_tasks') == 'ready.yml']
     assert ready[0] < plans[1]
     args = second['dgxspark.ds4.converge_plan']
     assert args['fact'] == '__converge_plan_fronts' and 'look' not in args

@@ -151,6 +151,25 @@ def test_code_hash_follows_file_bytes(tmp_path):
     assert cs.content_hash([str(tmp_path / 'r')]) != h1
 
 
+def test_the_controllers_code_hash_reads_each_tree_once_per_process_with_the_same_value(tmp_path, monkeypatch):
+    """code_hash_for (the plan hashes every role with _converge/ and plugins/): each directory is read once per process,
+    and the hash is content_hash's of the three, so that records written before keep matching."""
+    from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
+    for name in ('roles/a', 'roles/b', 'roles/_converge', 'plugins'):
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / 'main.yml').write_text(name)
+    monkeypatch.setattr(action, '_CODE_HASHES', {})
+    monkeypatch.setattr(action, '_TREES', {})
+    read, real = [], cs.tree_chunks
+    monkeypatch.setattr(action.cs, 'tree_chunks', lambda path: read.append(path) or real(path))
+    roots = dict((n, str(tmp_path / n)) for n in ('roles/a', 'roles/b', 'roles/_converge', 'plugins'))
+    h_a = action.code_hash_for(roots['roles/a'], roots['roles/_converge'])
+    h_b = action.code_hash_for(roots['roles/b'], roots['roles/_converge'])
+    assert h_a == cs.content_hash([roots['roles/a'], roots['roles/_converge'], roots['plugins']])
+    assert h_b == cs.content_hash([roots['roles/b'], roots['roles/_converge'], roots['plugins']]) != h_a
+    assert sorted(read) == sorted(roots.values())          # plugins/ and _converge/ once, not once per role
+
+
 def test_drift_left_as_found_is_refused_repaired_drift_is_recorded(tmp_path):
     """The firewall case: `nft flush chain` changes the listing; a role that ran and loaded nothing must not
     record the flushed table as the baseline; one that reloaded it may."""
