@@ -35,6 +35,8 @@ try:  # ansible-core 2.21: set_fact's own mechanism (see converge_decide)
     from ansible.plugins.action import VariableLayer
 except ImportError:  # pragma: no cover - ansible-core 2.20: the facts are returned as ansible_facts
     VariableLayer = None
+# Each role's defaults and vars as parsed in this process (_role_file; a task runs in a worker process of its own)
+_ROLE_FILES = {}
 # The collection root: plugins/action/<this file> -> ../..
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -103,8 +105,13 @@ class ActionModule(probe_action.ActionModule):
         return {args['fact']: {'current': False, 'order': args['roles'], 'prefix': 0, 'skippable': [], 'why': why}}
 
     def _role_file(self, role_path, sub):
+        """A role's defaults or vars, parsed once per process (the look templates api_proxy's three times, then its view)
+        and not deep-copied (unsafe): the templars built on them only read them."""
         path = os.path.join(role_path, sub, 'main.yml')
-        return (self._loader.load_from_file(path, trusted_as_template=True) or {}) if os.path.isfile(path) else {}
+        if path not in _ROLE_FILES:
+            _ROLE_FILES[path] = (self._loader.load_from_file(path, cache='none', unsafe=True, trusted_as_template=True) or {}
+                                 if os.path.isfile(path) else {})
+        return _ROLE_FILES[path]
 
     def _role_templar(self, role_path, task_vars, extra_vars, published):
         """(a templar, its variables) as the role sees them: the role's defaults under the play's variables, its vars

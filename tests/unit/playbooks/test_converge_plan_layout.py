@@ -192,3 +192,19 @@ def test_the_second_plan_covers_the_router_and_the_api_proxy_after_readiness():
         with open(os.path.join(REPO, 'roles', role, 'vars', 'main.yml')) as handle:
             role_vars = yaml.safe_load(handle)
         assert '__%s_converge_inputs' % role in role_vars and '__%s_converge_checks' % role in role_vars, role
+
+
+def test_site_yml_includes_the_deploy_sequence_so_that_its_tags_stay_off_the_roles_tasks():
+    """site.yml includes tasks/deploy.yml (dynamic): an import would hand its `always` tag down to the roles' tasks, and
+    vllm_service's forced restart (tags never, vllm_service_force_restart) ran on every deploy that ran the role (seen
+    on `replicas`: "forced on spark1; forced on spark2")."""
+    with open(os.path.join(REPO, 'playbooks', 'site.yml')) as handle:
+        plays = yaml.safe_load(handle)
+    deploy = [t for play in plays for t in play.get('tasks', []) if 'tasks/deploy.yml' in (
+        t.get('ansible.builtin.include_tasks'), t.get('ansible.builtin.import_tasks'))]
+    assert [t.get('ansible.builtin.include_tasks') for t in deploy] == ['tasks/deploy.yml'], deploy
+    restart = _role_tasks('vllm_service', 'restart.yml')[0]
+    assert restart['tags'] == ['never', 'vllm_service_force_restart'], restart
+    # deploy.yml imports ready.yml (the gate's tasks take `always`): none of them may carry `never`
+    with open(os.path.join(REPO, 'playbooks', 'tasks', 'ready.yml')) as handle:
+        assert not [t for t in yaml.safe_load(handle) if 'never' in (t.get('tags') or [])]
