@@ -109,7 +109,8 @@ lint: venv collection-link
 # ansible-test wants the collection at .../ansible_collections/<ns>/<name>: copy what git
 # tracks plus untracked files git does not ignore into a temp tree and run it there.
 # Its pip bootstrap script cannot be downloaded here: tests/harness/get_pip_shim.py stands in.
-GET_PIP_VERSION = $(shell sed -n "s/^ *pip='\([0-9.]*\)',/\1/p" $(VENV)/lib/python3.*/site-packages/ansible_test/_internal/python_requirements.py 2>/dev/null)
+# (firstword: the venv may hold site-packages of two Pythons, each with its copy of ansible-test)
+GET_PIP_VERSION = $(firstword $(shell sed -n "s/^ *pip='\([0-9.]*\)',/\1/p" $(VENV)/lib/python3.*/site-packages/ansible_test/_internal/python_requirements.py 2>/dev/null))
 GET_PIP_CACHE = $(HOME)/.ansible/test/cache/get_pip_$(subst .,_,$(GET_PIP_VERSION)).py
 sanity: venv
 	@test -n "$(GET_PIP_VERSION)" || { echo "sanity: cannot read ansible-test's pip version"; exit 1; }
