@@ -42,6 +42,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -96,6 +97,34 @@ FLOOR_PLAYBOOK = """\
     - name: One module round trip per host
       ansible.builtin.ping:
 """
+
+
+# What the controller's Python compiles on every run: where PYTHONDONTWRITEBYTECODE is set and its standard library has
+# no bytecode (an unpacked distribution Python), every process compiles the modules it imports again, which the floor
+# pays in a larger share than the figures do (docs/measurements.md, thirty-ninth session: the no-op's ratio 2.98x
+# without, 3.52x with the bytecode). The report says which it was.
+STDLIB_BYTECODE = """\
+import importlib.util, os, sys, sysconfig
+root = sysconfig.get_paths()['stdlib']
+skip = ('test', 'tests', 'idlelib', 'lib2to3', 'site-packages', 'dist-packages')
+py = [os.path.join(d, f) for d, dirs, files in os.walk(root) if not set(d[len(root):].split(os.sep)) & set(skip)
+      for f in files if f.endswith('.py')]
+print(sys.version.split()[0], sum(os.path.exists(importlib.util.cache_from_source(p)) for p in py), len(py))
+"""
+
+
+def controller_python(env):
+    """The Python ansible-playbook runs under in env (its script's #! line) and how much of its standard library has
+    bytecode: {interpreter, version, stdlib_bytecode, stdlib_modules, dont_write_bytecode}."""
+    playbook = shutil.which('ansible-playbook', path=env.get('PATH'))
+    if not playbook:
+        raise SystemExit('converge_bench: no ansible-playbook on the PATH')
+    with open(playbook) as handle:
+        interpreter = handle.readline()[2:].split()[0]
+    out = subprocess.run([interpreter, '-c', STDLIB_BYTECODE], stdout=subprocess.PIPE, universal_newlines=True, env=env,
+                         check=True).stdout.split()
+    return dict(interpreter=interpreter, version=out[0], stdlib_bytecode=int(out[1]), stdlib_modules=int(out[2]),
+                dont_write_bytecode=bool(env.get('PYTHONDONTWRITEBYTECODE')))
 
 
 def molecule_env(scenario):
@@ -272,6 +301,11 @@ def _figures(bench, only, repeat, floor):
 
 def report(result):
     floor = result['floor']
+    if 'python' in result:
+        py = result['python']
+        print('controller Python %s (%s): standard library byte-compiled %d of %d modules; PYTHONDONTWRITEBYTECODE %s' % (
+            py['version'], py['interpreter'], py['stdlib_bytecode'], py['stdlib_modules'],
+            'set' if py['dont_write_bytecode'] else 'unset'))
     print('floor: one ping per host (%d hosts): %.2f s wall, %.2f CPU-s (median of %d runs)' % (
         floor['tasks'], floor['wall_s'], floor['cpu_s'], floor.get('runs', 1)))
     print('%-14s %8s %8s %8s %8s %8s %8s %8s %8s %7s  %s' % ('figure', 'wall s', 'x floor', 'CPU s', 'x floor', 'orch s',
@@ -312,7 +346,9 @@ def main():
     unknown = [x for x in only if x not in FIGURES]
     if unknown:
         parser.error('--only: unknown figure(s) %s; known: %s' % (', '.join(unknown), ', '.join(FIGURES)))
-    result = measure(Bench(args.scenario), only, args.repeat, plan_off=args.plan_off)
+    bench = Bench(args.scenario)
+    result = measure(bench, only, args.repeat, plan_off=args.plan_off)
+    result['python'] = controller_python(bench.env)
     if args.json:
         with open(args.json, 'w') as handle:
             json.dump(result, handle, indent=1)

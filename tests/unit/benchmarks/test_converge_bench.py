@@ -128,3 +128,21 @@ def test_plan_off_measures_each_figure_again_right_after_with_the_plan_off_and_o
     fake.calls = []
     assert sorted(cb.measure(fake, ['status'], repeat=1)) == ['floor', 'status']
     assert all(args == [] for dummy, args in fake.calls)
+
+
+def test_the_report_names_the_controllers_python_and_its_standard_librarys_bytecode(tmp_path, capsys):
+    """The floor's share of compiling changes the ratios (docs/measurements.md, thirty-ninth session): the benchmark
+    reads the Python ansible-playbook runs under (its #! line) and counts its standard library's modules with bytecode."""
+    import sys
+    script = tmp_path / "ansible-playbook"
+    script.write_text("#!%s -I\nprint('not run')\n" % sys.executable)
+    os.chmod(str(script), 0o755)
+    env = dict(os.environ, PATH=str(tmp_path), PYTHONDONTWRITEBYTECODE="1")
+    py = cb.controller_python(env)
+    assert py["interpreter"] == sys.executable and py["version"] == sys.version.split()[0] and py["dont_write_bytecode"]
+    assert py["stdlib_modules"] > 100 and 0 <= py["stdlib_bytecode"] <= py["stdlib_modules"], py
+    cb.report({"floor": {"tasks": 4, "wall_s": 1.0, "cpu_s": 0.8}, "python": dict(py, stdlib_bytecode=3, stdlib_modules=9)})
+    assert ("controller Python %s (%s): standard library byte-compiled 3 of 9 modules; PYTHONDONTWRITEBYTECODE set"
+            % (py["version"], sys.executable)) in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cb.controller_python(dict(env, PATH=str(tmp_path / "nowhere")))
