@@ -10,7 +10,9 @@ configuration itself it refuses unknown variables with the collection's prefixes
 """
 
 
+import json
 import os
+import tempfile
 
 import yaml
 
@@ -33,6 +35,8 @@ from ansible_collections.dgxspark.ds4.plugins.plugin_utils.known_vars import (
     scan_collection,
 )
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.placeholders import placeholder_errors
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import known_vars, template_cache
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import role_inputs, var_origin
 from ansible_collections.dgxspark.ds4.plugins.module_utils._security import tls_plan
 from ansible_collections.dgxspark.ds4.plugins.module_utils._security.api_exposure import check_api_keys
@@ -79,11 +83,50 @@ ROUTER_KEYS = ('ds4_router_enabled', 'ds4_router_host', 'ds4_router_hosts', 'ds4
 
 
 def known_names(root=COLLECTION_ROOT):
-    """(known variable names, collection prefixes), scanned once per controller process."""
+    """(known variable names, collection prefixes), scanned once per controller process and kept for later runs in the
+    template cache's directory (plugin_utils/template_cache.py: private to the user, else the run's own), under the
+    content hash of what the scan reads (_scanned_dirs): the scan parsed every YAML file of the collection, ~0.15-0.3
+    CPU-s on the config play's first task of every run; the hash reads their bytes only."""
     if root not in _KNOWN_CACHE:
-        known, roles = scan_collection(root, lambda text: yaml.load(text, Loader=_YamlLoader))  # nosec: a safe loader
-        _KNOWN_CACHE[root] = (known, prefixes(roles))
+        path = os.path.join(template_cache.cache_dir(), 'known-vars-%s.json' % cs.content_hash(_scanned_dirs(root)))
+        kept = _read_known(path)
+        if kept is None:
+            known, roles = scan_collection(root, lambda text: yaml.load(text, Loader=_YamlLoader))  # nosec: a safe loader
+            kept = (frozenset(known), prefixes(roles))
+            _write_known(path, kept)
+        _KNOWN_CACHE[root] = kept
     return _KNOWN_CACHE[root]
+
+
+def _scanned_dirs(root):
+    """The directories whose files scan_collection reads (each role's meta, defaults, vars, tasks and handlers, the
+    playbooks) and the scanner's own: what the kept scan is keyed by."""
+    roles_dir = os.path.join(root, 'roles')
+    roles = sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else []
+    return ([os.path.join(roles_dir, role, sub) for role in roles for sub in ('meta', 'defaults', 'vars', 'tasks', 'handlers')]
+            + [os.path.join(root, 'playbooks'), os.path.dirname(os.path.abspath(known_vars.__file__))])
+
+
+def _read_known(path):
+    """(known, prefixes) as _write_known left them in path, or None."""
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+        return frozenset(data['known']), tuple(data['prefixes'])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_known(path, kept):
+    """Atomically (another worker reads the whole file or none); nothing when the directory cannot be written."""
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix='.tmp-')
+        with os.fdopen(fd, 'w') as handle:
+            json.dump({'known': sorted(kept[0]), 'prefixes': list(kept[1])}, handle)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def role_options(root=COLLECTION_ROOT):

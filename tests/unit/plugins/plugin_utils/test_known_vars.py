@@ -280,3 +280,34 @@ def test_what_a_skipped_role_publishes_is_among_its_results_so_a_second_include_
         assert not [n for n in options if re.match(pattern, n)], (role, pattern)
         found += 1
     assert found >= 4
+
+
+def test_the_config_actions_scan_is_kept_for_later_runs_under_what_it_read(tmp_path, monkeypatch):
+    """effective_config.known_names: scanned once, then read back by a later run (a new process: the in-process cache
+    emptied) from the template cache's directory; a changed role default, playbook or scanner is another key, scanned
+    again; an unwritable directory only means scanning each time."""
+    from ansible_collections.dgxspark.ds4.plugins.action import effective_config as ec
+    root = tmp_path / "collection"
+    (root / "roles" / "svc" / "defaults").mkdir(parents=True)
+    (root / "roles" / "svc" / "defaults" / "main.yml").write_text("svc_port: 1\n")
+    (root / "playbooks").mkdir()
+    (root / "playbooks" / "site.yml").write_text("- hosts: all\n  vars:\n    ds4_site_thing: 1\n")
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(ec.template_cache, "cache_dir", lambda: str(cache))
+    scans = []
+    real = ec.scan_collection
+    monkeypatch.setattr(ec, "scan_collection", lambda r, load: scans.append(r) or real(r, load))
+
+    def run():
+        monkeypatch.setattr(ec, "_KNOWN_CACHE", {})          # a new ansible-playbook process
+        return ec.known_names(str(root))
+    first = run()
+    assert "svc_port" in first[0] and "ds4_site_thing" in first[0] and "svc_" in first[1] and len(scans) == 1
+    assert run() == first and len(scans) == 1                  # read back, not scanned
+    (root / "roles" / "svc" / "defaults" / "main.yml").write_text("svc_port: 1\nsvc_host: x\n")
+    assert "svc_host" in run()[0] and len(scans) == 2
+    (root / "playbooks" / "site.yml").write_text("- hosts: all\n")
+    assert "ds4_site_thing" not in run()[0] and len(scans) == 3
+    monkeypatch.setattr(ec.template_cache, "cache_dir", lambda: str(tmp_path / "file" / "x"))
+    (tmp_path / "file").write_text("not a directory")
+    assert run()[0] == ec.known_names(str(root))[0] and len(scans) == 4
