@@ -32,7 +32,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe, vllm_client
 from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness import readiness_http, ready_checks
-from ansible_collections.dgxspark.ds4.plugins.plugin_utils import known_vars
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import known_vars, template_cache
 
 try:  # libyaml: the role's task files in ~5 ms instead of ~50
     from yaml import CSafeLoader as _YamlLoader
@@ -138,23 +138,12 @@ def _tree_chunks(path):
 
 
 def _role_results(role_path, code_hash):
-    """known_vars.role_results of the role at role_path, cached by its code hash in the run's local temporary
-    directory (each task runs in a new worker process: a module-level cache would not outlive it)."""
-    cache = os.path.join(C.DEFAULT_LOCAL_TMP, 'ds4-role-results-%s-%s.json' % (os.path.basename(role_path), code_hash[:16]))
-    try:
-        with open(cache) as handle:
-            return frozenset(json.load(handle))
-    except (OSError, ValueError):
-        pass
-    names = sorted(known_vars.role_results(role_path, lambda text: yaml.load(text, Loader=_YamlLoader)))
-    tmp = '%s.%d' % (cache, os.getpid())
-    try:
-        with open(tmp, 'w') as handle:
-            json.dump(names, handle)
-        os.replace(tmp, cache)
-    except OSError:
-        pass
-    return frozenset(names)
+    """known_vars.role_results of the role at role_path, kept by its code hash (the role's files among what it covers) in
+    the template cache's directory (template_cache.kept_json): each task runs in a new worker process, where a
+    module-level cache would not outlive it."""
+    return frozenset(template_cache.kept_json(
+        'role-results-%s-%s.json' % (os.path.basename(role_path), code_hash[:16]),
+        lambda: sorted(known_vars.role_results(role_path, lambda text: yaml.load(text, Loader=_YamlLoader)))))  # nosec
 
 
 def calling_role_path(task_vars, name):

@@ -10,9 +10,7 @@ configuration itself it refuses unknown variables with the collection's prefixes
 """
 
 
-import json
 import os
-import tempfile
 
 import yaml
 
@@ -84,17 +82,15 @@ ROUTER_KEYS = ('ds4_router_enabled', 'ds4_router_host', 'ds4_router_hosts', 'ds4
 
 def known_names(root=COLLECTION_ROOT):
     """(known variable names, collection prefixes), scanned once per controller process and kept for later runs in the
-    template cache's directory (plugin_utils/template_cache.py: private to the user, else the run's own), under the
-    content hash of what the scan reads (_scanned_dirs): the scan parsed every YAML file of the collection, ~0.15-0.3
-    CPU-s on the config play's first task of every run; the hash reads their bytes only."""
+    template cache's directory (template_cache.kept_json) under the content hash of what the scan reads
+    (_scanned_dirs): the scan parsed every YAML file of the collection, ~0.15-0.3 CPU-s on the config play's first task
+    of every run; the hash reads their bytes only."""
     if root not in _KNOWN_CACHE:
-        path = os.path.join(template_cache.cache_dir(), 'known-vars-%s.json' % cs.content_hash(_scanned_dirs(root)))
-        kept = _read_known(path)
-        if kept is None:
+        def scan():
             known, roles = scan_collection(root, lambda text: yaml.load(text, Loader=_YamlLoader))  # nosec: a safe loader
-            kept = (frozenset(known), prefixes(roles))
-            _write_known(path, kept)
-        _KNOWN_CACHE[root] = kept
+            return {'known': sorted(known), 'prefixes': list(prefixes(roles))}
+        kept = template_cache.kept_json('known-vars-%s.json' % cs.content_hash(_scanned_dirs(root)), scan)
+        _KNOWN_CACHE[root] = (frozenset(kept['known']), tuple(kept['prefixes']))
     return _KNOWN_CACHE[root]
 
 
@@ -105,28 +101,6 @@ def _scanned_dirs(root):
     roles = sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else []
     return ([os.path.join(roles_dir, role, sub) for role in roles for sub in ('meta', 'defaults', 'vars', 'tasks', 'handlers')]
             + [os.path.join(root, 'playbooks'), os.path.dirname(os.path.abspath(known_vars.__file__))])
-
-
-def _read_known(path):
-    """(known, prefixes) as _write_known left them in path, or None."""
-    try:
-        with open(path) as handle:
-            data = json.load(handle)
-        return frozenset(data['known']), tuple(data['prefixes'])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _write_known(path, kept):
-    """Atomically (another worker reads the whole file or none); nothing when the directory cannot be written."""
-    try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix='.tmp-')
-        with os.fdopen(fd, 'w') as handle:
-            json.dump({'known': sorted(kept[0]), 'prefixes': list(kept[1])}, handle)
-        os.replace(tmp, path)
-    except OSError:
-        pass
 
 
 def role_options(root=COLLECTION_ROOT):

@@ -27,6 +27,7 @@ its files for the templates a run compiles, not for those it reads.
 
 
 import hashlib
+import json
 import marshal
 import os
 import stat
@@ -117,14 +118,36 @@ def _read(path):
 
 def _write(path, code):
     try:
-        data = marshal.dumps(code)
+        _atomic(path, marshal.dumps(code))
+    except ValueError:
+        pass
+
+
+def _atomic(path, data):
+    """data (bytes) as path, atomically: another worker reads the whole file or none; nothing when it cannot be written."""
+    try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix='.tmp-')
         with os.fdopen(fd, 'wb') as handle:
             handle.write(data)
-        os.replace(tmp, path)  # atomic: another worker reads the whole file or none
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def kept_json(name, compute):
+    """compute()'s result (JSON data), kept in the cache's directory as `name` and read back by the run's other workers
+    and later runs instead of computing it again. The name is the key: it must hold everything the result depends on
+    (a content hash of what compute reads). Computed again when the file is missing or unreadable."""
+    path = os.path.join(cache_dir(), name)
+    try:
+        with open(path) as handle:
+            return json.load(handle)
     except (OSError, ValueError):
         pass
+    value = compute()
+    _atomic(path, json.dumps(value).encode('utf-8'))
+    return value
 
 
 def compile_cached(self, source, name=None, filename=None, raw=False, defer_init=False):

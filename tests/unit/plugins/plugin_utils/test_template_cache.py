@@ -190,3 +190,24 @@ print(json.dumps({'dir': tc.cache_dir(), 'run_dir': C.DEFAULT_LOCAL_TMP, 'remove
     assert sorted(os.listdir(str(shared))) == ['planted']
     assert result['removed'] == 1 and 'old' in result['fresh'] and 'old' not in result['after']
     assert len(result['after']) == len(result['fresh']) - 1 >= len(TEMPLATES)
+
+
+def test_kept_json_is_computed_once_read_back_and_computed_again_when_unreadable(tmp_path, monkeypatch):
+    """template_cache.kept_json (the config action's variable scan, the converge probes' role results): the first call
+    computes and keeps the result in the cache's directory, a later one (another worker, a later run) reads it; a
+    broken file is computed again and replaced; an unwritable directory only means computing each time."""
+    from ansible_collections.dgxspark.ds4.plugins.plugin_utils import template_cache as tc
+    monkeypatch.setattr(tc, "cache_dir", lambda: str(tmp_path / "cache"))
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"known": ["a", "b"], "n": len(calls)}
+    assert tc.kept_json("k-1.json", compute) == {"known": ["a", "b"], "n": 1}
+    assert tc.kept_json("k-1.json", compute) == {"known": ["a", "b"], "n": 1} and len(calls) == 1
+    (tmp_path / "cache" / "k-1.json").write_text("{not json")
+    assert tc.kept_json("k-1.json", compute)["n"] == 2 and json.loads((tmp_path / "cache" / "k-1.json").read_text())["n"] == 2
+    assert tc.kept_json("k-2.json", compute)["n"] == 3                     # another key, another result
+    (tmp_path / "file").write_text("not a directory")
+    monkeypatch.setattr(tc, "cache_dir", lambda: str(tmp_path / "file" / "x"))
+    assert [tc.kept_json("k-1.json", compute)["n"] for dummy in range(2)] == [4, 5]
