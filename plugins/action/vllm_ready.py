@@ -88,6 +88,17 @@ class ActionModule(direct_action.ActionModule):
             args.pop("api_key", None)
         return args
 
+    def _checks(self, interpreter, direct_defaults, module_args, task_vars, node):
+        """The module's checks on this node (ready_checks.checks): a direct run where the node's Python is known and the
+        connection pipelines (the module's defaults filled here as the module fills them), else the module."""
+        if interpreter:
+            res = self._probe_directly(interpreter, dict(direct_defaults, **module_args), entry="checks")
+        else:
+            res = self._execute_module(module_name=_MODULE, module_args=module_args, task_vars=task_vars)
+        if res.get("failed"):
+            raise AnsibleActionFail("vllm_ready checks failed to run on %s: %s" % (node, res.get("msg")))
+        return res
+
     @staticmethod
     def _recheck_until(inst, deadline):
         """Re-decide on the last poll (ReadyInstance.recheck: the other rank's report read again, no new poll) every
@@ -150,23 +161,23 @@ class ActionModule(direct_action.ActionModule):
             cmd = poll_command(args["unit"], args.get("container_name"), "" if widen else cursor, args.get("api_host"),
                                args.get("api_port"), int(args.get("max_lines") or 2000), args.get("docker_cli") or "docker",
                                since=(inst.wall_started - 5) if widen else None, marker=marker)
-            raw = self._low_level_execute_command(cmd, sudoable=True)
+            # the head's first poll runs on the node with its checks after it (one node call: the module's `poll`; the
+            # HTTP checks when the poll found the API port open), so that a pair already serving is seen in one call
+            first = role == "head" and polls == 0 and not widen
+            res = self._checks(interpreter, direct_defaults, dict(module_args, poll=cmd), task_vars, node) if first else None
+            raw = res["poll"] if first else self._low_level_execute_command(cmd, sudoable=True)
             if raw.get("rc") not in (0, 1) and not raw.get("stdout"):
                 raise AnsibleActionFail("vllm_ready poll failed on %s: rc=%s %s" % (node, raw.get("rc"), raw.get("stderr")))
             snap = parse_poll(raw.get("stdout") or "", args["unit"], "" if widen else cursor)
             snap["window"] = widen
             cursor = cursor if widen else (snap.get("cursor") or cursor)
-            if role == "head" and not widen and (snap.get("api_port") == "open" or polls == 0):
-                # first poll: also runs the module once, so its payload is built before the port opens; the unit and
-                # the container as this poll just read them (the module reads the journal after it, then the HTTP checks)
-                module_args["cursor"] = cursor
-                module_args["status"] = not cursor
-                if interpreter:
-                    res = self._probe_directly(interpreter, dict(direct_defaults, **module_args), entry="checks")
-                else:
-                    res = self._execute_module(module_name=_MODULE, module_args=module_args, task_vars=task_vars)
-                if res.get("failed"):
-                    raise AnsibleActionFail("vllm_ready checks failed to run on %s: %s" % (node, res.get("msg")))
+            if first:
+                snap["http"] = res.get("http")
+            elif role == "head" and not widen and snap.get("api_port") == "open":
+                # the port opened since: the checks after this poll, with the unit and the container as it just read
+                # them (the module reads the journal after it, then the HTTP checks)
+                res = self._checks(interpreter, direct_defaults, dict(module_args, cursor=cursor, status=not cursor),
+                                   task_vars, node)
                 snap["lines"] = snap["lines"] + (res.get("lines") or [])
                 snap["http"] = res.get("http")
                 cursor = res.get("cursor") or cursor

@@ -79,6 +79,14 @@ options:
       - False needs O(cursor) (the journal is read after it); the result's C(status) is then empty.
     type: bool
     default: true
+  poll:
+    description:
+      - The action's own poll (a shell command, C(node_probe.poll_command)) to run here first, instead of reading the
+        unit, the container and the journal itself; its output is returned as C(poll) (the action parses it as it parses
+        its own polls) and the HTTP checks follow when it found the API port open. The action sets it for the head's
+        first poll, so that its poll and its checks are one node call on every readiness wait's path.
+      - With it, O(status) and O(cursor) are not read (the poll reads the journal itself).
+    type: str
   cursor:
     description: Journal cursor of the previous poll; empty = the lines of the unit's current (or last) run.
     type: str
@@ -196,6 +204,10 @@ lines:
   returned: always
   type: list
   elements: str
+poll:
+  description: (module, with O(poll)) The poll's C(rc), C(stdout) and C(stderr).
+  returned: with O(poll)
+  type: dict
 cursor:
   description: (module) Journal cursor after these lines.
   returned: always
@@ -226,7 +238,7 @@ def main():
     if module.check_mode:
         module.exit_json(changed=False, msg="check mode: would poll unit %s, container %s, the journal and the API" % (
             p["unit"], p["container_name"]), status={}, lines=[], cursor=p["cursor"])
-    if not p["status"] and not p["cursor"]:
+    if not p["status"] and not p["cursor"] and not p["poll"]:
         module.fail_json(msg="status=false needs cursor (the journal is read after it)")
     module.exit_json(**checks(p, module.run_command))
 

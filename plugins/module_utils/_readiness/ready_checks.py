@@ -34,6 +34,14 @@ def checks(p: Mapping[str, Any], run: Runner = run_command, check_mode: bool = F
     checks, the HTTP checks (health, models, a real completion). The caller refuses a missing unit, and status false
     without a cursor, first. Check mode is the caller's (nothing is polled)."""
     del check_mode  # the module and the action answer check mode themselves, before this runs
+    if p.get("poll"):
+        # the action's poll (node_probe.poll_command), run here: its output goes back as it is (the action parses it as
+        # it parses its own polls) and the HTTP checks follow it when it found the API port open
+        rc, out, err = run(["/bin/sh", "-c", p["poll"]])
+        result = dict(changed=False, poll=dict(rc=rc, stdout=out, stderr=err))
+        if p["checks"] and p["api_port"] and node_probe.parse_poll(out, p["unit"]).get("api_port") == "open":
+            result["http"] = _http(p)
+        return result
     if p["status"]:
         status, lines, cursor = poll(run, p["unit"], p["container_name"], p["docker_cli"], p["cursor"], p["max_lines"])
     else:
@@ -44,6 +52,12 @@ def checks(p: Mapping[str, Any], run: Runner = run_command, check_mode: bool = F
         host = node_probe.probe_host(p["api_host"])
         result["api_port"] = node_probe.tcp_state(host, p["api_port"])
         if p["checks"] and result["api_port"] == "open":
-            result["http"] = http_checks(host, p["api_port"], api_key=p["api_key"], served_name=p["served_model_name"],
-                                         max_model_len=p["max_model_len"], thinking=bool(p["thinking"]), timeout=p["chat_timeout"])
+            result["http"] = _http(p)
     return result
+
+
+def _http(p: Mapping[str, Any]) -> dict[str, Any]:
+    """The HTTP checks (health, models, a real completion) of the API port of p."""
+    return http_checks(node_probe.probe_host(p["api_host"]), p["api_port"], api_key=p["api_key"],
+                       served_name=p["served_model_name"], max_model_len=p["max_model_len"], thinking=bool(p["thinking"]),
+                       timeout=p["chat_timeout"])

@@ -164,23 +164,35 @@ def test_the_second_plan_covers_the_router_and_the_api_proxy_after_readiness():
                                'hosts': "{{ ds4_effective['pair']['hosts'] | select('in', ansible_play_hosts) | list }}"}
     void = _load('deploy_roles.yml')[0]
     assert void['ansible.builtin.set_fact'] == {'__converge_plan_fronts_ahead': None} and 'when' not in void, void
-    fronts = tasks[plans[1] + 1]              # a block: its variable templated where its tasks read it, no set_fact
-    assert [t['name'] for t in fronts['block']] == [
+    # after it, one include (skipped whole when none of its tasks has anything to do on the host: one task round in a
+    # no-op) with the fronts' skips as its variable (templated where its tasks read it, no set_fact) and the router's
+    # inputs as the plan's, then the router's verify
+    after = tasks[plans[1] + 1]
+    assert after['ansible.builtin.include_tasks'] == 'deploy_after.yml'
+    included = _load('deploy_after.yml')
+    assert [t['name'] for t in included] == [
+        'Deploy | Remove the model revisions not served (model_cache_prune_previous)',
         'Deploy | vllm-router in front of the pairs (several pairs; on each router host)',
         'Deploy | Expose the API to the allowed networks (reverse proxy on the head; allowlisted endpoints, API keys)',
-        'Deploy | The router serves with every pair in rotation']
-    skip = ' '.join(fronts['vars']['ds4_converge_skip_fronts'].split())
+        'Deploy | Metrics and alerts (monitoring_enabled)']
+    assert dict((k, v) for k, v in after['vars'].items() if k != 'ds4_converge_skip_fronts') == second['vars']
+    skip = ' '.join(after['vars']['ds4_converge_skip_fronts'].split())
     assert "__converge_plan_fronts['skippable'] | select('eq', 'router')" in skip, skip
     assert ("ds4_effective['pair']['hosts'] | select('in', ansible_play_hosts) | map('extract', hostvars, "
             "['__converge_plan_fronts', 'skippable']) | reject('contains', 'api_proxy')") in skip, skip
-    by_name = dict((t['name'], t) for t in _flat(tasks))
+    by_name = dict((t['name'], t) for t in included)
     router = by_name['Deploy | vllm-router in front of the pairs (several pairs; on each router host)']
     assert router['when'] == ["'router' in __converge_plan_fronts['order']", "'router' not in ds4_converge_skip_fronts"]
-    assert router['vars'] == second['vars']
-    verify = by_name['Deploy | The router serves with every pair in rotation']
-    assert verify['when'] == "'router' in __converge_plan_fronts['order']" and verify['vars'] == second['vars']
     proxy = by_name['Deploy | Expose the API to the allowed networks (reverse proxy on the head; allowlisted endpoints, API keys)']
     assert proxy['when'] == "'api_proxy' not in ds4_converge_skip_fronts"
+    # the include's own condition: any of its tasks' (each task's `when` is one of its parts)
+    when = ' '.join(after['when'].split())
+    for task in included:
+        for part in (task['when'] if isinstance(task['when'], list) else [task['when']]):
+            assert part in when, (part, when)
+    verify = tasks[plans[1] + 2]
+    assert verify['name'] == 'Deploy | The router serves with every pair in rotation'
+    assert verify['when'] == "'router' in __converge_plan_fronts['order']" and verify['vars'] == second['vars']
     with open(os.path.join(REPO, 'roles', 'router', 'vars', 'main.yml')) as handle:
         assert yaml.safe_load(handle)['__router_converge_published'] == '^router_endpoint$'
     main = _role_tasks('router', 'main.yml')

@@ -147,3 +147,34 @@ def test_the_actions_direct_run_gives_the_modules_result(tmp_path):
     finally:
         s.close()
     assert module["cursor"] == "s=1;i=2" and module["status"] == {} and direct["lines"] == module["lines"] != []
+
+
+def test_the_heads_first_poll_runs_here_with_the_checks_after_it(monkeypatch):
+    """The action's first poll on the head (option poll: its own poll command) runs here through /bin/sh, one node call
+    for the poll and the checks: its output goes back as it is (the action parses it as it parses its own polls), the
+    unit, the container and the journal are not read a second time, and the HTTP checks run after it only when it found
+    the API port open."""
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness import ready_checks
+    http = []
+    monkeypatch.setattr(ready_checks, "http_checks", lambda host, port, **kw: http.append((host, port, kw)) or {"ok": True})
+    mark = node_probe._MARK
+    polled = {}
+
+    def sh(self, cmd, **kwargs):
+        CALLS.append(cmd)
+        return 0, polled["out"], ""
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", sh)
+    poll = node_probe.poll_command("u.service", "c", "", "127.0.0.1", 8001)
+    for port, checked in (("open\nrc=0", True), ("bash: connect: Connection refused\nrc=1", False)):
+        del CALLS[:], http[:]
+        polled["out"] = ("%sshow\nActiveState=active\nSubState=running\n%sdocker\n%sport\n%s\n%sjournal\n"
+                         "INFO Application startup complete.\n-- cursor: s=1;i=2\n" % (mark, mark, mark, port, mark))
+        kind, res = run({"unit": "u.service", "container_name": "c", "api_host": "127.0.0.1", "api_port": 8001,
+                         "checks": True, "status": False, "poll": poll})
+        assert kind is ExitJson and CALLS == [["/bin/sh", "-c", poll]]
+        assert res["poll"] == {"rc": 0, "stdout": polled["out"], "stderr": ""} and "status" not in res
+        snap = node_probe.parse_poll(res["poll"]["stdout"], "u.service")
+        assert snap["api_port"] == ("open" if checked else "refused") and snap["cursor"] == "s=1;i=2"
+        assert ("http" in res) is checked and [h[:2] for h in http] == [("127.0.0.1", 8001)] * int(checked), (res, http)
