@@ -27,6 +27,8 @@ takes that without node calls when every host of the pair kept one, since nothin
 """
 
 
+import hashlib
+import json
 import os
 
 from ansible.errors import AnsibleActionFail
@@ -35,6 +37,7 @@ from ansible.utils.vars import load_extra_vars
 from ansible_collections.dgxspark.ds4.plugins.action import converge_state as probe_action
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge.plan_spec import ARGUMENT_SPEC as _ARG_SPEC
+from ansible_collections.dgxspark.ds4.plugins.plugin_utils import template_cache
 
 try:  # ansible-core 2.21: set_fact's own mechanism (see converge_decide)
     from ansible.plugins.action import VariableLayer
@@ -155,6 +158,28 @@ class ActionModule(probe_action.ActionModule):
         digest, per_input = cs.inputs_digest(plain, code_hash)
         return dict(role=role, digest=digest, inputs=per_input, checks=checks, secret_inputs=secrets)
 
+    def _views(self, roles, ahead, records, task_vars, extra_vars):
+        """(the probes of `roles` then of the roles planned `ahead`, those of `ahead` templated, why the plan cannot be
+        made or None): each role templated after the roles before it published their records; the roles ahead only
+        where each has a record (they are left out when one of them cannot be templated: the later plan does it)."""
+        published, probes = {}, []
+        for role in roles:
+            try:
+                probes.append(self._role_view(role, task_vars, extra_vars, published))
+            except Exception as exc:  # pylint: disable=broad-except  # any failure to template: the role decides itself
+                return probes, [], '%s: its inputs could not be computed before the role (%s)' % (
+                    role, str(exc).splitlines()[0][:300])
+            published.update(records[role])
+        ahead = ahead if all(records.get(role) is not None for role in ahead) else []
+        planned = []
+        for role in ahead:
+            try:
+                planned.append(self._role_view(role, task_vars, extra_vars, published))
+            except Exception:  # pylint: disable=broad-except  # not planned ahead: the later plan templates it itself
+                return probes, [], None
+            published.update(records[role])
+        return probes + planned, ahead, None
+
     def _node(self, interpreter, args, task_vars):
         return self._probe_directly(interpreter, args, entry='plan')
 
@@ -212,36 +237,36 @@ class ActionModule(probe_action.ActionModule):
         first = dict(state_dir=state_dir, phase='published', roles=args['roles'] + ahead)
         if paths is not None and all(path.startswith('/') for path in paths):
             first['files'] = paths
+        # the records' published facts as this controller last found them on this node: the probes templated with them
+        # go with the first call, which runs them when the records still publish exactly those (one node call where
+        # nothing changed); otherwise the node answers the records and the probes are templated with them (a second call)
+        memo = 'converge-plan-published-%s.json' % hashlib.sha256(json.dumps(
+            [task_vars.get('inventory_hostname'), state_dir, first['roles']]).encode('utf-8')).hexdigest()[:16]
+        expected = template_cache.recalled_json(memo)
+        expected_ahead = []
+        if isinstance(expected, dict) and all(isinstance(expected.get(role), dict) for role in first['roles']):
+            probes, expected_ahead, error = self._views(args['roles'], ahead, expected, task_vars, extra_vars)
+            if not error:
+                first.update(expect=expected, probe=probes)
         answer = self._node(interpreter, first, task_vars)
         if answer.get('failed'):
             return self._not_planned(result, answer.get('msg'), args), None
         files = {'files': answer['files']} if 'files' in first else None
         records = answer['published']
+        if records != expected:
+            template_cache.keep_json(memo, records)
         missing = [role for role in args['roles'] if records.get(role) is None]
         if missing:
             return self._not_planned(result, 'no converge record of %s on this node' % ', '.join(missing), args), files
-        published, probes = {}, []
-        for role in args['roles']:
-            try:
-                probes.append(self._role_view(role, task_vars, extra_vars, published))
-            except Exception as exc:  # pylint: disable=broad-except  # any failure to template: the role decides itself
-                return self._not_planned(result, '%s: its inputs could not be computed before the role (%s)' % (
-                    role, str(exc).splitlines()[0][:300]), args), files
-            published.update(records[role])
-        # the roles planned ahead, templated as they will be after these (every one of them as recorded: their records
-        # published), where each has a record here
-        ahead = ahead if all(records.get(role) is not None for role in ahead) else []
-        for role in ahead:
-            try:
-                probes.append(self._role_view(role, task_vars, extra_vars, published))
-            except Exception:  # pylint: disable=broad-except  # not planned ahead: the later plan templates it itself
-                ahead = []
-                break
-            published.update(records[role])
-        answer = self._node(interpreter, dict(state_dir=state_dir, phase='probe', roles=probes[:len(args['roles']) + len(ahead)]),
-                            task_vars)
-        if answer.get('failed'):
-            return self._not_planned(result, answer.get('msg'), args), files
+        if 'roles' not in answer:
+            probes, ahead, error = self._views(args['roles'], ahead, records, task_vars, extra_vars)
+            if error:
+                return self._not_planned(result, error, args), files
+            answer = self._node(interpreter, dict(state_dir=state_dir, phase='probe', roles=probes), task_vars)
+            if answer.get('failed'):
+                return self._not_planned(result, answer.get('msg'), args), files
+        else:
+            ahead = expected_ahead
         found = answer['roles']
         plan, published, differ = self._found(args['roles'], found, records)
         facts = self._decided(args['fact'], plan, published, task_vars)

@@ -139,15 +139,25 @@ def kept_json(name, compute):
     """compute()'s result (JSON data), kept in the cache's directory as `name` and read back by the run's other workers
     and later runs instead of computing it again. The name is the key: it must hold everything the result depends on
     (a content hash of what compute reads). Computed again when the file is missing or unreadable."""
-    path = os.path.join(cache_dir(), name)
+    value = recalled_json(name)
+    if value is None:
+        value = compute()
+        keep_json(name, value)
+    return value
+
+
+def recalled_json(name):
+    """The JSON data last kept as `name` in the cache's directory (kept_json, keep_json), or None."""
     try:
-        with open(path) as handle:
+        with open(os.path.join(cache_dir(), name)) as handle:
             return json.load(handle)
     except (OSError, ValueError):
-        pass
-    value = compute()
-    _atomic(path, json.dumps(value).encode('utf-8'))
-    return value
+        return None
+
+
+def keep_json(name, value):
+    """value (JSON data) kept as `name` in the cache's directory, replacing what was kept under that name (atomically)."""
+    _atomic(os.path.join(cache_dir(), name), json.dumps(value, sort_keys=True).encode('utf-8'))
 
 
 def compile_cached(self, source, name=None, filename=None, raw=False, defer_init=False):

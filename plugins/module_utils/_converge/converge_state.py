@@ -290,7 +290,10 @@ def plan(params: Mapping[str, Any], run: Runner = run_command, check_mode: bool 
     facts its record published (None without a usable record): the values later roles read as inputs, and with
     ``files`` (absolute paths) what ``files`` returns for them under ``files``. phase
     ``probe``: roles is a list of probe parameters (role, digest, inputs, checks, secret_inputs); returns each role's
-    probe result, as ``probe`` gives it, under ``roles``."""
+    probe result, as ``probe`` gives it, under ``roles``. Phase ``published`` with ``expect`` (the published facts the
+    caller templated ``probe``, a list of probe parameters, with): when the records publish exactly those, the probes
+    run in the same call and their results come under ``roles`` (one call where nothing changed); otherwise only the
+    published facts come back, for the caller to template its probes with them."""
     state_dir = params['state_dir']
     if params.get('phase') == 'published':
         published: dict[str, Any] = {}
@@ -305,6 +308,9 @@ def plan(params: Mapping[str, Any], run: Runner = run_command, check_mode: bool 
             if looked.get('failed'):
                 return looked
             out['files'] = looked['files']
+        if params.get('expect') is not None and published == params['expect']:
+            out['roles'] = dict((item['role'], probe(dict(item, state_dir=state_dir), run, check_mode))
+                                for item in params['probe'])
         return out
     results: dict[str, Any] = {}
     for item in params['roles']:

@@ -387,6 +387,14 @@ def test_plan_reads_the_published_facts_then_probes_every_role_in_one_call(tmp_p
     assert probed['roles']['first'] == cs.probe(dict(one, state_dir=state), cs.run_command)
     assert probed['roles']['first']['current'] is True and probed['roles']['first']['published'] == {'first_ref': 'img:1'}
     assert probed['roles']['none']['current'] is False
+    # the published facts the caller expects (its last look at this node's records) with the probes templated with
+    # them: run in the same call when the records publish exactly those, else only the published facts come back
+    expect = {'first': {'first_ref': 'img:1'}}
+    same = boot({'state_dir': state, 'phase': 'published', 'roles': ['first'], 'expect': expect, 'probe': [one]})
+    assert same['published'] == expect and same['roles'] == {'first': probed['roles']['first']}, same
+    for other in ({'first': {'first_ref': 'img:2'}}, {'first': {}}):
+        moved = boot({'state_dir': state, 'phase': 'published', 'roles': ['first'], 'expect': other, 'probe': [one]})
+        assert moved == {'changed': False, 'published': expect}, moved
     conf.write_text(u'x=2\n')
     drifted = cs.plan({'state_dir': state, 'phase': 'probe', 'roles': [one]}, run)
     assert drifted['roles']['first']['current'] is False and 'file %s' % conf in drifted['roles']['first']['reasons'][0]

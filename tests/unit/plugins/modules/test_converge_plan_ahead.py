@@ -26,7 +26,7 @@ def plan(monkeypatch):
     fake node finds not as recorded."""
     plugin = bare_action(action.ActionModule)
     plugin._loader = None
-    state = dict(calls=[], views=[], facts={}, differs=())
+    state = dict(calls=[], views=[], facts={}, differs=(), published={})
     monkeypatch.setattr(ActionBase, 'run', lambda self, tmp=None, task_vars=None: {})
     monkeypatch.setattr(action, 'load_extra_vars', lambda loader: {})
     monkeypatch.setattr(action.ActionModule, '_discover_interpreter', lambda self, task_vars: {})
@@ -36,18 +36,32 @@ def plan(monkeypatch):
         state['views'].append((role, sorted(published)))
         return {'role': role}
 
+    def probed(probes):
+        return dict((p['role'], {'current': p['role'] not in state['differs'], 'digest': 'd-%s' % p['role'],
+                                 'reasons': ['inputs changed: x']}) for p in probes)
+
     def node(self, interpreter, args, task_vars):
+        """converge_state.plan's answers: the records' published facts (state['published'] where set) and, with
+        `expect` equal to them, the probes sent with it"""
         state['calls'].append(args)
         if args['phase'] == 'published':
-            return {'published': dict((role, {'%s_published' % role: role}) for role in args['roles'])}
-        return {'roles': dict((p['role'], {'current': p['role'] not in state['differs'], 'digest': 'd-%s' % p['role'],
-                                           'reasons': ['inputs changed: x']}) for p in args['roles'])}
+            published = dict((role, state['published'].get(role, {'%s_published' % role: role})) for role in args['roles'])
+            if args.get('expect') is not None and args['expect'] == published:
+                return {'published': published, 'roles': probed(args['probe'])}
+            return {'published': published}
+        return {'roles': probed(args['roles'])}
+    kept = state['kept'] = {}
+    monkeypatch.setattr(action.template_cache, 'recalled_json', lambda name: kept.get(name))
+    monkeypatch.setattr(action.template_cache, 'keep_json', lambda name, value: kept.__setitem__(name, value))
     monkeypatch.setattr(action.ActionModule, '_role_view', view)
     monkeypatch.setattr(action.ActionModule, '_node', node)
     monkeypatch.setattr(action.ActionModule, '_set', lambda self, result, facts, host_facts=None: state['facts'].update(facts))
 
-    def run(args, task_vars, differs=()):
-        state.update(calls=[], views=[], facts={}, differs=differs)
+    def run(args, task_vars, differs=(), published=None, memo=False):
+        """memo: keep what the controller kept of earlier runs (else each run starts without)"""
+        state.update(calls=[], views=[], facts={}, differs=differs, published=published or {})
+        if not memo:
+            kept.clear()
         full = dict((name, spec.get('default')) for name, spec in ARGUMENT_SPEC.items())
         full.update(args)
         monkeypatch.setattr(action.ActionModule, 'validate_argument_spec', lambda self, argument_spec: (None, full))
@@ -135,3 +149,37 @@ def test_the_later_plan_probes_itself_for_other_roles_than_were_planned_ahead(pl
                                        'planned': {'fact': '__fronts_ahead', 'hosts': ['spark1']}},
                                       {'inventory_hostname': 'spark1', 'hostvars': {'spark1': {'__fronts_ahead': kept}}})
     assert len(calls) == 2 and facts['__converge_plan_fronts']['order'] == ['api_proxy']
+
+
+def test_a_plan_after_one_on_the_same_node_probes_in_one_call_when_the_records_publish_the_same(plan):
+    """The controller keeps the records' published facts each plan found on a node; the next plan there templates the
+    probes with them and sends them with its first call, which runs them when the records still publish exactly those:
+    one node call, the same plan, the same views and facts as two calls give. Records that publish otherwise: the node
+    answers them only, the probes are templated again with them and probed in a second call, and what is kept follows."""
+    host = {'inventory_hostname': 'spark1'}
+    two = plan({'roles': FRONT, 'ahead': AHEAD}, host)
+    assert [c['phase'] for c in two[1]] == ['published', 'probe'] and 'expect' not in two[1][0]
+    one = plan({'roles': FRONT, 'ahead': AHEAD}, host, memo=True)
+    assert [c['phase'] for c in one[1]] == ['published'] and one[1][0]['expect'] == dict(
+        (role, {'%s_published' % role: role}) for role in FRONT + FRONTS)
+    assert [p['role'] for p in one[1][0]['probe']] == FRONT + FRONTS
+    assert one[0] == two[0] and one[2] == two[2] and one[3]['msg'] == two[3]['msg']
+    # another host: what this one kept is not its own
+    other = plan({'roles': FRONT, 'ahead': AHEAD}, {'inventory_hostname': 'spark2'}, memo=True)
+    assert [c['phase'] for c in other[1]] == ['published', 'probe']
+    # the records publish otherwise now: templated twice (with what was kept, then with the records), two calls, the
+    # plan as the records make it; kept from now on
+    moved = {'vllm_service': {'vllm_service_published': 'moved'}}
+    again = plan({'roles': FRONT, 'ahead': AHEAD}, host, published=moved, memo=True)
+    assert [c['phase'] for c in again[1]] == ['published', 'probe'] and 'expect' in again[1][0]
+    assert again[2][len(FRONT + FRONTS):] == [('host_hardening', []), ('vllm_service', ['host_hardening_published']),
+                                              ('router', ['host_hardening_published', 'vllm_service_published']),
+                                              ('api_proxy', ['host_hardening_published', 'router_published',
+                                                             'vllm_service_published'])]
+    assert again[0]['vllm_service_published'] == 'moved'
+    last = plan({'roles': FRONT, 'ahead': AHEAD}, host, published=moved, memo=True)
+    assert [c['phase'] for c in last[1]] == ['published'] and last[0] == again[0]
+    # a role differs: the same plan from one call as from two
+    differs = plan({'roles': FRONT, 'ahead': AHEAD}, host, differs=('vllm_service',), published=moved, memo=True)
+    assert [c['phase'] for c in differs[1]] == ['published'] and differs[0]['__converge_plan']['current'] is False
+    assert differs[0]['__fronts_ahead'] is None
