@@ -21,7 +21,7 @@ from ansible_collections.dgxspark.ds4.plugins.module_utils._image.compile_cache 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node.node_probe import NO_DIR, parse_poll, poll_command
 from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness.vllm_ready_spec import ACTION_ARGUMENT_SPEC, ARGUMENT_SPEC as MODULE_SPEC
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.readiness_pair import (
-    PEER_RECHECK, SETTLE_INTERVAL, WIDEN_INTERVAL, ReadyInstance, state_dir)
+    PEER_RECHECK, SETTLE_INTERVAL, WIDEN_INTERVAL, ReadyInstance, state_dir, wait_round)
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils.service_layout import (
     CONTAINER_NAME, DEFAULTS, UNIT_NAME)
 
@@ -81,6 +81,7 @@ class ActionModule(direct_action.ActionModule):
         # the compile cache's marker, read by each poll (RV compile_cache_marked: tasks/ready.yml marks only when not)
         cache = eff.get("compile_cache") or {}
         args["marker"] = os.path.join(cache["host_dir"], MARKER) if cache.get("host_dir") else None
+        args["cache_dir"] = cache.get("host_dir")
         args["launch_digest"] = cache.get("launch_digest")
         if role == "head" and not args.get("api_key") and task_vars.get("vllm_service_api_key"):
             args["api_key"] = self._templar.template(task_vars["vllm_service_api_key"])
@@ -120,7 +121,8 @@ class ActionModule(direct_action.ActionModule):
         interval = float(args.pop("interval", 0.5) or 0.5)
         timeout = float(args.pop("timeout", 2400) or 2400)
         sdir_base = args.pop("state_dir", None)
-        marker, launch_digest = args.pop("marker"), args.pop("launch_digest")
+        marker, launch_digest, cache_dir = args.pop("marker"), args.pop("launch_digest"), args.pop("cache_dir")
+        mark = bool(args.pop("mark_compile_cache", False))
         role = args["role"]
         node = task_vars.get("inventory_hostname", role)
         # What this run waits for, in its result: the playbooks pass ds4_ready_timeout / ds4_ready_chat_timeout here.
@@ -136,10 +138,10 @@ class ActionModule(direct_action.ActionModule):
                           msg="check mode: nothing polled; every %.1f s for up to %.0f s it would check: %s" % (interval, timeout, "; ".join(checks)))
             return result
 
-        # The two ranks' instances of this wait meet under its round (tasks/ready.yml sets one per run of the file, a
-        # run_once fact: the same on both ranks, new for an include run again); without one, the task's file and line
-        # under this ansible-playbook process (each task runs in a worker it forked).
-        wait = args.pop("round", None) or "%s-%s" % (self._task.get_path(), os.getppid())
+        # The two ranks' instances of this wait meet under its round: given, or the task's file and line with how many
+        # times this host has run it in this run (readiness_pair.wait_round: both ranks run it as often), under the
+        # run's own local temporary directory
+        wait = args.pop("round", None) or wait_round(sdir_base or C.DEFAULT_LOCAL_TMP, self._task.get_path(), node)
         key = "%s-%s" % (wait, args.pop("pair"))
         sdir = state_dir(key, sdir_base or C.DEFAULT_LOCAL_TMP)
         inst = ReadyInstance(role, node, sdir, timeout)
@@ -214,6 +216,16 @@ class ActionModule(direct_action.ActionModule):
         result.update(out)
         result["changed"] = False
         result["ready"] = decision in ("ready", "done")
+        if result["ready"] and mark and marker and out["compile_cache_marked"] is not True:
+            # the pair serves: this node's compile cache marked with the image of its running container and this launch
+            marked = self._execute_module(module_name="dgxspark.ds4.compile_cache", task_vars=task_vars, module_args=dict(
+                path=cache_dir, state="present", container=args["container_name"], launch_digest=launch_digest))
+            result["compile_cache"] = dict((k, v) for k, v in marked.items() if not k.startswith("_ansible"))
+            if marked.get("failed"):
+                result.update(failed=True, msg="%s: the pair serves, but its compile cache could not be marked: %s" % (
+                    node, marked.get("msg")))
+                return result
+            result["changed"] = bool(marked.get("changed"))
         if decision == "fail":
             result["failed"] = True
             lines = out.get("verdicts") or []

@@ -117,11 +117,21 @@ options:
   round:
     description:
       - (action) The identity of this wait, the same on both ranks of a pair and new for every wait; the two ranks'
-        instances meet under it in O(state_dir). The collection's C(tasks/ready.yml) sets it once per run of the file
-        (a C(run_once) fact).
-      - Without it the task's file and line and the controller's C(ansible-playbook) process stand for it, so a playbook
-        that runs the same task twice for one pair (an include run again) must give it.
+        instances meet under it in O(state_dir).
+      - Without it (the collection's C(tasks/ready.yml) gives none) the task's file and line with how many times this
+        host has run the task in this C(ansible-playbook) run stand for it: both ranks of a pair run it as often, so
+        their nth runs meet, and a run of the task again (an include run again) is a new wait.
     type: str
+  mark_compile_cache:
+    description:
+      - (action) Once the pair serves, mark this node's torch.compile cache (C(ds4_effective.compile_cache.host_dir))
+        with the image of its running container and the launch digest, as M(dgxspark.ds4.compile_cache) C(state=present)
+        does (that module runs), unless the wait's last poll found the marker already so (a deploy that restarted
+        nothing runs nothing more). The result's C(compile_cache) is that module's result; its change is the task's.
+      - The collection's C(tasks/ready.yml) sets it except after a rollback (the restored set's flags are not what
+        C(ds4_effective) describes).
+    type: bool
+    default: false
 notes:
   - Run it on both hosts in one task (the linear strategy runs it on both at once; keep C(forks) >= 2 and no C(serial)).
   - Each poll is one shell command over the connection (C(systemctl show), C(docker inspect), a bash C(/dev/tcp) probe,
@@ -204,6 +214,10 @@ lines:
   returned: always
   type: list
   elements: str
+compile_cache:
+  description: (action, O(mark_compile_cache)) The result of M(dgxspark.ds4.compile_cache) C(state=present) on this node.
+  returned: when the cache was marked
+  type: dict
 poll:
   description: (module, with O(poll)) The poll's C(rc), C(stdout) and C(stderr).
   returned: with O(poll)

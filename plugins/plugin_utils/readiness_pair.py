@@ -95,6 +95,27 @@ class NodeWatch(object):
 # coordination of the head and worker poller instances on the controller
 
 
+def wait_round(base: str, task_path: str, node: str) -> str:
+    """This rank's wait: the task's file and line with how many times this host has run it in this controller run
+    (counted in a file per task and host under `base`, the run's own local temporary directory; one worker per host runs
+    a task at a time). Both ranks of a pair run the readiness task as often, so their nth runs meet under one key, new
+    for every run of the task (an include run again, a rolling operation's next pass): no task has to draw a round."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", "%s-%s" % (task_path, node))
+    path = os.path.join(base, "dgxspark-ds4-ready-runs-%s" % safe)
+    try:
+        with open(path) as handle:
+            runs = int(handle.read().strip() or 0)
+    except (OSError, ValueError):
+        runs = 0
+    runs += 1
+    os.makedirs(base, 0o700, exist_ok=True)
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as handle:
+        handle.write(str(runs))
+    os.rename(tmp, path)
+    return "%s-%d" % (task_path, runs)
+
+
 def state_dir(key: Any, base: str | None = None) -> str:
     """Controller-side directory shared by the poller instances of one task run."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", str(key))

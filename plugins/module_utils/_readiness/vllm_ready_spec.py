@@ -31,6 +31,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = dict(
     timeout=dict(type="float", default=2400),
     state_dir=dict(type="path"),
     round=dict(type="str"),
+    mark_compile_cache=dict(type="bool", default=False),
     poll=dict(type="str"),
 )
 
