@@ -237,11 +237,13 @@ class ActionModule(probe_action.ActionModule):
         first = dict(state_dir=state_dir, phase='published', roles=args['roles'] + ahead)
         if paths is not None and all(path.startswith('/') for path in paths):
             first['files'] = paths
-        # the records' published facts as this controller last found them on this node: the probes templated with them
-        # go with the first call, which runs them when the records still publish exactly those (one node call where
-        # nothing changed); otherwise the node answers the records and the probes are templated with them (a second call)
+        # the records' published facts as this controller last found them on this node (by its name and address): the
+        # probes templated with them go with the first call, which runs them when the records still publish exactly
+        # those (one node call where nothing changed); otherwise the node answers the records and the probes are
+        # templated with them (a second call). Only a hint: the node compares, so a stale one costs the second call.
         memo = 'converge-plan-published-%s.json' % hashlib.sha256(json.dumps(
-            [task_vars.get('inventory_hostname'), state_dir, first['roles']]).encode('utf-8')).hexdigest()[:16]
+            [task_vars.get('inventory_hostname'), str(task_vars.get('ansible_host')), state_dir, first['roles']]
+        ).encode('utf-8')).hexdigest()[:16]
         expected = template_cache.recalled_json(memo)
         expected_ahead = []
         if isinstance(expected, dict) and all(isinstance(expected.get(role), dict) for role in first['roles']):
