@@ -119,7 +119,7 @@ options:
       - (action) The identity of this wait, the same on both ranks of a pair and new for every wait; the two ranks'
         instances meet under it in O(state_dir).
       - Without it (the collection's C(tasks/ready.yml) gives none) the task's file and line with how many times this
-        host has run the task in this C(ansible-playbook) run stand for it: both ranks of a pair run it as often, so
+        host has run the task in this C(ansible-playbook) run stand for it; both ranks of a pair run it as often, so
         their nth runs meet, and a run of the task again (an include run again) is a new wait.
     type: str
   mark_compile_cache:

@@ -51,8 +51,8 @@ def plan(monkeypatch):
             return {'published': published}
         return {'roles': probed(args['roles'])}
     kept = state['kept'] = {}
-    monkeypatch.setattr(action.template_cache, 'recalled_json', lambda name: kept.get(name))
-    monkeypatch.setattr(action.template_cache, 'keep_json', lambda name, value: kept.__setitem__(name, value))
+    monkeypatch.setattr(action.template_cache, 'recalled_json', kept.get)
+    monkeypatch.setattr(action.template_cache, 'keep_json', kept.__setitem__)
     monkeypatch.setattr(action.ActionModule, '_role_view', view)
     monkeypatch.setattr(action.ActionModule, '_node', node)
     monkeypatch.setattr(action.ActionModule, '_set', lambda self, result, facts, host_facts=None: state['facts'].update(facts))
