@@ -109,11 +109,17 @@ def wait_round(base: str, task_path: str, node: str) -> str:
         runs = 0
     runs += 1
     os.makedirs(base, 0o700, exist_ok=True)
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as handle:
-        handle.write(str(runs))
-    os.rename(tmp, path)
+    _replace(path, str(runs))
     return "%s-%d" % (task_path, runs)
+
+
+def _replace(path: str, text: str) -> None:
+    """text as the file path, atomically (a hidden temporary file beside it, renamed): a reader sees all of it or the
+    file as it was."""
+    tmp = os.path.join(os.path.dirname(path), ".%s.%d.tmp" % (os.path.basename(path), os.getpid()))
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    os.rename(tmp, path)
 
 
 def state_dir(key: Any, base: str | None = None) -> str:
@@ -134,10 +140,7 @@ def publish(path: str, role: str, data: dict[str, Any], now: float | None = None
     doc = dict(data)
     doc["role"] = role
     doc["updated"] = time.time() if now is None else now
-    tmp = os.path.join(path, ".%s.%d.tmp" % (role, os.getpid()))
-    with open(tmp, "w") as fh:
-        json.dump(doc, fh)
-    os.rename(tmp, os.path.join(path, "%s.json" % role))
+    _replace(os.path.join(path, "%s.json" % role), json.dumps(doc))
 
 
 def read_peer(path: str, role: str) -> Any:
