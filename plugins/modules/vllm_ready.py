@@ -135,8 +135,9 @@ options:
 notes:
   - Run it on both hosts in one task (the linear strategy runs it on both at once; keep C(forks) >= 2 and no C(serial)).
   - Each poll is one shell command over the connection (C(systemctl show), C(docker inspect), a bash C(/dev/tcp) probe,
-    C(journalctl --after-cursor)), not a module upload; the module itself runs once on the head to warm up and then when
-    the API port listens, for the HTTP checks. Needs root or the C(systemd-journal) group for the journal (use C(become)).
+    C(journalctl --after-cursor)), not a module upload; on the head the first poll runs inside the module's checks (O(poll);
+    one node call for the poll and the HTTP checks), and the checks run again after a later poll that finds the API port
+    newly open. Needs root or the C(systemd-journal) group for the journal (use C(become)).
   - Do not wrap the task in C(until)/C(retries); the instances coordinate through files keyed by O(round), and it has its own
     O(timeout).
 seealso:
