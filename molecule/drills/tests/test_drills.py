@@ -49,7 +49,24 @@ def test_pair_serves_before_the_drills():
     assert d.unit_show('spark1', 'dgxspark-ds4-pairguard.service', 'ActiveState')['ActiveState'] == 'active'
 
 
+def _canary_of_this_head_done():
+    """The current head's first quality canary has finished (it runs as soon as a new head serves; the next one is an
+    interval away), so no request reaches the head in the next seconds."""
+    head = d.unit_show('spark1', HEAD_UNIT, 'InvocationID')['InvocationID']
+    s = json.loads(d.node('spark1', 'cat', d.STATE_DIR + '/pairguard-state.json'))
+    started = s.get('last_canary_started_at')
+    done = max(s.get('last_canary_at') or 0, s.get('last_canary_inconclusive_at') or 0)
+    return s.get('canary_head') == head and started is not None and done >= started
+
+
 def test_worker_killed_both_ranks_restart_worker_first():
+    """An idle pair whose worker dies: real vLLM's head logs nothing and answers /health 200 until the next request
+    (real-vllm-on-device notes, Part 1 §3 A), so only the pair guard catches it (worker down for 3 polls). A request
+    arriving within those polls makes the head fail it and exit by itself instead (the other path: systemd restarts
+    it and its prestart takes a fresh worker first; the guard's unit tests cover that message). The only request
+    source here is the quality canary, which runs once as a new head serves: the drill waits for it, so the path
+    it proves is the guard's."""
+    d.wait_until('the current head\'s first canary done', _canary_of_this_head_done, 120, interval=1.0)
     head0, worker0 = d.both_started()
     t0 = time.monotonic()
     d.node('spark2', 'docker', 'kill', d.container('worker'))
