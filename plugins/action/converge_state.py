@@ -30,7 +30,8 @@ from ansible.executor.interpreter_discovery import discover_interpreter
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
-from ansible_collections.dgxspark.ds4.plugins.module_utils._node import node_probe, vllm_client
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import (
+    bench_stats, node_probe, ops_status, router_admin, router_pool_spec, vllm_client)
 from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness import readiness_http, ready_checks
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import known_vars, template_cache
 
@@ -54,7 +55,7 @@ _TREES = {}
 # The node side of a direct run (_probe_directly): stdin holds {src, file, modules, args, check_mode, entry, name}; src is
 # the text of the file whose function `entry` runs (file: its name in tracebacks): converge_state.py for probe, plan
 # (several roles at once, plugins/action/converge_plan.py) and files (plugins/action/file_state.py), ready_checks.py for
-# checks (plugins/action/vllm_ready.py); name is what its errors start with (the module a user would read); modules are
+# checks (plugins/action/vllm_ready.py), router_pool_spec.py for pool (plugins/action/router_pool.py); name is what its errors start with (the module a user would read); modules are
 # [name, source] of the collection files it imports, in import order, each run and registered under its name (with
 # its parent packages, so that `from package import module` finds it) before the next. A program a check cannot start
 # fails the run with its error, as a module's run_command fails the module.
@@ -73,7 +74,7 @@ _PROBE_BOOT = ("import json, sys, types\n"
                "g = {'__name__': 'ds4_direct'}\n"
                "exec(compile(d['src'], d['file'], 'exec'), g)\n"
                "try:\n"
-               "    r = g[d.get('entry') or 'probe'](d['args'], g['run_command'], d['check_mode'])\n"
+               "    r = g[d.get('entry') or 'probe'](d['args'], g.get('run_command'), d['check_mode'])\n"
                "except OSError as exc:\n"
                "    r = {'failed': True, 'msg': '%s: %s' % (d.get('name') or 'converge_state', exc)}\n"
                "print(json.dumps(r))\n")
@@ -81,6 +82,7 @@ _PROBE_BOOT = ("import json, sys, types\n"
 _TARGETS = {
     'probe': (cs, (node_probe,)), 'plan': (cs, (node_probe,)), 'files': (cs, (node_probe,)),
     'checks': (ready_checks, (node_probe, vllm_client, readiness_http)),
+    'pool': (router_pool_spec, (bench_stats, node_probe, ops_status, vllm_client, router_admin)),
 }
 _SOURCES = {}
 # An interpreter as a shebang line names it (a path, optionally with arguments: /usr/bin/env python3), nothing a shell
@@ -103,6 +105,8 @@ def direct_name(module_args, entry='probe'):
         return 'file_state'
     if entry == 'checks':
         return 'vllm_ready'
+    if entry == 'pool':
+        return 'router_pool'
     return 'converge_state %s' % (module_args.get('role') if entry == 'probe' else entry)
 
 
@@ -251,8 +255,10 @@ class ActionModule(ActionBase):
         from the module's zip), a direct probe about 0.05 (node_probe's source with it adds about 5 ms); the nodes' CPU of
         a no-op fell 21 %, the controller's rose 8 % (docs/measurements.md)."""
         payload = direct_payload(module_args, entry, bool(self._task.check_mode))
-        res = self._low_level_execute_command('%s -c %s' % (interpreter, shlex.quote(_PROBE_BOOT)), sudoable=True,
-                                              in_data=payload.encode('utf-8'))
+        # the task's environment, as a module run gets it (env_prefix: the shell plugin's quoting)
+        env = self._compute_environment_string()
+        res = self._low_level_execute_command('%s%s -c %s' % (env + ' ' if env else '', interpreter, shlex.quote(_PROBE_BOOT)),
+                                              sudoable=True, in_data=payload.encode('utf-8'))
         out = res.get('stdout') or ''
         try:
             parsed = json.loads(out)

@@ -253,87 +253,17 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_admin
-
-
-def _diff(router_url, before, after):
-    header = 'vllm-router %s workers' % router_url
-    return {'before': ''.join('%s\n' % u for u in before), 'after': ''.join('%s\n' % u for u in after),
-            'before_header': header, 'after_header': header}
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_pool_spec
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            router_url=dict(type='str', required=True),
-            worker_url=dict(type='list', elements='str', required=True),
-            state=dict(type='str', default='present', choices=['drained', 'present']),
-            drain_timeout=dict(type='int', default=600),
-            restore_timeout=dict(type='int', default=600),
-            metrics_url=dict(type='str'),
-            router_metrics_url=dict(type='str'),
-            api_key=dict(type='str', no_log=True),
-            allow_last=dict(type='bool', default=False),
-            listen_timeout=dict(type='int', default=router_admin.LISTEN_WAIT_S),
-            hold_dir=dict(type='path'),
-            waits_for=dict(type='str'),
-            replaces=dict(type='str'),
-            wait_in_flight=dict(type='bool', default=True),
-            stale_after=dict(type='int'),
-            verify_models=dict(type='bool', default=False),
-            models_api_key=dict(type='str', no_log=True),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    for key in ('drain_timeout', 'restore_timeout', 'listen_timeout', 'stale_after'):
-        if p[key] is not None and p[key] < 0:
-            module.fail_json(msg='%s = %d: must be at least 0' % (key, p[key]))
-    urls = p['worker_url']
-    if not urls or (p['state'] == 'drained' and len(urls) != 1):
-        module.fail_json(msg='worker_url = %s: state=%s takes %s. Fix: give %s' % (
-            urls, p['state'], 'exactly one URL' if p['state'] == 'drained' else 'at least one URL',
-            'one router_pool task per pair to drain' if p['state'] == 'drained' else 'the pair heads\' URLs'))
-    try:
-        if p['state'] == 'drained':
-            result = router_admin.drain(
-                p['router_url'], urls[0],
-                in_flight_fn=router_admin.in_flight_reader(urls[0], p['metrics_url'],
-                                                           p['router_metrics_url'], p['api_key']),
-                timeout=p['drain_timeout'], check_mode=module.check_mode, allow_last=p['allow_last'],
-                listen_timeout=p['listen_timeout'], hold_dir=p['hold_dir'], waits_for=p['waits_for'],
-                wait=p['wait_in_flight'], stale_after=p['stale_after'])
-            result['waited_s'] = None
-        else:
-            result = None
-            for url in urls:  # one after the other: each is the router's list as the last one left it
-                one = router_admin.restore(p['router_url'], url, timeout=p['restore_timeout'],
-                                           check_mode=module.check_mode, listen_timeout=p['listen_timeout'],
-                                           hold_dir=p['hold_dir'], replaces=p['replaces'])
-                if result is None:
-                    result = one
-                else:
-                    result.update(changed=result['changed'] or one['changed'], workers_after=one['workers_after'],
-                                  msg='%s; %s' % (result['msg'], one['msg']),
-                                  waited_s=None if one['waited_s'] is None else round((result['waited_s'] or 0) + one['waited_s'], 3),
-                                  router_wait_s=round(result['router_wait_s'] + one['router_wait_s'], 3))
-            result.update(in_flight_waited_s=None, in_flight_initial=None)
-            if p['verify_models'] and not module.check_mode:
-                try:
-                    result.update(router_admin.models_through(p['router_url'], p['models_api_key'], timeout=p['restore_timeout']))
-                except router_admin.RouterAdminError as exc:  # a pair put back above is still a change
-                    exc.fields['changed'] = result['changed']
-                    raise
-                result['msg'] += '; GET /v1/models through the router: 200 (%s)' % ', '.join(map(str, result['models']))
-    except (router_admin.RouterAdminError, IOError, OSError) as exc:
-        if not isinstance(exc, router_admin.RouterAdminError):
-            module.fail_json(msg='router_pool: hold_dir %s: %s' % (p['hold_dir'], exc), changed=False)
-        fields = dict(exc.fields)
-        fields.setdefault('changed', False)
-        module.fail_json(msg=exc.msg, **fields)
+    module = AnsibleModule(argument_spec=router_pool_spec.ARGUMENT_SPEC, supports_check_mode=True)
+    result = router_pool_spec.pool(module.params, check_mode=module.check_mode)
+    if result.pop('failed', False):
+        module.fail_json(**result)
     if module._diff:
-        result['diff'] = _diff(router_admin.normalize_url(p['router_url']), result['workers_before'],
-                               result['workers_after'])
+        result['diff'] = router_pool_spec.diff(module.params['router_url'], result['workers_before'],
+                                               result['workers_after'])
     module.exit_json(**result)
 
 

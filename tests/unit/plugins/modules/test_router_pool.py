@@ -5,6 +5,8 @@
 tests/unit/plugins/module_utils/fake_router.py: changed told truthfully, check mode, diff, the refusals."""
 
 
+import json
+
 import pytest
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_admin
@@ -146,3 +148,53 @@ def test_a_drain_takes_exactly_one_pair(fake):
     kind, res = run({'router_url': fake.base, 'worker_url': [a, b], 'state': 'drained'})
     assert kind is FailJson and 'worker_url = [' in res['msg'] and 'state=drained takes exactly one URL' in res['msg']
     assert fake.workers == [a, b] and not fake.admin_calls('/remove_worker')
+
+
+def _direct(args, check_mode=False):
+    """The action's direct run (converge_state's boot, entry pool) in a fresh Python, as the node runs it."""
+    import json
+    import subprocess
+    import sys
+    from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_pool_spec
+    params = dict((k, v.get('default')) for k, v in router_pool_spec.ARGUMENT_SPEC.items())
+    params.update(args)
+    proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], input=action.direct_payload(params, 'pool', check_mode),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+TIMINGS = ('waited_s', 'router_wait_s', 'in_flight_waited_s', 'models_waited_s')
+
+
+def _same(direct, module):
+    a, b = (dict((k, v) for k, v in r.items() if k not in TIMINGS) for r in (direct, json.loads(json.dumps(module))))
+    return a == b or sorted((k, a.get(k), b.get(k)) for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+def test_the_direct_run_answers_as_the_module_does(fake):
+    """plugins/action/router_pool.py's direct run (the node's Python, no module build): the module's own code
+    (router_pool_spec.pool), so the same result for a verify, a drain, check mode and a refusal."""
+    a, b = fake.worker('a'), fake.worker('b')
+    verify = {'router_url': fake.base, 'worker_url': [a, b], 'verify_models': True, 'models_api_key': 'k-1'}
+    kind, module = run(verify)
+    direct = _direct(verify)
+    assert kind is ExitJson and direct['changed'] is False and direct['models'] == ['deepseek-v4-flash']
+    assert _same(direct, module) is True, _same(direct, module)
+    assert [r[2].get('Authorization') for r in fake.requests if r[1] == '/v1/models'] == ['Bearer k-1'] * 2
+    drain = {'router_url': fake.base, 'worker_url': [a], 'state': 'drained'}
+    direct = _direct(drain, check_mode=True)
+    assert direct['changed'] is True and fake.workers == [a, b] and not fake.admin_calls('/remove_worker')
+    direct = _direct(drain)
+    assert direct['changed'] is True and direct['workers_after'] == [b] == fake.workers
+    kind, module = run(drain)
+    assert kind is ExitJson and module['changed'] is False and _direct(drain)['changed'] is False
+    direct = _direct(dict(verify, restore_timeout=-1))
+    assert direct == {'failed': True, 'changed': False, 'msg': 'restore_timeout = -1: must be at least 0'}
+    fake.models_status = 503
+    direct = _direct(dict(verify, restore_timeout=0))
+    kind, module = run(dict(verify, restore_timeout=0))
+    # the direct run put the drained pair back before the model list failed (a change); the module's found it back
+    assert kind is FailJson and direct['failed'] is True and direct.pop('msg') == module.pop('msg')
+    assert direct['changed'] is True and module['changed'] is False and direct['models_status'] == 503
