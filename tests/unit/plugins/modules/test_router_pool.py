@@ -198,3 +198,85 @@ def test_the_direct_run_answers_as_the_module_does(fake):
     # the direct run put the drained pair back before the model list failed (a change); the module's found it back
     assert kind is FailJson and direct['failed'] is True and direct.pop('msg') == module.pop('msg')
     assert direct['changed'] is True and module['changed'] is False and direct['models_status'] == 503
+
+
+class _Task(object):
+    action = 'dgxspark.ds4.router_pool'
+    async_val = 0
+    check_mode = False
+
+    def __init__(self, args, delegate_to=None, diff=False, environment=None):
+        self.args, self.delegate_to, self.diff, self.environment = args, delegate_to, diff, environment
+
+
+class _Templar(object):
+    @staticmethod
+    def template(value):
+        return value
+
+
+def _action(tmp_path, args, pipelining=True, **task):
+    """The action plugin with a connection that runs its commands here through /bin/sh (as a pipelined ssh connection
+    runs them on the node), the module run faked (recorded)."""
+    import subprocess
+    from ansible.plugins.shell.sh import ShellModule
+    from ansible_collections.dgxspark.ds4.plugins.action import router_pool as action_mod
+
+    class Conn(object):
+        _shell = ShellModule()
+
+        def is_pipelining_enabled(self):
+            return pipelining
+
+    plugin = action_mod.ActionModule(_Task(args, **task), Conn(), None, None, _Templar())
+    plugin.module_runs = []
+    plugin.commands = []
+
+    def low_level(cmd, sudoable=True, in_data=None, **kwargs):
+        plugin.commands.append(cmd)
+        proc = subprocess.run(['/bin/sh', '-c', cmd], input=in_data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              check=False, cwd=str(tmp_path))
+        return {'rc': proc.returncode, 'stdout': proc.stdout.decode(), 'stderr': proc.stderr.decode()}
+
+    plugin._low_level_execute_command = low_level
+    plugin._execute_module = lambda module_name, module_args, task_vars: plugin.module_runs.append(
+        (module_name, module_args)) or {'changed': False, 'msg': 'module'}
+    return plugin
+
+
+def test_the_action_runs_it_directly_with_the_tasks_environment_and_hides_the_keys(fake, tmp_path):
+    """Not delegated, pipelining, the node's Python known: one command to that Python with the task's environment
+    (SSL_CERT_FILE: the router's CA for a pair's https /health), no module run; a no_log option's value never shows
+    in the result (here the model list through the router holds it); diff mode gets the worker lists."""
+    import sys
+    a, b = fake.worker('a'), fake.worker('b')
+    python = tmp_path / 'python3'
+    python.write_text('#!/bin/sh\necho "$SSL_CERT_FILE" > %s/env-seen\nexec %s "$@"\n' % (tmp_path, sys.executable))
+    python.chmod(0o755)
+    plugin = _action(tmp_path, {'router_url': fake.base, 'worker_url': [a, b], 'verify_models': True,
+                                'models_api_key': 'deepseek-v4-flash'}, diff=True,
+                     environment=[{'SSL_CERT_FILE': '/etc/dgxspark ds4/ca.pem'}])
+    res = plugin.run(task_vars={'ansible_python_interpreter': str(python)})
+    assert not plugin.module_runs and len(plugin.commands) == 1, plugin.module_runs
+    assert (tmp_path / 'env-seen').read_text() == '/etc/dgxspark ds4/ca.pem\n'
+    assert res['changed'] is False and res['models'] == ['VALUE_SPECIFIED_IN_NO_LOG_PARAMETER'], res  # as AnsibleModule
+    assert 'deepseek-v4-flash' not in json.dumps(res) and res['models_status'] == 200
+    assert res['diff']['before'] == res['diff']['after'] == '%s\n%s\n' % (a, b)
+    # a failure's text goes through the same masking
+    fake.models_status = 503
+    res = _action(tmp_path, {'router_url': fake.base, 'worker_url': [a], 'verify_models': True, 'restore_timeout': 0,
+                             'models_api_key': str(fake.server.server_address[1])}).run(
+        task_vars={'ansible_python_interpreter': str(python)})
+    assert res['failed'] is True and str(fake.server.server_address[1]) not in res['msg'] and '********' in res['msg']
+
+
+@pytest.mark.parametrize('how', ['delegated', 'no pipelining', 'no python known'])
+def test_the_action_runs_the_module_where_it_cannot_run_directly(fake, tmp_path, how):
+    """Delegated (the drains, status.yml: task_vars are the inventory host's, not the delegate's), a connection that
+    does not pipeline, or the node's Python not known yet: the module, with the task's arguments as given."""
+    args = {'router_url': fake.base, 'worker_url': [fake.worker('a')], 'state': 'drained'}
+    plugin = _action(tmp_path, args, pipelining=how != 'no pipelining',
+                     delegate_to='router1' if how == 'delegated' else None)
+    res = plugin.run(task_vars={} if how == 'no python known' else {'ansible_python_interpreter': '/usr/bin/python3'})
+    assert plugin.module_runs == [('dgxspark.ds4.router_pool', args)] and not plugin.commands and res['msg'] == 'module'
+    assert fake.workers == [fake.worker('a'), fake.worker('b')]
