@@ -20,9 +20,10 @@ does not pipeline or the node's Python is neither known nor discoverable here (t
 own code directly, as the roles' direct probes do; the deploy's first node task discovers the Python itself,
 converge_state's _discover_interpreter, instead of a module run).
 
-`ahead`: the roles the deploy plans again after readiness (the router and the API proxy) are planned in the same two
-node calls when every role of `roles` is as recorded here, kept as a fact (null otherwise); the later task (`planned`)
-takes that without node calls when every host of the pair kept one, since nothing ran on the pair in between
+`ahead`: the roles the deploy plans again after readiness (the router and the API proxy) are planned in the same node
+call(s) (one where the kept hint still holds, else two) when every role of `roles` is as recorded here, kept as a fact
+(null otherwise); the later task (`planned`) takes that without node calls when every host of the pair kept one, since
+nothing ran on the pair in between
 (tasks/deploy_roles.yml voids it before anything runs on a host).
 """
 

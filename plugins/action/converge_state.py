@@ -55,10 +55,11 @@ _TREES = {}
 # The node side of a direct run (_probe_directly): stdin holds {src, file, modules, args, check_mode, entry, name}; src is
 # the text of the file whose function `entry` runs (file: its name in tracebacks): converge_state.py for probe, plan
 # (several roles at once, plugins/action/converge_plan.py) and files (plugins/action/file_state.py), ready_checks.py for
-# checks (plugins/action/vllm_ready.py), router_pool_spec.py for pool (plugins/action/router_pool.py); name is what its errors start with (the module a user would read); modules are
-# [name, source] of the collection files it imports, in import order, each run and registered under its name (with
-# its parent packages, so that `from package import module` finds it) before the next. A program a check cannot start
-# fails the run with its error, as a module's run_command fails the module.
+# checks (plugins/action/vllm_ready.py), router_pool_spec.py for pool (plugins/action/router_pool.py); name is what its
+# errors start with (the module a user would read); modules are [name, source] of the collection files it imports, in
+# import order, each run and registered under its name (with its parent packages, so that `from package import module`
+# finds it) before the next. A program a check cannot start fails the run with its error, as a module's run_command
+# fails the module.
 _PROBE_BOOT = ("import json, sys, types\n"
                "d = json.loads(sys.stdin.read())\n"
                "for name, src in d['modules']:\n"
