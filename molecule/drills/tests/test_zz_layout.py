@@ -88,12 +88,29 @@ def test_restart_both_ranks_worker_first_through_readiness():
     d.wait_serving(60)
 
 
+GUARD_SETTINGS = d.CONFIG_DIR + '/pairguard.json'
+GUARD_UNIT = 'dgxspark-ds4-pairguard.service'
+
+
+def guard_settings():
+    """The head's pair guard settings as the file holds them, and the guard's main PID."""
+    return (json.loads(d.node('spark1', 'cat', GUARD_SETTINGS)),
+            d.unit_show('spark1', GUARD_UNIT, 'MainPID')['MainPID'])
+
+
 def test_switch_and_rollback_keep_and_restore_the_set_in_the_overridden_config_dir():
     assert served_max_model_len() == 131072
+    guard0, _pid0 = guard_settings()
+    assert guard0['hang_window']['max_model_len'] == 131072, guard0['hang_window']
     _rc, out = ops('switch.yml', dict(READY_LIMITS, ds4_profile='throughput'), args=['-v'])
     assert_ready_limits(out)
     assert '65536' in d.node('spark1', 'cat', '%s/launch-head.sh' % d.CONFIG_DIR)
     assert served_max_model_len() == 65536
+    # the guard's hang window and canary follow the recipe: its settings are part of the kept set
+    guard1, pid1 = guard_settings()
+    assert guard1['hang_window']['max_model_len'] == 65536 and guard1 != guard0
+    manifest = json.loads(d.node('spark1', 'cat', '%s/previous/manifest.json' % d.CONFIG_DIR))
+    assert manifest['files']['pairguard.json']['path'] == GUARD_SETTINGS and manifest['files']['pairguard.json']['present']
     # the rollback set lives in the overridden config dir; its unit is the overridden unit file
     kept = d.node('spark1', 'ls', '-1', '%s/previous' % d.CONFIG_DIR).split()
     assert {'launch-head.sh', 'unit', 'deployed-head.json', 'manifest.json'} <= set(kept), kept
@@ -106,3 +123,8 @@ def test_switch_and_rollback_keep_and_restore_the_set_in_the_overridden_config_d
     assert '131072' in d.node('spark1', 'cat', '%s/launch-head.sh' % d.CONFIG_DIR)
     assert served_max_model_len() == 131072
     d.wait_serving(60)
+    # the restored recipe's guard settings, read by a guard started after the rollback (not the switched recipe's
+    # hang window over a pair that serves 131072 tokens again); the worker keeps none
+    guard2, pid2 = guard_settings()
+    assert guard2 == guard0 and pid2 not in ('', '0', pid1), (pid1, pid2)
+    assert d.node('spark2', 'sh', '-c', 'test -e %s && echo present || echo absent' % GUARD_SETTINGS) == 'absent'
