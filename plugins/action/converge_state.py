@@ -52,7 +52,8 @@ _ARG_SPEC = dict(
 # One code hash per role directory per controller process (files do not change during a run).
 _CODE_HASHES = {}
 _TREES = {}
-# The node side of a direct run (_probe_directly): stdin holds {src, file, modules, args, check_mode, entry, name}; src is
+# The node side of a direct run (_probe_directly): stdin holds {src, file, modules, args, check_mode, entry, name,
+# environ}; environ is the task's environment (as a module run gets it: SSL_CERT_FILE for the router's verify); src is
 # the text of the file whose function `entry` runs (file: its name in tracebacks): converge_state.py for probe, plan
 # (several roles at once, plugins/action/converge_plan.py) and files (plugins/action/file_state.py), ready_checks.py for
 # checks (plugins/action/vllm_ready.py), router_pool_spec.py for pool (plugins/action/router_pool.py); name is what its
@@ -60,8 +61,9 @@ _TREES = {}
 # import order, each run and registered under its name (with its parent packages, so that `from package import module`
 # finds it) before the next. A program a check cannot start fails the run with its error, as a module's run_command
 # fails the module.
-_PROBE_BOOT = ("import json, sys, types\n"
+_PROBE_BOOT = ("import json, os, sys, types\n"
                "d = json.loads(sys.stdin.read())\n"
+               "os.environ.update(d.get('environ') or {})\n"
                "for name, src in d['modules']:\n"
                "    m = types.ModuleType(name)\n"
                "    exec(compile(src, name.rpartition('.')[2] + '.py', 'exec'), m.__dict__)\n"
@@ -111,13 +113,15 @@ def direct_name(module_args, entry='probe'):
     return 'converge_state %s' % (module_args.get('role') if entry == 'probe' else entry)
 
 
-def direct_payload(module_args, entry='probe', check_mode=False):
+def direct_payload(module_args, entry='probe', check_mode=False, environ=None):
     """The stdin of a direct run (_PROBE_BOOT): the source of the entry's file, the collection files it imports, the
-    arguments, the function to run (probe, plan, files, checks) and the name its errors start with."""
+    arguments, the function to run (probe, plan, files, checks, pool), the name its errors start with and the
+    environment it runs in (environ: name -> value, set before anything runs)."""
     target, imports = _TARGETS[entry]
     return json.dumps({'src': _source_of(target), 'file': os.path.splitext(os.path.basename(target.__file__))[0] + '.py',
                        'modules': [[module.__name__, _source_of(module)] for module in imports], 'args': module_args,
-                       'check_mode': check_mode, 'entry': entry, 'name': direct_name(module_args, entry)})
+                       'check_mode': check_mode, 'entry': entry, 'name': direct_name(module_args, entry),
+                       'environ': environ or {}})
 
 
 def code_hash_for(role_path, task_role_path=None):
@@ -248,6 +252,20 @@ class ActionModule(ActionBase):
         return self._execute_module(module_name='dgxspark.ds4.file_state', module_args={'paths': list(paths)},
                                     task_vars=task_vars)
 
+    def _task_environment(self):
+        """The task's environment as a module run gets it (its play's, block's and own `environment`, merged in that order,
+        each templated): name -> value, for the direct run to set in its own process."""
+        layers = self._task.environment
+        merged = {}
+        for layer in (layers if isinstance(layers, list) else [layers]):
+            if not layer:
+                continue
+            value = self._templar.template(layer)
+            if not isinstance(value, dict):
+                raise AnsibleActionFail('environment must be a dictionary, received %s (%s)' % (value, type(value)))
+            merged.update(value)
+        return dict((str(name), str(value)) for name, value in merged.items())
+
     def _probe_directly(self, interpreter, module_args, entry='probe'):
         """state=probe without a module upload: module_utils/_converge/converge_state.py's own source (with node_probe's,
         which it imports) and the arguments, through the connection (pipelined, become as the task has it) to the node's
@@ -255,11 +273,9 @@ class ActionModule(ActionBase):
         every node: on its nodes a module run took a median 0.17 CPU-s (most of it importing ansible.module_utils.basic
         from the module's zip), a direct probe about 0.05 (node_probe's source with it adds about 5 ms); the nodes' CPU of
         a no-op fell 21 %, the controller's rose 8 % (docs/measurements.md)."""
-        payload = direct_payload(module_args, entry, bool(self._task.check_mode))
-        # the task's environment, as a module run gets it (env_prefix: the shell plugin's quoting)
-        env = self._compute_environment_string()
-        res = self._low_level_execute_command('%s%s -c %s' % (env + ' ' if env else '', interpreter, shlex.quote(_PROBE_BOOT)),
-                                              sudoable=True, in_data=payload.encode('utf-8'))
+        payload = direct_payload(module_args, entry, bool(self._task.check_mode), self._task_environment())
+        res = self._low_level_execute_command('%s -c %s' % (interpreter, shlex.quote(_PROBE_BOOT)), sudoable=True,
+                                              in_data=payload.encode('utf-8'))
         out = res.get('stdout') or ''
         try:
             parsed = json.loads(out)

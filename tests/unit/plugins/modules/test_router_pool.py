@@ -231,9 +231,11 @@ def _action(tmp_path, args, pipelining=True, **task):
     plugin = action_mod.ActionModule(_Task(args, **task), Conn(), None, None, _Templar())
     plugin.module_runs = []
     plugin.commands = []
+    plugin.payloads = []
 
     def low_level(cmd, sudoable=True, in_data=None, **kwargs):
         plugin.commands.append(cmd)
+        plugin.payloads.append(json.loads(in_data))
         proc = subprocess.run(['/bin/sh', '-c', cmd], input=in_data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               check=False, cwd=str(tmp_path))
         return {'rc': proc.returncode, 'stdout': proc.stdout.decode(), 'stderr': proc.stderr.decode()}
@@ -250,15 +252,14 @@ def test_the_action_runs_it_directly_with_the_tasks_environment_and_hides_the_ke
     in the result (here the model list through the router holds it); diff mode gets the worker lists."""
     import sys
     a, b = fake.worker('a'), fake.worker('b')
-    python = tmp_path / 'python3'
-    python.write_text('#!/bin/sh\necho "$SSL_CERT_FILE" > %s/env-seen\nexec %s "$@"\n' % (tmp_path, sys.executable))
-    python.chmod(0o755)
+    python = sys.executable
     plugin = _action(tmp_path, {'router_url': fake.base, 'worker_url': [a, b], 'verify_models': True,
                                 'models_api_key': 'deepseek-v4-flash'}, diff=True,
-                     environment=[{'SSL_CERT_FILE': '/etc/dgxspark ds4/ca.pem'}])
+                     environment=[{'SSL_CERT_FILE': '/etc/ds4/other.pem', 'LANG': 'C'}, {'SSL_CERT_FILE': '/etc/ds4/ca.pem'}])
     res = plugin.run(task_vars={'ansible_python_interpreter': str(python)})
     assert not plugin.module_runs and len(plugin.commands) == 1, plugin.module_runs
-    assert (tmp_path / 'env-seen').read_text() == '/etc/dgxspark ds4/ca.pem\n'
+    # the play's, block's and task's environment merged in that order, as a module run gets it
+    assert plugin.payloads[0]['environ'] == {'SSL_CERT_FILE': '/etc/ds4/ca.pem', 'LANG': 'C'}
     assert res['changed'] is False and res['models'] == ['VALUE_SPECIFIED_IN_NO_LOG_PARAMETER'], res  # as AnsibleModule
     assert 'deepseek-v4-flash' not in json.dumps(res) and res['models_status'] == 200
     assert res['diff']['before'] == res['diff']['after'] == '%s\n%s\n' % (a, b)
@@ -280,3 +281,20 @@ def test_the_action_runs_the_module_where_it_cannot_run_directly(fake, tmp_path,
     res = plugin.run(task_vars={} if how == 'no python known' else {'ansible_python_interpreter': '/usr/bin/python3'})
     assert plugin.module_runs == [('dgxspark.ds4.router_pool', args)] and not plugin.commands and res['msg'] == 'module'
     assert fake.workers == [fake.worker('a'), fake.worker('b')]
+
+
+def test_the_direct_boot_sets_the_environment_before_the_code_runs(tmp_path):
+    """What _PROBE_BOOT does with the payload's environ: set in its own process before the entry's file runs (an SSL
+    context made there reads SSL_CERT_FILE then)."""
+    import subprocess
+    import sys
+    from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
+    payload = {'src': 'import os\nSEEN = os.environ.get("SSL_CERT_FILE")\n\ndef show(args, run, check_mode):\n'
+                      '    return {"seen": SEEN, "now": os.environ.get("SSL_CERT_FILE"), "args": args}\n',
+               'file': 'show.py', 'modules': [], 'args': {'a': 1}, 'check_mode': False, 'entry': 'show', 'name': 'show',
+               'environ': {'SSL_CERT_FILE': '/etc/ds4/ca.pem'}}
+    proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], input=json.dumps(payload), check=False,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {'seen': '/etc/ds4/ca.pem', 'now': '/etc/ds4/ca.pem', 'args': {'a': 1}}
+    assert json.loads(action.direct_payload({}, 'pool', environ={'X': 'y'}))['environ'] == {'X': 'y'}
