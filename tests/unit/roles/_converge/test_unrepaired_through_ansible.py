@@ -169,7 +169,7 @@ def test_the_direct_probe_returns_what_the_module_returns(tmp_path):
             rc, out = proc.returncode, proc.stdout
             assert rc == 0, out[-3000:]
             # -vvv: the direct probe's command line (its bootstrap), or the module's upload
-            assert ('import json, sys' in out) == (way == 'direct'), (way, out[-4000:])
+            assert ('import json, os, sys' in out) == (way == 'direct'), (way, out[-4000:])
             assert ('AnsiballZ_converge_state' in out) == (way == 'module'), (way, out[-4000:])
             results[(drifted, way)] = json.loads((tmp_path / ('probe-%s-%s.json' % (way, drifted))).read_text())
     for drifted in (False, True):
