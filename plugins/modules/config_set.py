@@ -85,6 +85,13 @@ launch:
   type: dict
   sample: {"served_model_name": "deepseek-v4-flash", "max_model_len": 131072, "thinking": true, "vllm_port": 8000,
            "public_port": 8000, "engine_url": "http://127.0.0.1:8000"}
+written:
+  description: For O(state=swapped), the names of the files the swap writes into place (the kept set has them and the
+    live ones differ); rollback.yml restarts the pair guard when its settings are among them.
+  returned: when state is swapped
+  type: list
+  elements: str
+  sample: ["launch-head.sh", "unit", "deployed-head.json", "pairguard.json"]
 diff_lines:
   description: One line per file that changed (or would change).
   returned: always
@@ -120,8 +127,8 @@ def main():
             if changed and not module.check_mode:
                 result['manifest'] = cs.save(files, p['store'], p['label'])
         else:
-            changed, diff = cs.plan_swap(p['store'])
-            result = dict(changed=changed, diff_lines=diff, manifest=cs.read_manifest(p['store']))
+            changed, diff, written = cs.plan_swap(p['store'])
+            result = dict(changed=changed, diff_lines=diff, written=written, manifest=cs.read_manifest(p['store']))
             if changed and not module.check_mode:
                 out = cs.swap(p['store'], p['label'])
                 result['manifest'] = out['stored']

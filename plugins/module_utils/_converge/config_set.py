@@ -126,19 +126,23 @@ def save(files: list[dict[str, Any]], store: str, label: str | None = None) -> d
     return manifest
 
 
-def plan_swap(store: str) -> tuple[bool, list[str]]:
+def plan_swap(store: str) -> tuple[bool, list[str], list[str]]:
+    """What a swap changes: (changed, one line per file that differs, the names of the files it writes into place: the
+    kept set has them and the live ones differ; a kept file that is absent removes the live one instead)."""
     manifest = read_manifest(store)
     if not manifest:
         raise ConfigSetError("no rollback target in %s (switch.yml keeps one when it changes the profile)" % store)
     files = [{"name": n, "path": v["path"]} for n, v in sorted(manifest["files"].items())]
     live = live_state(files)
-    diff = []
+    diff, written = [], []
     for name, st in sorted(manifest["files"].items()):
         cur = live[name]
         if cur["sha256"] != st.get("sha256"):
             diff.append("%s (%s): live %s -> %s" % (name, st["path"], (cur["sha256"] or "absent")[:12],
                                                     (st.get("sha256") or "absent")[:12]))
-    return bool(diff), diff
+            if st.get("present"):
+                written.append(name)
+    return bool(diff), diff, written
 
 
 def swap(store: str, label: str | None = None) -> dict[str, Any]:

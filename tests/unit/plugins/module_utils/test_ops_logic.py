@@ -309,8 +309,9 @@ def test_save_swap_and_swap_back(tmp_path):
     open(files[0]["path"], "w").write("exec vllm serve --max-model-len 65536\n")
     open(files[1]["path"], "w").write("unit B\n")
     os.remove(files[2]["path"])
-    changed, diff = config_set.plan_swap(store)
+    changed, diff, written = config_set.plan_swap(store)
     assert changed and len(diff) == 3
+    assert written == sorted(f["name"] for f in files[:3])   # each kept and differing: the swap writes all three
     out = config_set.swap(store, label="throughput")
     assert out["restored"]["label"] == "balanced"
     assert open(files[0]["path"]).read().endswith("131072\n") and open(files[1]["path"]).read() == "unit A\n"
