@@ -4,6 +4,7 @@
 
 1. worker rank killed -> both ranks restarted, worker first, serving again (pair guard);
 2. head rank killed   -> same (the head's prestart restarts the stale worker first);
+   a forced restart (--tags vllm_service_force_restart) -> both ranks, worker first; the next site.yml a no-op;
 3. master port held by a stray process -> the start is refused before vLLM runs, owner named;
 4. memory short at start -> the free-memory gate refuses with the numbers;
 5. a hang (port open, no tokens) -> the readiness check's real completion catches it;
@@ -15,6 +16,7 @@ Durations are printed (pytest -s / -v shows them) for docs/measurements.md.
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -84,6 +86,23 @@ def test_head_killed_both_ranks_restart_worker_first():
     d.wait_serving(120)
     print('DRILL head killed -> serving again in %.1f s' % (time.monotonic() - t0))
     assert 'paired with the previous head' in journal('spark1', HEAD_UNIT)
+
+
+def test_forced_restart_by_tag_restarts_both_ranks_worker_first_and_the_next_run_restarts_nothing():
+    """--tags vllm_service_force_restart (the role's README): both ranks restart, worker first, although nothing
+    changed, so the converge shortcut must not skip the role as recorded (it did: the tag is an input now). The next
+    plain site.yml changes nothing and restarts nothing."""
+    head0, worker0 = d.both_started()
+    rc, out = d.run_playbook('site.yml', var_files=[DRILL_VARS], args=['--tags', 'vllm_service_force_restart'])
+    assert rc == 0, out[-3000:]
+    assert 'vllm_service: runs (inputs changed: vllm_service_force_restart)' in out, out[-3000:]
+    assert restarted_worker_first(head0, worker0), (head0, worker0, d.both_started())
+    d.wait_serving(120)
+    head1, worker1 = d.both_started()
+    rc, out = site()
+    assert rc == 0, out[-3000:]
+    assert re.findall(r'^spark\d\s+:\s+ok=\d+\s+changed=(\d+)', out, re.M) == ['0'] * 2, out[-1500:]
+    assert d.both_started() == (head1, worker1)
 
 
 def _start_head_expecting_refusal():
