@@ -207,16 +207,36 @@ def test_the_second_plan_covers_the_router_and_the_api_proxy_after_readiness():
 
 
 def test_site_yml_includes_the_deploy_sequence_so_that_its_tags_stay_off_the_roles_tasks():
-    """site.yml includes tasks/deploy.yml (dynamic): an import would hand its `always` tag down to the roles' tasks, and
-    vllm_service's forced restart (tags never, vllm_service_force_restart) ran on every deploy that ran the role (seen
-    on `replicas`: "forced on spark1; forced on spark2")."""
+    """site.yml includes tasks/deploy.yml (dynamic): an import would hand its `always` tag down to the roles' tasks (a
+    task tagged `never` then ran on every deploy: vllm_service's forced restart once did, seen on `replicas`: "forced
+    on spark1; forced on spark2")."""
     with open(os.path.join(REPO, 'playbooks', 'site.yml')) as handle:
         plays = yaml.safe_load(handle)
     deploy = [t for play in plays for t in play.get('tasks', []) if 'tasks/deploy.yml' in (
         t.get('ansible.builtin.include_tasks'), t.get('ansible.builtin.import_tasks'))]
     assert [t.get('ansible.builtin.include_tasks') for t in deploy] == ['tasks/deploy.yml'], deploy
-    restart = _role_tasks('vllm_service', 'restart.yml')[0]
-    assert restart['tags'] == ['never', 'vllm_service_force_restart'], restart
+
+
+def test_the_forced_restart_is_derived_in_one_place():
+    """vllm_service's forced restart (the variable, or --tags vllm_service_force_restart) is one derived value of the
+    role's vars, _vllm_service_force_restart: the converge input and the restart contract's plan both read it, and no
+    task sets the variable (a tagged set_fact once said it a second time, and the converge shortcut ended the role
+    before it ran)."""
+    with open(os.path.join(REPO, 'roles', 'vllm_service', 'vars', 'main.yml')) as handle:
+        role_vars = yaml.safe_load(handle)
+    derived = role_vars['_vllm_service_force_restart']
+    assert 'vllm_service_force_restart | bool' in derived and "'vllm_service_force_restart' in ansible_run_tags" in derived
+    assert "'vllm_service_force_restart': _vllm_service_force_restart" in role_vars['__vllm_service_converge_inputs']
+    tags_read = [name for name, value in role_vars.items()
+                 if name != '_vllm_service_force_restart' and 'ansible_run_tags' in str(value)]
+    assert tags_read == [], tags_read
+    plan = [t for t in _role_tasks('vllm_service', 'restart.yml') if t.get('name') == "Restart | This rank's part of the plan"]
+    assert plan[0]['ansible.builtin.set_fact']['_vllm_service_self']['force'] == '{{ _vllm_service_force_restart | bool }}'
+    tasks_dir = os.path.join(REPO, 'roles', 'vllm_service', 'tasks')
+    for name in sorted(os.listdir(tasks_dir)):
+        for task in _role_tasks('vllm_service', name) or []:
+            assert 'vllm_service_force_restart' not in (task.get('ansible.builtin.set_fact') or {}), (name, task)
+            assert 'never' not in (task.get('tags') or []), (name, task)
     # deploy.yml imports ready.yml (the gate's tasks take `always`): none of them may carry `never`
     with open(os.path.join(REPO, 'playbooks', 'tasks', 'ready.yml')) as handle:
         assert not [t for t in yaml.safe_load(handle) if 'never' in (t.get('tags') or [])]
