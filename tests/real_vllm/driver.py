@@ -101,7 +101,7 @@ BACKENDS = {
         # tokens (~6 s of prefill). An S served at once still waits the rest of the step it arrived in and the step that
         # prefills it (1-2 steps); "within 3 steps" (observe.WITHIN_STEPS) leaves the rest, ~0.18-0.35 s here, for a
         # loaded CI host's scheduling delay of S's own request. At 8000 (a 42-ms step, 2026-12-06) that room was
-        # ~0.07 s and one S, delayed 0.12 s by the host (CI64: S during L 0.148/0.207/0.12/0.045 s, the steps around
+        # ~0.03-0.1 s and one S, delayed 0.12 s by the host (CI64: S during L 0.148/0.207/0.12/0.045 s, the steps around
         # it normal), read as 'mixed'.
         'starv': {'engine': {'max-model-len': 262144, 'enable-chunked-prefill': True, 'max-num-seqs': 8,
                              'gpu-memory-utilization': 0.85},

@@ -215,6 +215,9 @@ def test_site_yml_includes_the_deploy_sequence_so_that_its_tags_stay_off_the_rol
     deploy = [t for play in plays for t in play.get('tasks', []) if 'tasks/deploy.yml' in (
         t.get('ansible.builtin.include_tasks'), t.get('ansible.builtin.import_tasks'))]
     assert [t.get('ansible.builtin.include_tasks') for t in deploy] == ['tasks/deploy.yml'], deploy
+    # deploy.yml imports ready.yml (the gate's tasks take `always`): none of them may carry `never`
+    with open(os.path.join(REPO, 'playbooks', 'tasks', 'ready.yml')) as handle:
+        assert not [t for t in yaml.safe_load(handle) if 'never' in (t.get('tags') or [])]
 
 
 def test_the_forced_restart_is_derived_in_one_place():
@@ -237,6 +240,3 @@ def test_the_forced_restart_is_derived_in_one_place():
         for task in _role_tasks('vllm_service', name) or []:
             assert 'vllm_service_force_restart' not in (task.get('ansible.builtin.set_fact') or {}), (name, task)
             assert 'never' not in (task.get('tags') or []), (name, task)
-    # deploy.yml imports ready.yml (the gate's tasks take `always`): none of them may carry `never`
-    with open(os.path.join(REPO, 'playbooks', 'tasks', 'ready.yml')) as handle:
-        assert not [t for t in yaml.safe_load(handle) if 'never' in (t.get('tags') or [])]
