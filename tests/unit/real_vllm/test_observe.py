@@ -100,6 +100,31 @@ def test_refusals_noticed_before_the_exit_mark_count_after_the_exit():
     assert only['probes']['request_sent']['/health'] == [None]
 
 
+def test_an_answer_recorded_after_the_exit_mark_but_sent_before_it_counts_before_the_exit():
+    """A probe is recorded when its answer is read, the exit mark when the waiter thread sees the exit: a 200 the
+    head gave just before it exited can be recorded after the mark (CI, the simulator: head_exited [200, null]
+    against real vLLM's [null]). Sent before the mark, it counts before the exit; sent after it, it stays a
+    difference (an exited head must not answer)."""
+    real = observe.observe({'scenario': 'x', 'backend': 'real', 'events': _probe_events([200], [None])})
+    late = _probe_events([200], [None])
+    exit_mark = [e for e in late if e['kind'] == 'mark' and e['name'] == 'head_exited'][0]
+    late.insert(late.index(exit_mark) + 1, {'t': exit_mark['t'] - 0.05, 'kind': 'probe', 'path': '/health',
+                                            'status': 200, 'ms': 60.0})
+    sim = observe.observe({'scenario': 'x', 'backend': 'sim', 'events': late})
+    assert sim['probes'] == real['probes'] == {'request_sent': {'/health': [200]}, 'head_exited': {'/health': [None]}}
+    assert not observe.compare(real, sim)
+    after = _probe_events([200], [200, None])
+    wrong = observe.observe({'scenario': 'x', 'backend': 'sim', 'events': after})
+    assert wrong['probes']['head_exited']['/health'] == [200, None]
+    # a refusal sent before the mark and recorded after it stays after the exit
+    refused = _probe_events([200], [None])
+    refused.insert(refused.index([e for e in refused if e.get('name') == 'head_exited'][0]) + 1,
+                   {'t': exit_mark['t'] - 0.05, 'kind': 'probe', 'path': '/health', 'status': None, 'ms': 1.0})
+    kept = observe.observe({'scenario': 'x', 'backend': 'sim', 'events': refused})
+    assert kept['probes']['head_exited']['/health'] == [None]
+    assert kept['probe_counts']['head_exited']['/health'] == 2
+
+
 # -- the starvation scenario: synthetic mini-traces (they prove the functions' rules, not vLLM's behaviour) --------
 
 def _starv_trace(short_ttft_during=10.3, waiting_during=1, decode_gap_at=None, credit_at=None, kv_flat=False,
