@@ -68,6 +68,14 @@ options:
         description: Whether the diff shows the content (V(false) for a file that holds a secret).
         type: bool
         default: true
+  seen:
+    description:
+      - What a read-only look earlier in this run found at these paths, path to observation (the C(files) of
+        M(dgxspark.ds4.converge_state)'s RV(dgxspark.ds4.converge_state#module:seen), each
+        V(sha1:<hex>:<mode>:<uid>:<gid>) or V(absent)). Where every file's content, mode, owner and group equal it,
+        the action plugin ends the task unchanged without running the module on the node; otherwise the module runs
+        and reads the files itself. The module does not read this option.
+    type: dict
 '''
 
 EXAMPLES = r'''
@@ -188,7 +196,8 @@ def main():
         argument_spec=dict(files=dict(type='list', elements='dict', required=True, options=dict(
             path=dict(type='path', required=True), content=dict(type='str', required=True),
             mode=dict(type='str', required=True), owner=dict(type='str', default='root'),
-            group=dict(type='str', default='root'), validate=dict(type='str'), diff=dict(type='bool', default=True)))),
+            group=dict(type='str', default='root'), validate=dict(type='str'), diff=dict(type='bool', default=True))),
+            seen=dict(type='dict')),
         supports_check_mode=True)
     problems = [p for p in (_problem(item) for item in module.params['files']) if p]
     if problems:

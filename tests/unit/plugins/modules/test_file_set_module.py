@@ -15,7 +15,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.dgxspark.ds4.plugins.modules import file_set as mod
-from .module_harness import ExitJson, FailJson, patch_exit
+from .module_harness import ExitJson, FailJson, bare_action, patch_exit
 
 ME = str(os.getuid())
 GROUP = str(os.getgid())
@@ -112,3 +112,66 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path, bad, words):
 def test_an_unknown_owner_is_named(tmp_path):
     failed = call([dict(path=str(tmp_path / 'x'), content='x\n', mode='0644', owner='no-such-user-ds4')], expect=FailJson)
     assert 'no user named no-such-user-ds4' in failed['msg'] and not (tmp_path / 'x').exists()
+
+
+# -- the action: no node call where the converge probe of this run already found every file as it would be written --
+
+def _seen(paths):
+    """What the converge probe reports for these paths (converge_state.observe_file, the probe's own function)."""
+    from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
+    return dict((str(p), cs.observe_file(str(p))) for p in paths)
+
+
+def test_as_seen_holds_only_where_content_mode_and_owner_all_equal_what_the_probe_found(tmp_path):
+    """The files the module just wrote, observed as the probe observes them: as seen. Any difference the module
+    would write (content, mode, owner, group, a file absent or not in the look) is not."""
+    from ansible_collections.dgxspark.ds4.plugins.action.file_set import as_seen
+    script, secrets = tmp_path / 'launch.sh', tmp_path / 'secrets.env'
+    files = [dict(path=str(script), content='#!/bin/bash\nexec vllm serve --max-num-seqs 6\n', mode='0755', owner=ME, group=GROUP),
+             dict(path=str(secrets), content='HF_TOKEN=hf_x\u00e9\n', mode='0600', owner=ME, group=GROUP)]
+    call(files)
+    seen = _seen([script, secrets])
+    assert as_seen(files, seen) is True
+    assert call(files)['changed'] is False          # the module agrees: it would write nothing
+    one_flag = [dict(files[0], content=files[0]['content'].replace('6', '4')), files[1]]
+    assert as_seen(one_flag, seen) is False and call(one_flag, check=True)['changed_paths'] == [str(script)]
+    assert as_seen([dict(files[0], mode='0700'), files[1]], seen) is False
+    other = str(int(ME) + 1)
+    assert as_seen([dict(files[0], owner=other), files[1]], seen) is False
+    assert as_seen([dict(files[0], group=str(int(GROUP) + 1)), files[1]], seen) is False
+    # an owner by name: the node's to resolve (root is 0 everywhere)
+    assert as_seen([dict(files[0], owner='vllm'), files[1]], seen) is False
+    assert as_seen(files + [dict(path=str(tmp_path / 'new.env'), content='', mode='0644', owner=ME, group=GROUP)],
+                   dict(seen, **_seen([tmp_path / 'new.env']))) is False      # absent
+    assert as_seen(files, {str(script): seen[str(script)]}) is False           # a path the look did not hold
+    assert as_seen([], seen) is False and as_seen(files, None) is False
+    os.chmod(str(script), 0o700)
+    assert as_seen(files, _seen([script, secrets])) is False
+
+
+def test_the_action_skips_the_node_only_when_as_seen_and_never_passes_seen_on(monkeypatch, tmp_path):
+    from ansible.plugins.action import ActionBase
+    from ansible_collections.dgxspark.ds4.plugins.action import file_set as action
+
+    path = tmp_path / 'x.service'
+    files = [dict(path=str(path), content='[Service]\n', mode='0644', owner=ME, group=GROUP)]
+    call(files)
+    calls = []
+    plugin = bare_action(action.ActionModule)
+    monkeypatch.setattr(ActionBase, 'run', lambda self, tmp=None, task_vars=None: {})
+    monkeypatch.setattr(action.ActionModule, '_execute_module', lambda self, module_name, module_args, task_vars: calls.append(
+        (module_name, module_args)) or {'changed': True, 'changed_paths': [str(path)]})
+
+    class Task(object):
+        def __init__(self, args):
+            self.args = args
+    plugin._task = Task(dict(files=files, seen=_seen([path])))
+    assert plugin.run(task_vars={}) == {'changed': False, 'changed_paths': [],
+                                        'msg': 'every file as the read-only look of this run found it (seen): no node call'}
+    assert calls == []
+    changed = [dict(files[0], content='[Service]\nRestart=always\n')]
+    plugin._task = Task(dict(files=changed, seen=_seen([path])))
+    assert plugin.run(task_vars={})['changed_paths'] == [str(path)]
+    plugin._task = Task(dict(files=files))
+    plugin.run(task_vars={})
+    assert calls == [('dgxspark.ds4.file_set', dict(files=changed)), ('dgxspark.ds4.file_set', dict(files=files))]
