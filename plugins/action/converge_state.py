@@ -84,9 +84,13 @@ _PROBE_BOOT = ("import json, os, sys, types\n"
 # The node code of each entry: the file whose function runs and the collection files it imports, in import order.
 _TARGETS = {
     'probe': (cs, (node_probe,)), 'plan': (cs, (node_probe,)), 'files': (cs, (node_probe,)),
+    'begin_state': (cs, (node_probe,)), 'record_state': (cs, (node_probe,)),
     'checks': (ready_checks, (node_probe, vllm_client, readiness_http)),
     'pool': (router_pool_spec, (bench_stats, node_probe, ops_status, vllm_client, router_admin)),
 }
+# converge_state's state -> the function of module_utils/_converge/converge_state.py a direct run calls (the module
+# calls the same).
+_ENTRIES = {'probe': 'probe', 'begin': 'begin_state', 'record': 'record_state'}
 _SOURCES = {}
 # An interpreter as a shebang line names it (a path, optionally with arguments: /usr/bin/env python3), nothing a shell
 # would read otherwise.
@@ -110,7 +114,9 @@ def direct_name(module_args, entry='probe'):
         return 'vllm_ready'
     if entry == 'pool':
         return 'router_pool'
-    return 'converge_state %s' % (module_args.get('role') if entry == 'probe' else entry)
+    if entry in ('probe', 'begin_state', 'record_state'):
+        return 'converge_state %s' % module_args.get('role')
+    return 'converge_state %s' % entry
 
 
 def direct_payload(module_args, entry='probe', check_mode=False, environ=None):
@@ -203,10 +209,15 @@ class ActionModule(ActionBase):
         if args['state'] == 'record':
             # What the probe found before the role ran: a drifted check still exactly so was not repaired.
             module_args['found'] = found
-        # a probe goes straight to the node's Python where it can (_direct_interpreter); begin/record through the module
-        interpreter = self._direct_interpreter(task_vars) if args['state'] == 'probe' else None
+        # straight to the node's Python where it can (_direct_interpreter), else through the module: the probe, and the
+        # begin and record of a role that runs (a module run each cost the node ~0.17 CPU-s, a direct run ~0.05)
+        interpreter = self._direct_interpreter(task_vars)
         if interpreter:
-            result.update(self._probe_directly(interpreter, module_args))
+            res = self._probe_directly(interpreter, module_args, entry=_ENTRIES[args['state']])
+            diff = res.pop('diff', None)
+            if diff and self._task.diff:
+                res['diff'] = diff
+            result.update(res)
         else:
             result.update(self._execute_module(module_name='dgxspark.ds4.converge_state', module_args=module_args,
                                                task_vars=task_vars))
@@ -267,9 +278,10 @@ class ActionModule(ActionBase):
         return dict((str(name), str(value)) for name, value in merged.items())
 
     def _probe_directly(self, interpreter, module_args, entry='probe'):
-        """state=probe without a module upload: module_utils/_converge/converge_state.py's own source (with node_probe's,
+        """A state without a module upload: module_utils/_converge/converge_state.py's own source (with node_probe's,
         which it imports) and the arguments, through the connection (pipelined, become as the task has it) to the node's
-        Python, which runs converge_state.probe, the function the module runs. A no-op site.yml probes every role on
+        Python, which runs the function the module runs for it (probe, begin_state, record_state; `entry`; other
+        actions' entries likewise). A no-op site.yml probes every role on
         every node: on its nodes a module run took a median 0.17 CPU-s (most of it importing ansible.module_utils.basic
         from the module's zip), a direct probe about 0.05 (node_probe's source with it adds about 5 ms); the nodes' CPU of
         a no-op fell 21 %, the controller's rose 8 % (docs/measurements.md)."""

@@ -179,32 +179,15 @@ def main():
     if p['state'] == 'probe':
         # cs.probe checks the checks itself (the action plugin's direct probe runs it without this module)
         result = cs.probe(p, run, module.check_mode)
-        if result.get('failed'):
-            module.fail_json(msg=result['msg'])
-        module.exit_json(**result)
-    checks, error = cs.normalise_checks(p['checks'])
-    if error:
-        module.fail_json(msg='converge_state %s: %s' % (p['role'], error))
-    path = cs.record_path(p['state_dir'], p['role'])
-    if p['state'] == 'begin':
-        moved = False if module.check_mode else cs.begin(path)
-        module.exit_json(changed=False, current=False, reasons=[], record=path, digest=p['digest'], inputs=p['inputs'],
-                         published={}, moved_aside=moved)
-    seen = cs.observe(checks, run)
-    previous = cs.load_record(path)
-    record = cs.build_record(p['role'], p['digest'], p['inputs'], seen, p['published'])
-    previous = previous or cs.load_record(cs.running_path(path))
-    # In check mode nothing was repaired, by design: only a real run must leave no drift behind.
-    problems = [] if module.check_mode else cs.unrepaired(previous, p['digest'], p['found'], seen, checks['observed'])
-    if problems:
-        module.fail_json(msg=cs.describe_unrepaired(p['role'], problems, path), record=path, seen=seen,
-                         unrepaired=[dict(kind=k, name=n, recorded=w, found=f) for k, n, w, f in problems])
-    if not module.check_mode:
-        cs.finish(path, record)
-    result = dict(changed=False, updated=previous != record, current=True, reasons=[], record=path, published=p['published'], digest=p['digest'],
-                  inputs=p['inputs'], seen=seen)
-    if module._diff:
-        result['diff'] = dict(before=previous or {}, after=record, before_header=path, after_header=path)
+    elif p['state'] == 'begin':
+        result = cs.begin_state(p, run, module.check_mode)
+    else:
+        result = cs.record_state(p, run, module.check_mode)
+        diff = result.pop('diff', None)
+        if module._diff and diff:
+            result['diff'] = diff
+    if result.pop('failed', False):
+        module.fail_json(**result)
     module.exit_json(**result)
 
 

@@ -284,6 +284,46 @@ def probe(params: Mapping[str, Any], run: Runner = run_command, check_mode: bool
                 differs=differences(previous, digest, per_input, seen))
 
 
+def begin_state(params: Mapping[str, Any], run: Runner = run_command, check_mode: bool = False) -> dict[str, Any]:
+    """state=begin on this node: the record moved aside before the role changes anything (not in check mode). The
+    module and the action plugin's direct run both call it; `run` is not used (one signature for every entry)."""
+    del run
+    dummy, error = normalise_checks(params.get('checks'))
+    if error:
+        return {'failed': True, 'msg': 'converge_state %s: %s' % (params['role'], error)}
+    path = record_path(params['state_dir'], params['role'])
+    moved = False if check_mode else begin(path)
+    return dict(changed=False, current=False, reasons=[], record=path, digest=params['digest'],
+                inputs=params.get('inputs') or {}, published={}, moved_aside=moved)
+
+
+def record_state(params: Mapping[str, Any], run: Runner = run_command, check_mode: bool = False) -> dict[str, Any]:
+    """state=record on this node: what the role manages observed again and written as the new record with the digest
+    the probe computed, unless something that drifted before the role ran is still exactly so (params['found'], the
+    probe's seen: then a failure that says so, and no record). Not written in check mode (nothing was repaired then, by
+    design). The result carries the record's diff (before, after) for a caller in diff mode. The module and the action
+    plugin's direct run both call it."""
+    checks, error = normalise_checks(params.get('checks'))
+    if error:
+        return {'failed': True, 'msg': 'converge_state %s: %s' % (params['role'], error)}
+    path = record_path(params['state_dir'], params['role'])
+    seen = observe(checks, run)
+    previous = load_record(path)
+    per_input, published = params.get('inputs') or {}, params.get('published') or {}
+    record = build_record(params['role'], params['digest'], per_input, seen, published)
+    previous = previous or load_record(running_path(path))
+    problems = [] if check_mode else unrepaired(previous, params['digest'], params.get('found') or {}, seen,
+                                                checks['observed'])
+    if problems:
+        return dict(failed=True, msg=describe_unrepaired(params['role'], problems, path), record=path, seen=seen,
+                    unrepaired=[dict(kind=k, name=n, recorded=w, found=f) for k, n, w, f in problems])
+    if not check_mode:
+        finish(path, record)
+    return dict(changed=False, updated=previous != record, current=True, reasons=[], record=path, published=published,
+                digest=params['digest'], inputs=per_input, seen=seen,
+                diff=dict(before=previous or {}, after=record, before_header=path, after_header=path))
+
+
 def plan(params: Mapping[str, Any], run: Runner = run_command, check_mode: bool = False) -> dict[str, Any]:
     """Several roles in one node call (read-only; the deploy's converge plan, plugins/action/converge_plan.py).
     params: state_dir, phase and roles. phase ``published``: roles is a list of role names; returns, per role, the

@@ -31,7 +31,30 @@ def call(tmp_path, state, checks, found=None, expect=ExitJson, **extra):
     return exc.value.args[0]
 
 
-def test_record_refuses_drift_left_as_found_until_repaired(tmp_path):
+def direct(tmp_path, state, checks, found=None, expect=ExitJson, **extra):
+    """The same through the action's direct run: its bootstrap in a fresh Python, fed what the action sends (the
+    action's arguments: no defaults of the module filled), the entry the action picks for the state."""
+    import json
+    import subprocess
+    import sys
+    from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
+    args = dict(role='firewall', state=state, digest='d1', inputs={'v': 'h1'}, checks=checks, published={},
+                state_dir=str(tmp_path / 'state'))
+    args.update(extra)
+    if found is not None:
+        args['found'] = found
+    proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT], input=action.direct_payload(
+        args, action._ENTRIES[state]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+        check=True, cwd=str(tmp_path))
+    result = json.loads(proc.stdout)
+    assert bool(result.get('failed')) == (expect is FailJson), result
+    return result
+
+
+@pytest.mark.parametrize('run', [call, direct], ids=['module', 'direct'])
+def test_record_refuses_drift_left_as_found_until_repaired(tmp_path, run):
+    """The module and the action's direct run (begin and record as the probe: module_utils' one function each)."""
+    call = run
     conf = tmp_path / 'nftables.conf'
     conf.write_text(u'rules\n')
     checks = {'files': [str(conf)]}
@@ -143,3 +166,33 @@ def test_a_secret_value_inside_a_hash_does_not_corrupt_the_record(tmp_path, monk
     call(tmp_path, 'record', {}, role='router', digest=probe['digest'], inputs=probe['inputs'], found=probe['seen'])
     again = call(tmp_path, 'probe', {}, role='router', inputs=inputs, secret_inputs=secrets)
     assert again['current'], again['reasons']
+
+
+def test_the_action_runs_begin_and_record_directly_and_shows_the_records_diff_only_in_diff_mode(monkeypatch, tmp_path):
+    """Where the probe runs directly (_direct_interpreter), begin and record do too (their module_utils functions);
+    the record's diff (before, after) comes back only for a task in diff mode, as the module gives it."""
+    from ansible.plugins.action import ActionBase
+    from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
+    from .module_harness import bare_action
+
+    calls = []
+    plugin = bare_action(action.ActionModule)
+    monkeypatch.setattr(ActionBase, 'run', lambda self, tmp=None, task_vars=None: {})
+    monkeypatch.setattr(action.ActionModule, '_direct_interpreter', lambda self, task_vars: '/usr/bin/python3')
+    monkeypatch.setattr(action.ActionModule, '_probe_directly', lambda self, interp, args, entry='probe': calls.append(
+        (entry, args['state'])) or {'changed': False, 'diff': {'before': {}, 'after': {'digest': 'd1'}}})
+    monkeypatch.setattr(action.ActionModule, '_execute_module', lambda self, **kw: calls.append(('module',)) or {})
+    role_path = str(tmp_path / 'firewall')
+
+    class Task(object):
+        diff = False
+        check_mode = False
+    plugin._task = Task()
+    for state, diff in (('begin', False), ('record', False), ('record', True)):
+        Task.diff = diff
+        monkeypatch.setattr(action.ActionModule, 'validate_argument_spec', lambda self, argument_spec, state=state: (None, dict(
+            role='firewall', state=state, inputs={}, checks={}, published={}, probe={'digest': 'd1', 'inputs': {}, 'seen': {}},
+            state_dir='/var/lib/dgxspark-ds4/converge')))
+        result = plugin.run(task_vars={'role_path': role_path})
+        assert ('diff' in result) == diff, (state, diff, result)
+    assert calls == [('begin_state', 'begin'), ('record_state', 'record'), ('record_state', 'record')]
