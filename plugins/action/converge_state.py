@@ -114,7 +114,7 @@ def direct_name(module_args, entry='probe'):
         return 'vllm_ready'
     if entry == 'pool':
         return 'router_pool'
-    if entry in ('probe', 'begin_state', 'record_state'):
+    if entry in _ENTRIES.values():
         return 'converge_state %s' % module_args.get('role')
     return 'converge_state %s' % entry
 

@@ -14,10 +14,10 @@ same role run) is then not repaired by this run; the next run's probe sees it an
 """
 
 
-import hashlib
-
 from ansible.module_utils.common.text.converters import to_bytes
 from ansible.plugins.action import ActionBase
+
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
 
 _MODULE = 'dgxspark.ds4.file_set'
 
@@ -32,27 +32,21 @@ def _numeric_id(value):
 
 def as_seen(files, seen):
     """Whether every file of file_set's `files` is exactly as `seen` (path -> converge_state's observation) says: the
-    same SHA-1 of the content, mode, owner and group. An empty `files` is never 'as seen' (the module refuses it)."""
+    observation converge_state.observe_file would give the file once written (content, mode, owner and group). An empty
+    `files` is never 'as seen' (the module refuses it)."""
     if not files or not isinstance(seen, dict):
         return False
     for item in files:
-        observed = seen.get(item.get('path'))
-        if not isinstance(observed, str) or not observed.startswith('sha1:'):
-            return False
-        parts = observed.split(':')
-        if len(parts) != 5:
-            return False
-        dummy, digest, mode, uid, gid = parts
+        content = item.get('content')
         try:
-            wanted_mode = int(str(item.get('mode')), 8)
-            observed_ids = (int(mode, 8), int(uid), int(gid))
+            mode = int(str(item.get('mode')), 8)
         except ValueError:
             return False
-        wanted_ids = (wanted_mode, _numeric_id(item.get('owner', 'root')), _numeric_id(item.get('group', 'root')))
-        if None in wanted_ids or wanted_ids != observed_ids:
+        uid, gid = _numeric_id(item.get('owner', 'root')), _numeric_id(item.get('group', 'root'))
+        if not isinstance(content, str) or uid is None or gid is None:
             return False
-        content = item.get('content')
-        if not isinstance(content, str) or hashlib.sha1(to_bytes(content, errors='surrogate_or_strict')).hexdigest() != digest:
+        wanted = cs.file_observation(to_bytes(content, errors='surrogate_or_strict'), mode, uid, gid)
+        if seen.get(item.get('path')) != wanted:
             return False
     return True
 

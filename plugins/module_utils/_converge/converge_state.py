@@ -204,6 +204,12 @@ def normalise_checks(checks: Mapping[str, Any] | None) -> tuple[Any, str | None]
     return out, None
 
 
+def file_observation(data: bytes, mode: int, uid: int, gid: int) -> str:
+    """How observe_file names a regular file with this content, mode and owner (file_set's action compares a file it
+    would write against what a probe saw with it)."""
+    return 'sha1:%s:%o:%d:%d' % (hashlib.sha1(data).hexdigest(), mode, uid, gid)
+
+
 def observe_file(path: str) -> str:
     """A file by its SHA-1, mode and owner; a directory or a symlink by what it is; absent or unreadable."""
     path = os.path.expanduser(path)
@@ -218,7 +224,7 @@ def observe_file(path: str) -> str:
         return 'dir:%s' % meta
     try:
         with open(path, 'rb') as handle:
-            return 'sha1:%s:%s' % (hashlib.sha1(handle.read()).hexdigest(), meta)
+            return file_observation(handle.read(), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
     except OSError as exc:
         return 'unreadable:%s' % exc.strerror
 
