@@ -28,8 +28,6 @@ nothing ran on the pair in between
 """
 
 
-import hashlib
-import json
 import os
 
 from ansible.errors import AnsibleActionFail
@@ -242,9 +240,8 @@ class ActionModule(probe_action.ActionModule):
         # probes templated with them go with the first call, which runs them when the records still publish exactly
         # those (one node call where nothing changed); otherwise the node answers the records and the probes are
         # templated with them (a second call). Only a hint: the node compares, so a stale one costs the second call.
-        memo = 'converge-plan-published-%s.json' % hashlib.sha256(json.dumps(
-            [task_vars.get('inventory_hostname'), str(task_vars.get('ansible_host')), state_dir, first['roles']]
-        ).encode('utf-8')).hexdigest()[:16]
+        memo = template_cache.keyed_name('converge-plan-published', [
+            task_vars.get('inventory_hostname'), str(task_vars.get('ansible_host')), state_dir, first['roles']])
         expected = template_cache.recalled_json(memo)
         expected_ahead = []
         if isinstance(expected, dict) and all(isinstance(expected.get(role), dict) for role in first['roles']):

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shlex
+import sys
 
 import yaml
 from ansible import constants as C
@@ -30,9 +31,8 @@ from ansible.executor.interpreter_discovery import discover_interpreter
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
-from ansible_collections.dgxspark.ds4.plugins.module_utils._node import (
-    bench_stats, node_probe, ops_status, router_admin, router_pool_spec, vllm_client)
-from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness import readiness_http, ready_checks
+from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_pool_spec
+from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness import ready_checks
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import known_vars, template_cache
 
 try:  # libyaml: the role's task files in ~5 ms instead of ~50
@@ -81,13 +81,15 @@ _PROBE_BOOT = ("import json, os, sys, types\n"
                "except OSError as exc:\n"
                "    r = {'failed': True, 'msg': '%s: %s' % (d.get('name') or 'converge_state', exc)}\n"
                "print(json.dumps(r))\n")
-# The node code of each entry: the file whose function runs and the collection files it imports, in import order.
-_TARGETS = {
-    'probe': (cs, (node_probe,)), 'plan': (cs, (node_probe,)), 'files': (cs, (node_probe,)),
-    'begin_state': (cs, (node_probe,)), 'record_state': (cs, (node_probe,)),
-    'checks': (ready_checks, (node_probe, vllm_client, readiness_http)),
-    'pool': (router_pool_spec, (bench_stats, node_probe, ops_status, vllm_client, router_admin)),
-}
+# The node code of each entry: the file whose function runs; the collection files it imports go with it
+# (_collection_imports, read from its source).
+_TARGETS = {'probe': cs, 'plan': cs, 'files': cs, 'begin_state': cs, 'record_state': cs, 'checks': ready_checks,
+            'pool': router_pool_spec}
+_MODULE_UTILS = 'ansible_collections.dgxspark.ds4.plugins.module_utils'
+# `from <module_utils...> import a, b` (parenthesised over lines too), or `import <module_utils...>`, at a line's start
+_IMPORT_RE = re.compile(r'^[ \t]*(?:from[ \t]+(%s\.[\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]+)|import[ \t]+(%s\.[\w.]+))' % (
+    re.escape(_MODULE_UTILS), re.escape(_MODULE_UTILS)), re.M)
+_IMPORTS = {}
 # converge_state's state -> the function of module_utils/_converge/converge_state.py a direct run calls (the module
 # calls the same).
 _ENTRIES = {'probe': 'probe', 'begin': 'begin_state', 'record': 'record_state'}
@@ -104,6 +106,38 @@ def _source_of(module):
         with open(path) as handle:
             _SOURCES[path] = handle.read()
     return _SOURCES[path]
+
+
+def _imported(module):
+    """The collection's module_utils modules that module's source imports itself (`from package import module, ...`,
+    `from package.module import name`, `import package.module`), in the order it names them. A regular expression, not
+    an ast walk: this runs in each task's worker process, where parsing converge_state.py alone took 13 ms."""
+    found = []
+    for package, names, plain in _IMPORT_RE.findall(_source_of(module)):
+        if plain:
+            found.append(plain)
+            continue
+        listed = re.sub(r'#[^\n]*', '', names).strip('()').replace('\\', ' ').split(',')
+        modules = ['%s.%s' % (package, name.split()[0]) for name in listed if name.strip()]
+        found.extend([name for name in modules if name in sys.modules] or [package])
+    return [sys.modules[name] for name in found if name in sys.modules]
+
+
+def _collection_imports(module):
+    """The collection files a direct run of module's function needs, each after the ones it imports itself (the order
+    _PROBE_BOOT runs and registers them in): read from the sources, once per controller process."""
+    if module not in _IMPORTS:
+        order = []
+
+        def visit(current):
+            for dep in _imported(current):
+                if dep is not module and dep not in order:
+                    visit(dep)
+                    if dep not in order:
+                        order.append(dep)
+        visit(module)
+        _IMPORTS[module] = tuple(order)
+    return _IMPORTS[module]
 
 
 def direct_name(module_args, entry='probe'):
@@ -123,7 +157,8 @@ def direct_payload(module_args, entry='probe', check_mode=False, environ=None):
     """The stdin of a direct run (_PROBE_BOOT): the source of the entry's file, the collection files it imports, the
     arguments, the function to run (probe, plan, files, checks, pool), the name its errors start with and the
     environment it runs in (environ: name -> value, set before anything runs)."""
-    target, imports = _TARGETS[entry]
+    target = _TARGETS[entry]
+    imports = _collection_imports(target)
     return json.dumps({'src': _source_of(target), 'file': os.path.splitext(os.path.basename(target.__file__))[0] + '.py',
                        'modules': [[module.__name__, _source_of(module)] for module in imports], 'args': module_args,
                        'check_mode': check_mode, 'entry': entry, 'name': direct_name(module_args, entry),
@@ -265,16 +300,10 @@ class ActionModule(ActionBase):
 
     def _task_environment(self):
         """The task's environment as a module run gets it (its play's, block's and own `environment`, merged in that order,
-        each templated): name -> value, for the direct run to set in its own process."""
-        layers = self._task.environment
+        each templated: ansible-core's own merge, ActionBase._compute_environment_string, hands the dict it builds to
+        raw_environment_out): name -> value, for the direct run to set in its own process."""
         merged = {}
-        for layer in (layers if isinstance(layers, list) else [layers]):
-            if not layer:
-                continue
-            value = self._templar.template(layer)
-            if not isinstance(value, dict):
-                raise AnsibleActionFail('environment must be a dictionary, received %s (%s)' % (value, type(value)))
-            merged.update(value)
+        self._compute_environment_string(raw_environment_out=merged)
         return dict((str(name), str(value)) for name, value in merged.items())
 
     def _probe_directly(self, interpreter, module_args, entry='probe'):

@@ -135,6 +135,12 @@ def _atomic(path, data):
         pass
 
 
+def keyed_name(prefix, key):
+    """The name under which JSON data that depends on `key` (JSON data: what identifies it) is kept: prefix and the first
+    16 hex digits of the SHA-256 of the key's JSON text."""
+    return '%s-%s.json' % (prefix, hashlib.sha256(json.dumps(key).encode('utf-8')).hexdigest()[:16])
+
+
 def kept_json(name, compute):
     """compute()'s result (JSON data), kept in the cache's directory as `name` and read back by the run's other workers
     and later runs instead of computing it again. The name is the key: it must hold everything the result depends on

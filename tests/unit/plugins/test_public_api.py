@@ -24,6 +24,9 @@ INTERFACE = frozenset((
     # module or a command on the node, and the class settings its subclasses override
     '_task', '_connection', '_play_context', '_templar', '_loader', '_shared_loader_obj', '_display',
     '_execute_module', '_low_level_execute_command', '_requires_connection', '_supports_check_mode', '_supports_async',
+    # ... and the task's environment merged as a module run gets it (ansible-core's own script action calls it with
+    # raw_environment_out for the dict, as converge_state's direct runs do)
+    '_compute_environment_string',
     # ansible.module_utils.basic.AnsibleModule: whether the task runs with --diff (its only spelling)
     '_diff',
 ))

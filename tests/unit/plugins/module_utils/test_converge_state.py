@@ -347,6 +347,34 @@ def test_the_direct_probes_bootstrap_reports_a_check_that_cannot_start(tmp_path,
     assert [name for name, _src in json.loads(action.direct_payload(units))['modules']] == [node_probe.__name__]
 
 
+def test_a_direct_run_carries_the_collection_files_its_entry_imports_each_after_its_own(tmp_path):
+    """The files that go with a direct run are read from the entry's source (no list by hand to keep in step): every
+    collection module the entry's file imports, directly or through another, each after the ones it imports; a
+    module's new import is carried without a change here (a module written for the test)."""
+    import importlib.util
+    import json
+    from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
+
+    def names(entry):
+        return [name.rsplit('.', 1)[1] for name, _src in json.loads(action.direct_payload({}, entry))['modules']]
+    assert names('probe') == names('plan') == names('files') == ['node_probe']
+    assert names('checks') == ['node_probe', 'vllm_client', 'readiness_http']
+    pool = names('pool')
+    assert sorted(pool) == ['bench_stats', 'node_probe', 'ops_status', 'router_admin', 'vllm_client']
+    # ops_status imports bench_stats and node_probe; router_admin ops_status and vllm_client
+    assert max(pool.index('bench_stats'), pool.index('node_probe')) < pool.index('ops_status')
+    assert max(pool.index('ops_status'), pool.index('vllm_client')) < pool.index('router_admin')
+    # a module that imports two of the collection's, one of them through a third (written here, not in the tree)
+    path = tmp_path / 'ds4_test_direct_imports.py'
+    path.write_text(u'from %s._readiness import (  # the HTTP checks\n    readiness_http)\n'
+                    u'from %s._node.node_probe import run_command\n' % (action._MODULE_UTILS, action._MODULE_UTILS))
+    spec = importlib.util.spec_from_file_location('ds4_test_direct_imports', str(path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert [m.__name__.rsplit('.', 1)[1] for m in action._collection_imports(module)] == [
+        'vllm_client', 'readiness_http', 'node_probe']
+
+
 def test_plan_reads_the_published_facts_then_probes_every_role_in_one_call(tmp_path):
     """converge_state.plan, the node side of dgxspark.ds4.converge_plan: the published facts of each role's record
     (None without a usable one), then every role's probe as probe gives it; through the direct boot as the plan runs

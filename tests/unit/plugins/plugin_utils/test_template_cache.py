@@ -211,3 +211,17 @@ def test_kept_json_is_computed_once_read_back_and_computed_again_when_unreadable
     (tmp_path / "file").write_text("not a directory")
     monkeypatch.setattr(tc, "cache_dir", lambda: str(tmp_path / "file" / "x"))
     assert [tc.kept_json("k-1.json", compute)["n"] for dummy in range(2)] == [4, 5]
+
+
+def test_keyed_name_holds_the_whole_key():
+    """template_cache.keyed_name (the converge plan's kept hint of each node's records): the same key, the same name
+    (another worker, a later run finds it); any part of the key changed (the host, its address, the roles), another."""
+    import hashlib
+    from ansible_collections.dgxspark.ds4.plugins.plugin_utils import template_cache as tc
+    key = ["spark1", "10.0.0.1", "/var/lib/dgxspark-ds4/converge", ["host_prep", "firewall"]]
+    name = tc.keyed_name("converge-plan-published", key)
+    assert name == "converge-plan-published-%s.json" % hashlib.sha256(json.dumps(key).encode("utf-8")).hexdigest()[:16]
+    assert tc.keyed_name("converge-plan-published", list(key)) == name
+    others = [["spark2"] + key[1:], key[:1] + ["10.0.0.2"] + key[2:], key[:3] + [["host_prep"]]]
+    assert len(set(tc.keyed_name("converge-plan-published", k) for k in others) | {name}) == 4
+    assert tc.keyed_name("other", key) != name
