@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A loopback TCP port for a server a test starts in another process (the simulator, vllm-router).
+"""A loopback TCP port for a server a test starts in another process (the simulator, vllm-router), and the wait for
+it to listen.
 
 Not the usual bind-to-port-0-and-close: that port comes from the kernel's ephemeral range, which every outgoing
 connection on the machine also takes its local port from, so in the gap between the close and the server's own bind a
@@ -13,6 +14,7 @@ left (one in thousands).
 
 import random
 import socket
+import time
 
 LOW = 20000
 
@@ -40,3 +42,21 @@ def free_port(host='127.0.0.1', tries=200):
             sock.close()
         return port
     raise RuntimeError('no free port in %d-%d on %s after %d tries' % (LOW, high, host, tries))
+
+
+def wait_listening(port, host='127.0.0.1', timeout=10.0, alive=None):
+    """Connect to `port` until it accepts (True) or `timeout` passes or `alive()` turns false (False).
+
+    vLLM logs "Application startup complete." before its socket listens (uvicorn's `Server.startup` runs the app's
+    lifespan startup, which logs the line, before `loop.create_server`, whose `_start_serving` calls `listen`; vLLM's
+    `create_server_socket` only binds), and the simulator does the same: a client that starts on the line retries
+    its connection, as the collection's readiness checks do.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and (alive is None or alive()):
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.01)
+    return False

@@ -76,7 +76,7 @@ def find_router():
                   "requirements.txt, or DS4_VLLM_ROUTER=/path/to/vllm-router" % (router_config.ROUTER_VERSION, reason))
 
 
-from ports import free_port  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
+from ports import free_port, wait_listening  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
 
 
 def http_get(url, timeout=2.0):
@@ -106,6 +106,7 @@ class Sim(object):
                 break
             assert time.monotonic() < deadline, "simulator did not start"
         threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
+        assert wait_listening(self.port, alive=lambda: self.proc.poll() is None), "simulator did not listen"
         return time.monotonic()
 
     @staticmethod

@@ -41,7 +41,7 @@ def _load_guard():
 pairguard = _load_guard()
 
 
-from ports import free_port as _free_port  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
+from ports import free_port as _free_port, wait_listening  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
 
 
 class Sim(object):
@@ -60,6 +60,7 @@ class Sim(object):
                 break
             assert time.monotonic() < deadline, 'simulator did not start'
         threading.Thread(target=self._drain, daemon=True).start()
+        assert wait_listening(self.port, alive=lambda: self.proc.poll() is None), 'simulator did not listen'
 
     def _drain(self):
         for _line in self.proc.stdout:

@@ -652,8 +652,11 @@ def run_serve(parser, args, version):
     logs.uvicorn('Waiting for application startup.')
     if state.conn is not None:
         state.start_reader()
-    server.server_activate()
+    # As vLLM: uvicorn's Server.startup logs this at the end of the app's lifespan startup and only then calls
+    # loop.create_server on the socket vLLM bound (create_server_socket binds, never listens), whose _start_serving
+    # calls listen(): the line comes first, then the port accepts.
     logs.uvicorn('Application startup complete.')
+    server.server_activate()
     state.start_monitor()
     if cfg.fail != 'hang':   # a hung engine core never runs a step
         state.engine.start()

@@ -35,13 +35,15 @@ FAST_ENV = {
 }
 
 
-from ports import free_port  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
+from ports import free_port, wait_listening  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
 
 
 class Sim:
     """A running simulator process with its merged stdout+stderr collected line by line."""
 
     def __init__(self, args, env=None, port=None):
+        if port is None and '--port' in args:
+            port = int(args[list(args).index('--port') + 1])
         self.port = port
         full_env = dict(os.environ)
         full_env.pop('VLLM_API_KEY', None)
@@ -81,7 +83,10 @@ class Sim:
                 self.cond.wait(min(left, 0.1))
 
     def wait_ready(self, timeout=10.0):
+        """The startup line, then the port listening (it listens just after the line, as vLLM's does)."""
         self.wait_line('Application startup complete.', timeout)
+        assert wait_listening(self.port, timeout=timeout, alive=lambda: self.proc.poll() is None), \
+            'port %s not listening after the startup line' % self.port
         return self
 
     def wait_exit(self, timeout=10.0):

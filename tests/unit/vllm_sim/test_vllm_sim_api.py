@@ -7,6 +7,7 @@
 import http.client
 import json
 import os
+import signal
 import socket
 import threading
 import time
@@ -63,13 +64,23 @@ def test_port_refused_until_startup_complete(sim_factory):
                            'VLLM_SIM_PROFILE_S': '0.1', 'VLLM_SIM_GRAPH_S': '0.1', 'VLLM_SIM_API_S': '0.1'})
     sim.wait_line('Starting to load model')
     refused = 0
-    while 'Application startup complete.' not in sim.output:
+    while True:
         try:
             socket.create_connection(('127.0.0.1', sim.port), timeout=1).close()
-            assert 'Application startup complete.' in sim.output, 'port accepted a connection before startup completed'
         except ConnectionRefusedError:
             refused += 1
-        time.sleep(0.05)
+            time.sleep(0.05)
+            continue
+        # Accepted: the line was written before the port listened, so it is in the pipe whether or not the reader
+        # thread has taken it yet. The process is stopped first so that nothing written after the accept counts.
+        os.kill(sim.proc.pid, signal.SIGSTOP)
+        try:
+            sim.wait_line('Application startup complete.', timeout=5)
+        except AssertionError as exc:
+            pytest.fail('port accepted a connection before startup completed: %s' % exc)
+        finally:
+            os.kill(sim.proc.pid, signal.SIGCONT)
+        break
     assert refused >= 5
     assert sim.request('/health')[0] == 200
 
