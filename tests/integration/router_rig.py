@@ -76,7 +76,7 @@ def find_router():
                   "requirements.txt, or DS4_VLLM_ROUTER=/path/to/vllm-router" % (router_config.ROUTER_VERSION, reason))
 
 
-from ports import free_port, wait_listening  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
+from ports import free_port, start_server  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
 
 
 def http_get(url, timeout=2.0):
@@ -97,22 +97,9 @@ class Sim(object):
         env.pop("VLLM_API_KEY", None)
         env.update({"PYTHONUNBUFFERED": "1", "VLLM_SIM_PYTHON": sys.executable, "VLLM_SIM_STATS_INTERVAL_S": "0",
                     "VLLM_SIM_TIME_SCALE": "0.02", "VLLM_SIM_ROOT": SIM_ROOT, "VLLM_SIM_TOKENS_PER_S": "100"})
-        self.proc = subprocess.Popen([VLLM, "serve", "/models/ds4", "--served-model-name", MODEL, "--host", "127.0.0.1",
-                                      "--port", str(self.port)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
-        deadline = time.monotonic() + 30
-        for line in self.proc.stdout:
-            if "Application startup complete." in line:
-                break
-            assert time.monotonic() < deadline, "simulator did not start"
-        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
-        assert wait_listening(self.port, alive=lambda: self.proc.poll() is None), "simulator did not listen"
+        self.proc = start_server([VLLM, "serve", "/models/ds4", "--served-model-name", MODEL, "--host", "127.0.0.1",
+                                  "--port", str(self.port)], env, self.port)
         return time.monotonic()
-
-    @staticmethod
-    def _drain(proc):
-        for _line in proc.stdout:
-            pass
 
     @property
     def url(self):

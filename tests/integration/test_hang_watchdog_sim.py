@@ -12,7 +12,6 @@ journalctl are a fake runner (the Molecule drills exercise the real ones). Times
 
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -41,7 +40,7 @@ def _load_guard():
 pairguard = _load_guard()
 
 
-from ports import free_port as _free_port, wait_listening  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
+from ports import free_port as _free_port, start_server  # noqa: E402  pylint: disable=import-error,wrong-import-position,unused-import
 
 
 class Sim(object):
@@ -52,19 +51,8 @@ class Sim(object):
         full.update({'PYTHONUNBUFFERED': '1', 'VLLM_SIM_PYTHON': sys.executable, 'VLLM_SIM_STATS_INTERVAL_S': '0',
                      'VLLM_SIM_TIME_SCALE': '0.02', 'VLLM_SIM_ROOT': standin.temp_root()})
         full.update(env)
-        self.proc = subprocess.Popen([VLLM, 'serve', '/models/ds4', '--host', '127.0.0.1', '--port', str(self.port)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full, text=True)
-        deadline = time.monotonic() + 20
-        for line in self.proc.stdout:
-            if 'Application startup complete.' in line:
-                break
-            assert time.monotonic() < deadline, 'simulator did not start'
-        threading.Thread(target=self._drain, daemon=True).start()
-        assert wait_listening(self.port, alive=lambda: self.proc.poll() is None), 'simulator did not listen'
-
-    def _drain(self):
-        for _line in self.proc.stdout:
-            pass
+        self.proc = start_server([VLLM, 'serve', '/models/ds4', '--host', '127.0.0.1', '--port', str(self.port)], full,
+                                 self.port, timeout=20)
 
     def url(self, path):
         return 'http://127.0.0.1:%d%s' % (self.port, path)

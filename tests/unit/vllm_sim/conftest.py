@@ -41,9 +41,7 @@ from ports import free_port, wait_listening  # noqa: E402  pylint: disable=impor
 class Sim:
     """A running simulator process with its merged stdout+stderr collected line by line."""
 
-    def __init__(self, args, env=None, port=None):
-        if port is None and '--port' in args:
-            port = int(args[list(args).index('--port') + 1])
+    def __init__(self, args, port, env=None):
         self.port = port
         full_env = dict(os.environ)
         full_env.pop('VLLM_API_KEY', None)

@@ -87,7 +87,8 @@ def test_no_weights_refused(root):
     standin.make_model(model, shards=0, index=False)
     refused(root, 'RuntimeError: Cannot find any model weights with `/models/empty`', model='/models/empty')
     # --load-format dummy reads no weights (vLLM's dummy loader)
-    sim = Sim(['serve', '/models/empty', '--host', '127.0.0.1', '--port', str(free_port()), '--load-format', 'dummy'],
+    port = free_port()
+    sim = Sim(['serve', '/models/empty', '--host', '127.0.0.1', '--port', str(port), '--load-format', 'dummy'], port=port,
               env={'VLLM_SIM_ROOT': root})
     try:
         sim.wait_ready(20)
@@ -114,7 +115,8 @@ def hf_cache(root, rev_file='main', commit=COMMIT, config=True):
 def test_repo_id_offline_resolves_through_refs_main(root):
     hf_cache(root)
     env = {'HF_HUB_OFFLINE': '1', 'HF_HOME': '/cache/huggingface', 'VLLM_SIM_ROOT': root}
-    sim = Sim(['serve', 'deepseek-ai/DeepSeek-V4-Flash', '--host', '127.0.0.1', '--port', str(free_port())], env=env)
+    port = free_port()
+    sim = Sim(['serve', 'deepseek-ai/DeepSeek-V4-Flash', '--host', '127.0.0.1', '--port', str(port)], port=port, env=env)
     try:
         sim.wait_ready(20)
         assert 'Loading safetensors checkpoint shards: 100% Completed | 2/2' in sim.output
@@ -166,7 +168,8 @@ def test_existing_cache_dir_on_a_read_only_mount_refused(root):
 def test_enforce_eager_writes_no_compile_cache(root):
     os.makedirs(os.path.join(root, 'ro'))
     args = ['--enforce-eager', '--compilation-config', '{"cache_dir": "/ro/compile"}']
-    sim = Sim(['serve', DEFAULT_MODEL, '--host', '127.0.0.1', '--port', str(free_port())] + args,
+    port = free_port()
+    sim = Sim(['serve', DEFAULT_MODEL, '--host', '127.0.0.1', '--port', str(port)] + args, port=port,
               env={'VLLM_SIM_ROOT': root, 'HOME': '/root', 'VLLM_SIM_RO_MOUNTS': '/ro'})
     try:
         sim.wait_ready(20)
@@ -233,7 +236,8 @@ def test_cache_dir_without_write_permission_refused():
 
 def test_unknown_and_removed_vllm_env_reported_like_envs_py(root):
     env = {'VLLM_USE_V1': '0', 'VLLM_ATTENTION_BACKEND': 'FLASHINFER_MLA', 'VLLM_HOST_IP': '127.0.0.1'}
-    sim = Sim(['serve', DEFAULT_MODEL, '--host', '127.0.0.1', '--port', str(free_port())],
+    port = free_port()
+    sim = Sim(['serve', DEFAULT_MODEL, '--host', '127.0.0.1', '--port', str(port)], port=port,
               env=dict(env, VLLM_SIM_ROOT=root))
     try:
         sim.wait_ready(20)
