@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A loopback TCP port for a server a test starts in another process (the simulator, vllm-router), the wait for it to
-listen, and the one way the tests start such a server and wait for it (start_server).
+listen, and the starter of the rigs that need only the server running (start_server: the router rig, the
+hang-watchdog rig; the vllm_sim tests' own Sim keeps the output it reads).
 
 Not the usual bind-to-port-0-and-close: that port comes from the kernel's ephemeral range, which every outgoing
 connection on the machine also takes its local port from, so in the gap between the close and the server's own bind a
