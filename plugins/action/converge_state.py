@@ -31,8 +31,10 @@ from ansible.executor.interpreter_discovery import discover_interpreter
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import file_set
 from ansible_collections.dgxspark.ds4.plugins.module_utils._node import router_pool_spec
 from ansible_collections.dgxspark.ds4.plugins.module_utils._readiness import ready_checks
+from ansible_collections.dgxspark.ds4.plugins.module_utils._service import service_preflight
 from ansible_collections.dgxspark.ds4.plugins.plugin_utils import known_vars, template_cache
 
 try:  # libyaml: the role's task files in ~5 ms instead of ~50
@@ -56,7 +58,9 @@ _TREES = {}
 # environ}; environ is the task's environment (as a module run gets it: SSL_CERT_FILE for the router's verify); src is
 # the text of the file whose function `entry` runs (file: its name in tracebacks): converge_state.py for probe, plan
 # (several roles at once, plugins/action/converge_plan.py) and files (plugins/action/file_state.py), ready_checks.py for
-# checks (plugins/action/vllm_ready.py), router_pool_spec.py for pool (plugins/action/router_pool.py); name is what its
+# checks (plugins/action/vllm_ready.py), router_pool_spec.py for pool (plugins/action/router_pool.py),
+# _service/service_preflight.py for preflight (plugins/action/service_preflight.py), _converge/file_set.py for write
+# (plugins/action/file_set.py); name is what its
 # errors start with (the module a user would read); modules are [name, source] of the collection files it imports, in
 # import order, each run and registered under its name (with its parent packages, so that `from package import module`
 # finds it) before the next. A program a check cannot start fails the run with its error, as a module's run_command
@@ -84,7 +88,7 @@ _PROBE_BOOT = ("import json, os, sys, types\n"
 # The node code of each entry: the file whose function runs; the collection files it imports go with it
 # (_collection_imports, read from its source).
 _TARGETS = {'probe': cs, 'plan': cs, 'files': cs, 'begin_state': cs, 'record_state': cs, 'checks': ready_checks,
-            'pool': router_pool_spec}
+            'pool': router_pool_spec, 'preflight': service_preflight, 'write': file_set}
 _MODULE_UTILS = 'ansible_collections.dgxspark.ds4.plugins.module_utils'
 # `from <module_utils...> import a, b` (parenthesised over lines too), or `import <module_utils...>`, at a line's start
 _IMPORT_RE = re.compile(r'^[ \t]*(?:from[ \t]+(%s\.[\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]+)|import[ \t]+(%s\.[\w.]+))' % (
@@ -148,6 +152,10 @@ def direct_name(module_args, entry='probe'):
         return 'vllm_ready'
     if entry == 'pool':
         return 'router_pool'
+    if entry == 'preflight':
+        return 'service_preflight'
+    if entry == 'write':
+        return 'file_set'
     if entry in _ENTRIES.values():
         return 'converge_state %s' % module_args.get('role')
     return 'converge_state %s' % entry

@@ -11,13 +11,19 @@ on the node (~0.35 s of a deploy per task, docs/measurements.md). Anything else 
 content, mode or owner that differs, an owner given by a name other than root) runs the module, which reads the files
 itself and writes what differs. A file changed on the node between the probe and this task (another actor, within the
 same role run) is then not repaired by this run; the next run's probe sees it and runs the role.
+
+Where the module would run: directly in the node's Python instead (module_utils/_converge/file_set.py ``write``, the
+function the module calls, through the connection as converge_state's direct runs: no module build or upload) where
+converge_state's ``_direct_interpreter`` allows it, the task is not delegated and every path is absolute as written
+(the module's argument handling expands ``~``); else the module.
 """
 
 
 from ansible.module_utils.common.text.converters import to_bytes
-from ansible.plugins.action import ActionBase
 
+from ansible_collections.dgxspark.ds4.plugins.action import converge_state as direct_action
 from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import converge_state as cs
+from ansible_collections.dgxspark.ds4.plugins.module_utils._converge import file_set
 
 _MODULE = 'dgxspark.ds4.file_set'
 
@@ -51,19 +57,33 @@ def as_seen(files, seen):
     return True
 
 
-class ActionModule(ActionBase):
+class ActionModule(direct_action.ActionModule):
 
     TRANSFERS_FILES = False
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        result = super(ActionModule, self).run(tmp, task_vars)
+        result = super(direct_action.ActionModule, self).run(tmp, task_vars)  # ActionBase.run: the task's own setup
         del tmp
         args = dict(self._task.args)
         seen = args.pop('seen', None)
-        if seen is not None and as_seen(args.get('files'), seen):
+        if seen is not None and not args.get('remove') and as_seen(args.get('files'), seen):
             result.update(changed=False, changed_paths=[],
                           msg='every file as the read-only look of this run found it (seen): no node call')
             return result
-        result.update(self._execute_module(module_name=_MODULE, module_args=args, task_vars=task_vars))
+        files, remove = args.get('files') or [], args.get('remove') or []
+        absolute = (isinstance(files, list) and isinstance(remove, list)
+                    and all(isinstance(item, dict) and str(item.get('path', '')).startswith('/') for item in files)
+                    and all(str(path).startswith('/') for path in remove))
+        interpreter = None if self._task.delegate_to or not absolute else self._direct_interpreter(task_vars)
+        if not interpreter:
+            result.update(self._execute_module(module_name=_MODULE, module_args=args, task_vars=task_vars))
+            return result
+        dummy, valid = self.validate_argument_spec(argument_spec=file_set.ARGUMENT_SPEC)
+        valid.pop('seen', None)
+        res = self._probe_directly(interpreter, valid, entry='write')
+        diff = res.pop('diff', None)
+        if diff and self._task.diff:
+            res['diff'] = diff
+        result.update(res)
         return result

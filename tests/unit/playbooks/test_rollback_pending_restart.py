@@ -30,6 +30,13 @@ def test_the_marker_is_written_before_the_swap_and_is_the_one_the_restart_contra
     assert 'when' not in tasks[marks[0]]
     role_vars = _load('roles', 'vllm_service', 'vars', 'main.yml')
     assert role_vars['_vllm_service_pending_path'] == PENDING
+    # the restart contract reads the marker as the preflight's one read of the node found it (tasks/restart.yml's
+    # plan: pending), and that read runs under the restart tags too
+    preflight = _load('roles', 'vllm_service', 'tasks', 'preflight.yml')
+    looks = [t for t in preflight if 'dgxspark.ds4.service_preflight' in t]
+    assert len(looks) == 1 and '_vllm_service_pending_path' in str(looks[0]['dgxspark.ds4.service_preflight']['paths'])
+    assert looks[0]['register'] == '_vllm_service_node'
+    assert {'vllm_service_restart', 'vllm_service_force_restart'} <= set(looks[0]['tags'])
     restart = _load('roles', 'vllm_service', 'tasks', 'restart.yml')
-    looks = [t for t in restart if 'dgxspark.ds4.file_state' in t]
-    assert looks and '_vllm_service_pending_path' in str(looks[0]['dgxspark.ds4.file_state']['paths'])
+    plan = [t for t in restart if t.get('name') == "Restart | This rank's part of the plan"]
+    assert "_vllm_service_node['paths'][_vllm_service_pending_path]" in plan[0]['ansible.builtin.set_fact']['_vllm_service_self']['pending']

@@ -163,6 +163,8 @@ def test_the_action_skips_the_node_only_when_as_seen_and_never_passes_seen_on(mo
         (module_name, module_args)) or {'changed': True, 'changed_paths': [str(path)]})
 
     class Task(object):
+        delegate_to = None
+
         def __init__(self, args):
             self.args = args
     plugin._task = Task(dict(files=files, seen=_seen([path])))
@@ -175,3 +177,134 @@ def test_the_action_skips_the_node_only_when_as_seen_and_never_passes_seen_on(mo
     plugin._task = Task(dict(files=files))
     plugin.run(task_vars={})
     assert calls == [('dgxspark.ds4.file_set', dict(files=changed)), ('dgxspark.ds4.file_set', dict(files=files))]
+
+
+def test_the_direct_run_writes_as_the_module_does(tmp_path):
+    """The action's direct run (plugins/action/file_set.py: module_utils/_converge/file_set.py's write through the
+    direct probe's bootstrap, no module upload) gives the module's result for the same files: a new file written with
+    its diff, a secret's content hidden, the same files again unchanged, and a refused validate named with what was
+    written before it."""
+    import json
+    import subprocess
+    import sys
+    from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
+
+    def direct(files, check_mode=False):
+        params = dict(files=[dict(dict(owner='root', group='root', validate=None, diff=True), **f) for f in files])
+        proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT],
+                              input=action.direct_payload(params, 'write', check_mode), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, check=True)
+        return json.loads(proc.stdout)
+
+    script, secrets = tmp_path / 'launch.sh', tmp_path / 'secrets.env'
+    files = [dict(path=str(script), content='#!/bin/sh\nexec vllm serve\n', mode='0755', owner=ME, group=GROUP),
+             dict(path=str(secrets), content='HF_TOKEN=hf_secret\n', mode='0600', owner=ME, group=GROUP, diff=False)]
+    checked = direct(files, check_mode=True)
+    assert checked['changed'] is True and not script.exists() and not secrets.exists()
+    res = direct(files)
+    assert res['changed'] is True and res['changed_paths'] == [str(script), str(secrets)]
+    assert res['diff'][0]['after'] == files[0]['content'] and res['diff'][0]['before_header'] == '%s (absent)' % script
+    assert res['diff'][1]['after'] == '(content hidden: 19 bytes)\n' and 'hf_secret' not in json.dumps(res)
+    assert script.read_text() == files[0]['content'] and oct(os.stat(str(secrets)).st_mode & 0o777) == '0o600'
+    assert direct(files) == {'changed': False, 'changed_paths': [], 'diff': []}
+    # the module on the same files: unchanged too
+    assert call(files)['changed'] is False
+    refused = direct([dict(files[0], content='#!/bin/sh\nexit 1\n'),
+                      dict(path=str(tmp_path / 'x.service'), content='x', mode='0644', owner=ME, group=GROUP,
+                           validate='/bin/false %s')])
+    assert refused['failed'] is True and refused['changed_paths'] == [str(script)]
+    assert 'x.service: refused by its validate command (exit 1)' in refused['msg'] and 'Written before it: %s' % script in refused['msg']
+    assert not (tmp_path / 'x.service').exists()
+    relative = direct([dict(files[0], path='etc/x')])
+    assert relative['failed'] is True and 'path must be absolute, got etc/x' in relative['msg'] and 'Nothing was written' in relative['msg']
+
+
+def test_the_action_writes_directly_only_where_converge_state_would(monkeypatch, tmp_path):
+    """converge_state's _direct_interpreter decides; a delegated task and a path not absolute as written (the module
+    expands ~) go to the module; seen is never passed on."""
+    from ansible.plugins.action import ActionBase
+    from ansible_collections.dgxspark.ds4.plugins.action import file_set as action
+
+    calls = []
+    plugin = bare_action(action.ActionModule)
+    plugin._templar = None
+    monkeypatch.setattr(ActionBase, 'run', lambda self, tmp=None, task_vars=None: {})
+    monkeypatch.setattr(action.ActionModule, '_probe_directly', lambda self, interp, args, entry='probe': calls.append(
+        ('direct', interp, entry, sorted(args))) or {'changed': True, 'changed_paths': [], 'diff': [{'after': 'x'}]})
+    monkeypatch.setattr(action.ActionModule, '_execute_module', lambda self, module_name, module_args, task_vars: calls.append(
+        ('module', module_name)) or {'changed': True})
+
+    class Task(object):
+        delegate_to = None
+        diff = False
+
+        def __init__(self, args):
+            self.args = args
+    files = [dict(path=str(tmp_path / 'a'), content='a', mode='0644')]
+    known = {'ansible_facts': {'discovered_interpreter_python': '/usr/bin/python3'}}
+    plugin._task = Task(dict(files=files, seen={}))
+    assert 'diff' not in plugin.run(task_vars=known)
+    plugin._task.diff = True
+    assert plugin.run(task_vars=known)['diff'] == [{'after': 'x'}]
+    plugin.run(task_vars={})
+    plugin._task = Task(dict(files=[dict(path='~/a', content='a', mode='0644')]))
+    plugin.run(task_vars=known)
+    plugin._task = Task(dict(files=files))
+    plugin._task.delegate_to = 'spark2'
+    plugin.run(task_vars=known)
+    assert calls == [('direct', '/usr/bin/python3', 'write', ['files', 'remove']),
+                     ('direct', '/usr/bin/python3', 'write', ['files', 'remove']),
+                     ('module', 'dgxspark.ds4.file_set'), ('module', 'dgxspark.ds4.file_set'),
+                     ('module', 'dgxspark.ds4.file_set')]
+
+
+def test_remove_after_the_writes_only_where_present_and_never_a_directory(tmp_path):
+    """remove (the restart contract's pending-restart markers): each path removed where it exists, after the files,
+    named in changed_paths with a diff; absent is no change; check mode removes nothing; a directory or a relative
+    path is refused; nothing at all to do is refused. The direct run and the module agree."""
+    import json
+    import subprocess
+    import sys
+    from ansible.module_utils.testing import patch_module_args as _args
+    from ansible_collections.dgxspark.ds4.plugins.action import converge_state as action
+
+    def direct(params, check_mode=False):
+        params = dict(dict(files=[], remove=[]), **params)
+        proc = subprocess.run([sys.executable, '-I', '-c', action._PROBE_BOOT],
+                              input=action.direct_payload(params, 'write', check_mode), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, check=True)
+        return json.loads(proc.stdout)
+
+    def module(params, check=False):
+        with _args(dict(params, _ansible_check_mode=check, _ansible_diff=True)):
+            with pytest.raises((ExitJson, FailJson)) as info:
+                mod.main()
+        return info.value.args[0]
+
+    marker = tmp_path / 'restart-pending-head'
+    marker.write_text(u'restart\n')
+    checked = direct({'remove': [str(marker)]}, check_mode=True)
+    assert checked['changed'] is True and marker.exists()
+    assert module({'remove': [str(marker)]}, check=True)['changed'] is True and marker.exists()
+    res = direct({'remove': [str(marker)]})
+    assert res == {'changed': True, 'changed_paths': [str(marker)],
+                   'diff': [{'before_header': str(marker), 'after_header': '%s (absent)' % marker,
+                             'before': '(removed: 8 bytes)\n', 'after': ''}]}
+    assert not marker.exists()
+    assert direct({'remove': [str(marker)]}) == {'changed': False, 'changed_paths': [], 'diff': []}
+    assert module({'remove': [str(marker)]})['changed'] is False
+    marker.write_text(u'restart\n')
+    out = module({'remove': [str(marker)]})
+    assert out['changed'] is True and out['changed_paths'] == [str(marker)] and not marker.exists()
+    # written first, then removed
+    new = tmp_path / 'new.env'
+    both = direct({'files': [dict(path=str(new), content='A=1\n', mode='0644', owner=ME, group=GROUP, validate=None,
+                                  diff=True)], 'remove': [str(new)]})
+    assert both['changed_paths'] == [str(new), str(new)] and not new.exists()
+    directory = direct({'remove': [str(tmp_path)]})
+    assert directory['failed'] is True and '%s is a directory, not a file to remove' % tmp_path in directory['msg']
+    assert tmp_path.is_dir()
+    relative = direct({'remove': ['var/x']})
+    assert relative['failed'] is True and 'remove: path must be absolute, got var/x' in relative['msg']
+    empty = module({})
+    assert empty['failed'] is True and 'nothing to write or remove' in empty['msg']

@@ -133,7 +133,7 @@ def test_no_second_builder_of_the_argv():
     """The template renders the published words and the image's Id; no role file assembles docker run words."""
     with open(os.path.join(REPO, 'roles', 'vllm_service', 'templates', 'vllm.service.j2')) as handle:
         template = handle.read()
-    assert "{%- set a = ds4_effective['service']['docker_run'] + [_vllm_service_image['images'][0]['Id']] -%}" in template
+    assert "{%- set a = ds4_effective['service']['docker_run'] + [_vllm_service_image_id] -%}" in template
     for word in ('--cap-add', '--ulimit', '--device', '--entrypoint', '--env-file', "'-v'", '--log-driver', '--gpus'):
         assert word not in template, word
     with open(os.path.join(REPO, 'roles', 'vllm_service', 'vars', 'main.yml')) as handle:
