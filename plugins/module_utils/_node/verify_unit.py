@@ -18,8 +18,8 @@ container's writable layer; systemd looped on status=127 for hours). Checks, and
   * `systemd-analyze verify` accepts the unit (copied under its real name).
 
     verify-unit --dropins UNIT_NAME UNIT_FILE [ALLOWED_DROPIN ...]
-(the role's preflight runs the same check, before the node package is on the host, as the module
-dgxspark.ds4.unit_dropins: check_unit_dropins below) - what systemd would run instead of the rendered unit: every
+(the role's preflight runs the same check, before the node package is on the host, in the module
+dgxspark.ds4.service_preflight: check_unit_dropins below) - what systemd would run instead of the rendered unit: every
 drop-in of the unit (`systemctl show -p DropInPaths`, read by node_probe, and the *.conf files of its `.d` directories
 on disk, which a daemon-reload would load) that is not listed as allowed (vllm_service_allowed_dropins) is refused with
 its path and the fix (seed 000 recovered with "a systemd drop-in override repoints ExecStart", which silently replaces
@@ -229,7 +229,7 @@ def check_unit_dropins(unit: str, unit_file: str, allowed: Sequence[str], runner
                        roots: Optional[Sequence[str]] = None) -> Tuple[List[str], List[str]]:
     """(problems, the report's lines): what `verify-unit --dropins` prints, each problem a line of its own (on stderr,
     exit 1), else one line saying no foreign drop-in was found (on stdout, exit 0). The preflight's module
-    dgxspark.ds4.unit_dropins returns the same lines."""
+    dgxspark.ds4.service_preflight returns the same lines."""
     probed = node_probe.probe_unit(runner, unit, SHOW_PROPERTIES)
     props = probed.value if probed.rc == 0 else {}
     problems = dropin_problems(unit, unit_file, allowed, props, dropins_on_disk(unit, roots))
