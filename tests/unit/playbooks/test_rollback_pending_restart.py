@@ -30,13 +30,26 @@ def test_the_marker_is_written_before_the_swap_and_is_the_one_the_restart_contra
     assert 'when' not in tasks[marks[0]]
     role_vars = _load('roles', 'vllm_service', 'vars', 'main.yml')
     assert role_vars['_vllm_service_pending_path'] == PENDING
-    # the restart contract reads the marker as the preflight's one read of the node found it (tasks/restart.yml's
-    # plan: pending), and that read runs under the restart tags too
+    # the restart contract reads the marker (vars/main.yml _vllm_service_state): where rollback.yml includes restart.yml
+    # alone, with its own read at its start (after the swap), else the preflight's read of the same role run (which runs
+    # under the restart tags too)
+    restart = _load('roles', 'vllm_service', 'tasks', 'restart.yml')
+    own = [t for t in restart if 'dgxspark.ds4.service_preflight' in t]
+    assert len(own) == 1 and own[0] is restart[0] and own[0]['register'] == '_vllm_service_restart_node'
+    assert own[0]['dgxspark.ds4.service_preflight']['paths'] == ['{{ _vllm_service_unit_path }}', '{{ _vllm_service_pending_path }}']
+    assert own[0]['when'] == 'not (_vllm_service_after_preflight | bool)'
+    assert role_vars['_vllm_service_after_preflight'] is False
+    assert role_vars['_vllm_service_state'] == (
+        "{{ _vllm_service_node if _vllm_service_after_preflight | bool else _vllm_service_restart_node }}")
     preflight = _load('roles', 'vllm_service', 'tasks', 'preflight.yml')
     looks = [t for t in preflight if 'dgxspark.ds4.service_preflight' in t]
     assert len(looks) == 1 and '_vllm_service_pending_path' in str(looks[0]['dgxspark.ds4.service_preflight']['paths'])
     assert looks[0]['register'] == '_vllm_service_node'
     assert {'vllm_service_restart', 'vllm_service_force_restart'} <= set(looks[0]['tags'])
-    restart = _load('roles', 'vllm_service', 'tasks', 'restart.yml')
+    converge = _load('roles', 'vllm_service', 'tasks', 'converge.yml')
+    assert [t['vars'] for t in converge if t.get('ansible.builtin.import_tasks') == 'restart.yml'] == [
+        {'_vllm_service_after_preflight': True}]
+    rollback_includes = [t['ansible.builtin.include_role'] for t in tasks if 'ansible.builtin.include_role' in t]
+    assert {'name': 'dgxspark.ds4.vllm_service', 'rolespec_validate': False, 'tasks_from': 'restart.yml'} in rollback_includes
     plan = [t for t in restart if t.get('name') == "Restart | This rank's part of the plan"]
-    assert "_vllm_service_node['paths'][_vllm_service_pending_path]" in plan[0]['ansible.builtin.set_fact']['_vllm_service_self']['pending']
+    assert "_vllm_service_state['paths'][_vllm_service_pending_path]" in plan[0]['ansible.builtin.set_fact']['_vllm_service_self']['pending']
