@@ -6,9 +6,9 @@ command of the unit templates (a unit that references a missing path is never in
 
 Installed by dgxspark.ds4.vllm_service as <libexec>/verify_unit.py. The checks are the collection's node package
 (plugins/module_utils/_node/verify_unit.py, told there; the role's preflight runs the drop-in check, and after install
-the installed unit's check, in the module dgxspark.ds4.service_preflight), installed by the role under <libexec>/ansible_collections/ (this file's directory is on
-sys.path) before the units are validated; the unit tests import it from the working tree. Python 3 standard library
-only.
+the installed unit's check, in the module dgxspark.ds4.service_preflight), installed by the role under
+<libexec>/ansible_collections/ (this file's directory is on sys.path) before the units are validated; the unit tests
+import it from the working tree. Python 3 standard library only.
 """
 
 
