@@ -297,6 +297,22 @@ class ActionModule(ActionBase):
         return {'discovered_interpreter_python': discover_interpreter(action=self, interpreter_name='python',
                                                                       discovery_mode=mode, task_vars=task_vars)}
 
+    def _direct_or_module(self, task_vars, module_name, argument_spec, entry, module_args=None, direct_ok=True,
+                          drop=(), **rules):
+        """A module's run where the action can run its code directly (module_utils' function `entry` through
+        _probe_directly): direct where _direct_interpreter allows it, the task is not delegated (task_vars hold the
+        inventory host's, not the delegate's: the module finds the delegate's Python itself) and the caller's own
+        condition holds (direct_ok); the arguments validated here against the module's argument_spec (and `rules`:
+        required_by and the like) as the module would, less the options in `drop` (the action's own). Else the module,
+        with module_args (default: the task's). -> (result, the validated arguments, or None where the module ran)."""
+        interpreter = None if self._task.delegate_to or not direct_ok else self._direct_interpreter(task_vars)
+        if not interpreter:
+            args = self._task.args if module_args is None else module_args
+            return self._execute_module(module_name=module_name, module_args=args, task_vars=task_vars), None
+        dummy, valid = self.validate_argument_spec(argument_spec=argument_spec, **rules)
+        valid = dict((name, value) for name, value in valid.items() if name not in drop)
+        return self._probe_directly(interpreter, valid, entry=entry), valid
+
     def _look_files(self, paths, task_vars):
         """dgxspark.ds4.file_state's result for paths on this node: a direct run where one can be (_direct_interpreter),
         else the module; a path not absolute as written goes to the module too, whose argument handling expands ~."""

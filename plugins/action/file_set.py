@@ -75,13 +75,9 @@ class ActionModule(direct_action.ActionModule):
         absolute = (isinstance(files, list) and isinstance(remove, list)
                     and all(isinstance(item, dict) and str(item.get('path', '')).startswith('/') for item in files)
                     and all(str(path).startswith('/') for path in remove))
-        interpreter = None if self._task.delegate_to or not absolute else self._direct_interpreter(task_vars)
-        if not interpreter:
-            result.update(self._execute_module(module_name=_MODULE, module_args=args, task_vars=task_vars))
-            return result
-        dummy, valid = self.validate_argument_spec(argument_spec=file_set.ARGUMENT_SPEC)
-        valid.pop('seen', None)
-        res = self._probe_directly(interpreter, valid, entry='write')
+        # seen is the action's alone (the module does not read it): neither run gets it
+        res, dummy = self._direct_or_module(task_vars, _MODULE, file_set.ARGUMENT_SPEC, 'write', module_args=args,
+                                            direct_ok=absolute, drop=('seen',))
         diff = res.pop('diff', None)
         if diff and self._task.diff:
             res['diff'] = diff

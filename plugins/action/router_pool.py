@@ -17,7 +17,7 @@ _MODULE = 'dgxspark.ds4.router_pool'
 
 
 class ActionModule(direct_action.ActionModule):
-    """router_pool's run: direct where _direct_interpreter allows and the task is not delegated, else the module."""
+    """router_pool's run: direct where converge_state's _direct_or_module allows, else the module."""
 
     TRANSFERS_FILES = False
 
@@ -25,14 +25,11 @@ class ActionModule(direct_action.ActionModule):
         task_vars = task_vars or {}
         result = super(direct_action.ActionModule, self).run(tmp, task_vars)  # ActionBase.run: the task's own setup
         del tmp
-        # delegated (the drains, status.yml): the module, whose run finds the delegate's Python itself; task_vars hold
-        # the inventory host's
-        interpreter = None if self._task.delegate_to else self._direct_interpreter(task_vars)
-        if not interpreter:
-            result.update(self._execute_module(module_name=_MODULE, module_args=self._task.args, task_vars=task_vars))
+        # delegated (the drains, status.yml): the module, whose run finds the delegate's Python itself
+        res, args = self._direct_or_module(task_vars, _MODULE, router_pool_spec.ARGUMENT_SPEC, 'pool')
+        if args is None:
+            result.update(res)
             return result
-        dummy, args = self.validate_argument_spec(argument_spec=router_pool_spec.ARGUMENT_SPEC)
-        res = self._probe_directly(interpreter, args, entry='pool')
         # as AnsibleModule does for its no_log options: a key's value never shows in the result (an error text included)
         secrets = set(str(args[name]) for name, spec in router_pool_spec.ARGUMENT_SPEC.items()
                       if spec.get('no_log') and args.get(name))

@@ -15,7 +15,7 @@ _MODULE = 'dgxspark.ds4.service_preflight'
 
 
 class ActionModule(direct_action.ActionModule):
-    """service_preflight's run: direct where _direct_interpreter allows and the task is not delegated, else the module."""
+    """service_preflight's run: direct where converge_state's _direct_or_module allows, else the module."""
 
     TRANSFERS_FILES = False
 
@@ -23,12 +23,7 @@ class ActionModule(direct_action.ActionModule):
         task_vars = task_vars or {}
         result = super(direct_action.ActionModule, self).run(tmp, task_vars)  # ActionBase.run: the task's own setup
         del tmp
-        # delegated: the module, whose run finds the delegate's Python itself; task_vars hold the inventory host's
-        interpreter = None if self._task.delegate_to else self._direct_interpreter(task_vars)
-        if not interpreter:
-            result.update(self._execute_module(module_name=_MODULE, module_args=self._task.args, task_vars=task_vars))
-            return result
-        dummy, args = self.validate_argument_spec(argument_spec=service_preflight.ARGUMENT_SPEC,
-                                                  required_by=service_preflight.REQUIRED_BY)
-        result.update(self._probe_directly(interpreter, args, entry='preflight'))
+        res, dummy = self._direct_or_module(task_vars, _MODULE, service_preflight.ARGUMENT_SPEC, 'preflight',
+                                            required_by=service_preflight.REQUIRED_BY)
+        result.update(res)
         return result
