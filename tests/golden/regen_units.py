@@ -93,7 +93,7 @@ def render(profile, host, role_values=None):
             variables.update(_trust(yaml.safe_load(handle)))
     variables.update(_trust(role_values))
     eff = effective(profile, host, role_values)
-    variables.update(ds4_effective=eff, inventory_hostname=host, _vllm_service_image={'images': [{'Id': FAKE_IMAGE_ID}]})
+    variables.update(ds4_effective=eff, inventory_hostname=host, _vllm_service_node={'image': {'id': FAKE_IMAGE_ID}})
     loader = DataLoader()
     templar = Templar(loader=loader, variables=variables)
     lookup = lookup_loader.get('ansible.builtin.template', loader=loader, templar=Templar(loader=loader, variables=variables))
