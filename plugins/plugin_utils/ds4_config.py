@@ -442,7 +442,7 @@ def compile_cache_plan(merged: dict[str, Any]) -> dict[str, Any]:
     ``container_dir``: ``--compilation-config`` ``cache_dir``, else ``$VLLM_CACHE_ROOT/torch_compile_cache`` (vLLM's
     layout); None with ``--enforce-eager`` or ``VLLM_DISABLE_COMPILE_CACHE=1`` (nothing is cached). ``host_dir``: its
     host side through ``container.cache_volumes`` (None when no cache volume holds it). The vllm_service role looks
-    into it before a start (module compile_cache), and the readiness gate marks it with the image that served and
+    into it before a start (module service_preflight, compile_cache's verdict), and the readiness gate marks it with the image that served and
     ``launch_digest`` (sha256 of the node-independent serve_args and env: a changed flag counts as a cold cache).
     """
     args = merged.get('serve_args') or {}
