@@ -89,6 +89,11 @@ requests:
   returned: always
   type: list
   elements: dict
+model_seconds:
+  description: Seconds from the first request sent to the last answer read (the levels one after the other).
+  returned: when the checks ran (not in check mode)
+  type: float
+  sample: 13.92
 ok:
   description: True when every check passed.
   returned: always

@@ -231,6 +231,9 @@ def test_validate_passes_clean_replies(pair_factory):
     names = [r["request"] for r in res["requests"]]
     assert names[:2] == ["deterministic", "tool_call"] and len(names) == 2 + 1 + 2 + 4 + 6
     assert all(r["status"] == 200 for r in res["requests"])
+    # the wait on the model: at least its slowest answer, less than every answer one after the other
+    slowest, total = max(r["seconds"] for r in res["requests"]), sum(r["seconds"] for r in res["requests"])
+    assert slowest <= res["model_seconds"] < total + 1.0 and "s waiting on the model" in res["summary"]
 
 
 EXPECTED_CHECK = {"cjk": "unexpected_script", "repeat": "token_loop", "leak": "leaked_token", "empty": "empty_reply"}

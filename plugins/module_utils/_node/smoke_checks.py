@@ -12,13 +12,14 @@ A failure is {'request': name, 'check': name, 'excerpt': str, 'detail': str}.
   check_tool_call(name, response, tool) -> [failure]
   check_reasoning(name, response) -> [failure]
   check_garble(name, response, **thresholds) -> [failure]
-  run_validate(base_url, model, ...) -> {'ok', 'failures', 'requests', 'summary'}
+  run_validate(base_url, model, ...) -> {'ok', 'failures', 'requests', 'model_seconds', 'summary'}
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -208,6 +209,7 @@ def run_validate(base_url: str, model: str, api_key: str | None = None, thinking
     thresholds = thresholds or {}
     failures: list[dict[str, Any]] = []
     requests: list[dict[str, Any]] = []
+    started = time.monotonic()
 
     def record(name: str, status: int | None, response: Any, seconds: float, fails: list[dict[str, Any]]) -> None:
         msg = _message(response)[0] if status == 200 else None
@@ -241,8 +243,11 @@ def run_validate(base_url: str, model: str, api_key: str | None = None, thinking
     requests.extend(sweep["requests"])
     failures.extend(sweep["failures"])
 
-    return {"ok": not failures, "failures": failures, "requests": requests,
-            "summary": "%d request(s), %d failure(s)%s" % (
-                len(requests), len(failures),
+    # the wall of the requests one after the other (each level's at once): the time spent waiting on the model's
+    # answers, which the converge benchmark tells apart from the orchestration around it
+    model_seconds = round(time.monotonic() - started, 2)
+    return {"ok": not failures, "failures": failures, "requests": requests, "model_seconds": model_seconds,
+            "summary": "%d request(s), %d failure(s); %.2f s waiting on the model%s" % (
+                len(requests), len(failures), model_seconds,
                 (": " + "; ".join("%s %s: %s" % (f["request"], f["check"], f["excerpt"]) for f in failures[:10]))
                 if failures else "")}

@@ -92,6 +92,30 @@ def test_the_smoke_checks_requests_are_shown_apart_and_not_counted_as_waiting(na
     assert not (smoke and cb.WAITING_TASK.search(name))
 
 
+SMOKE_OUT = """
+TASK [Deterministic answer, tool call, reasoning, garble under concurrency] ****
+ok: [spark1 -> spark1]
+ok: [spark3 -> spark3]
+
+TASK [Result] ******************************************************************
+ok: [spark1] =>
+    msg: 15 request(s), 0 failure(s); 13.92 s waiting on the model
+ok: [spark3] =>
+    msg: 15 request(s), 0 failure(s); 13.41 s waiting on the model
+
+TASK [Rolling | The next pair] *************************************************
+TASK [Result] ******************************************************************
+ok: [spark3] =>
+    msg: 'validate failed: 15 request(s), 1 failure(s); 12.50 s waiting on the model: c4-r2 garble: x'
+"""
+
+
+def test_the_model_s_answers_are_the_longest_of_a_task_s_hosts_summed_over_tasks():
+    # spark1 and spark3 checked at once (13.92 s), then spark3 alone (12.50 s)
+    assert cb.model_answers(SMOKE_OUT) == pytest.approx(13.92 + 12.50)
+    assert cb.model_answers("TASK [Result] ***\nok: [spark1] =>\n    msg: hello\n") == 0.0
+
+
 def test_a_read_only_figure_is_the_run_of_median_cpu_with_the_range_of_all():
     runs = [dict(wall_s=w, cpu_s=c, tasks=203) for w, c in ((12.0, 16.5), (11.0, 12.8), (14.0, 15.2))]
     mid = cb.median_run(runs)

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import re
+import time
 
 import pytest
 
@@ -258,6 +259,27 @@ def test_garble_names_request_check_and_excerpt():
     assert smoke_checks.check_garble("x", _resp(""))[0]["check"] == "empty_reply"
     r = smoke_checks.check_garble("x", _resp("fine", reasoning="</think> leaked"))
     assert [x["check"] for x in r] == ["reasoning:leaked_token"]
+
+
+def test_validate_times_the_wait_on_the_model_as_the_requests_run(monkeypatch):
+    """model_seconds is the wall of the requests as sent: the deterministic prompt, the tool call, then each level's
+    prompts at once (1, 2, 4, 6: four waits, not thirteen), and the summary says it (the converge benchmark reads it)."""
+    each = 0.2
+
+    def post(_url, _path, body, _key, _timeout):
+        time.sleep(each)
+        if body.get("tools"):
+            return 200, _resp(None, tool_calls=_call(), finish="tool_calls"), each
+        if body["max_tokens"] == 32:
+            return 200, _resp("Four."), each
+        return 200, _resp("The sky is blue because air scatters blue light more than red light."), each
+    monkeypatch.setattr(vllm_client, "post_json", post)
+    res = smoke_checks.run_validate("http://127.0.0.1:1", "m", levels=[1, 2, 4, 6])
+    assert res["ok"], res["failures"]
+    assert len(res["requests"]) == 15
+    # six waits one after the other (the deterministic prompt, the tool call, four levels); thirteen would be 2.6 s+
+    assert 6 * each <= res["model_seconds"] < 12 * each, res["model_seconds"]
+    assert res["summary"] == "15 request(s), 0 failure(s); %.2f s waiting on the model" % res["model_seconds"]
 
 
 # ------------------------------------------------------------------ ops_status
